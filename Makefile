@@ -1,0 +1,181 @@
+# bcg - build, test, demo, bench, install.
+#
+#   make                 libbcg.so, the bcg command and every plugin under build/
+#   make REAL=float      single precision (default double); switching rebuilds
+#   make CUDA=0          CPU only even when nvcc is found
+#   make deps            install the Debian packages bcg needs (only the missing ones)
+#   make test            deps + build + every CUnit suite (a few minutes on 2 cores)
+#   make test-asan       the same suites under AddressSanitizer + UBSan
+#   make demo            deps + build + the main job on configs/demo.ini
+#   make bench           the benchmarks (bcg bench)
+#   make check-learning  the slow learning checks (not in CI)
+#   make install PREFIX=/usr/local
+
+REAL ?= double
+BUILD ?= build
+PREFIX ?= /usr/local
+CC ?= gcc
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
+ifeq ($(strip $(NVCC)),)
+CUDA ?= 0
+else
+CUDA ?= 1
+endif
+
+ifeq ($(REAL),float)
+REALDEF := -DBCG_REAL_FLOAT
+else ifeq ($(REAL),double)
+REALDEF :=
+else
+$(error REAL must be float or double, not '$(REAL)')
+endif
+
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null)
+HDF5_LIBS := $(shell pkg-config --libs hdf5 2>/dev/null)
+ifeq ($(strip $(HDF5_LIBS)),)
+HDF5_CFLAGS := -I/usr/include/hdf5/serial
+HDF5_LIBS := -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5
+endif
+
+SANITIZE ?=
+OPT ?= -O2
+CFLAGS_BASE := -std=c11 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter -fopenmp \
+  -D_GNU_SOURCE $(REALDEF) -Icore/include -Icore $(HDF5_CFLAGS) $(SANITIZE)
+CFLAGS += $(CFLAGS_BASE)
+LDLIBS_CORE := -lmujoco -liniparser $(HDF5_LIBS) -lopenblas -ldl -lm -fopenmp $(SANITIZE)
+
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCCFLAGS := -O2 -std=c++17 -Xcompiler -fPIC -Xcompiler -Wall $(REALDEF) -Icore/include -Icore \
+  -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+  --expt-relaxed-constexpr -Wno-deprecated-gpu-targets
+ifeq ($(CUDA),1)
+CFLAGS += -DBCG_HAVE_CUDA
+NVCCFLAGS += -DBCG_HAVE_CUDA
+LDLIBS_CORE += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
+endif
+
+CORE_SRC := $(filter-out core/main.c,$(wildcard core/*.c))
+CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
+CORE_CU := $(wildcard core/cuda/*.cu)
+ifeq ($(CUDA),1)
+CORE_OBJ += $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CORE_CU))
+endif
+
+PLUGIN_DIRS := contact_models estimators learners tasks
+PLUGIN_SRC := $(foreach d,$(PLUGIN_DIRS),$(wildcard $(d)/*.c))
+PLUGINS := $(patsubst %.c,$(BUILD)/plugins/%.so,$(notdir $(PLUGIN_SRC)))
+
+TEST_SRC := $(wildcard tests/test_*.c)
+TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+TEST_PLUGIN_SRC := $(wildcard tests/plugins/*.c)
+TEST_PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,$(TEST_PLUGIN_SRC))
+
+LIB := $(BUILD)/libbcg.so
+BIN := $(BUILD)/bcg
+RPATH_BIN := -Wl,-rpath,'$$ORIGIN'
+RPATH_PLUG := -Wl,-rpath,'$$ORIGIN/..'
+RPATH_TEST := -Wl,-rpath,'$$ORIGIN/..'
+
+.PHONY: all deps test test-asan demo bench check-learning install clean cuda-note flags
+all: cuda-note $(LIB) $(BIN) $(PLUGINS)
+
+cuda-note:
+ifeq ($(CUDA),1)
+	@:
+else
+	@echo "bcg: nvcc not found (or CUDA=0): building the CPU backend only"
+endif
+
+# Rebuild everything when the precision or CUDA setting changes.
+FLAGS_STAMP := $(BUILD)/.flags-$(REAL)-cuda$(CUDA)$(if $(SANITIZE),-san)
+$(FLAGS_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.flags-* ; rm -rf $(BUILD)/obj $(BUILD)/plugins $(BUILD)/tests
+	@touch $@
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# A plugin file X.c is compiled by gcc; with CUDA it is also compiled by nvcc
+# as CUDA (-x cu), where its `#ifdef __CUDACC__` part yields the device entry
+# points. Both objects go into the same X.so.
+$(BUILD)/obj/plugin-cu/%.o: $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -x cu -c $(filter %/$*.c,$(PLUGIN_SRC)) -o $@
+
+$(LIB): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ $(LDLIBS_CORE)
+
+$(BIN): $(BUILD)/obj/core/main.o $(LIB)
+	$(CC) -o $@ $< -L$(BUILD) -lbcg $(RPATH_BIN) $(LDLIBS_CORE)
+
+define plugin_rule
+$(BUILD)/plugins/$(basename $(notdir $(1))).so: $(BUILD)/obj/$(basename $(1)).o $(if $(filter 1,$(CUDA)),$(if $(shell grep -l __CUDACC__ $(1)),$(BUILD)/obj/plugin-cu/$(basename $(notdir $(1))).o)) $(LIB)
+	@mkdir -p $$(dir $$@)
+	$(CC) -shared -o $$@ $$(filter %.o,$$^) -L$(BUILD) -lbcg $(RPATH_PLUG) $(LDLIBS_CORE)
+endef
+$(foreach s,$(PLUGIN_SRC),$(eval $(call plugin_rule,$(s))))
+
+$(BUILD)/tests/plugins/%.so: tests/plugins/%.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -o $@ $< $(TEST_PLUGIN_FLAGS_$*)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/testutil.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE) -lcunit
+
+# Deliberately broken plugin variants built from one source with defines.
+TEST_PLUGIN_FLAGS_bad_precision := $(if $(REALDEF),,-DBCG_REAL_FLOAT)
+
+tests-build: all $(TESTS) $(TEST_PLUGINS)
+
+DEBIAN_PACKAGES := libmujoco-dev libmujoco-samples libiniparser-dev libhdf5-dev hdf5-tools \
+  libcunit1-dev libopenblas-dev pkg-config valgrind
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "bcg: installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "bcg: run 'make deps' as root (or sudo) to install:$$missing" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || \
+	    { echo "bcg: apt-get install failed for:$$missing" >&2; exit 1; }; \
+	fi
+
+test: deps
+	$(MAKE) tests-build
+	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+test-asan: deps
+	$(MAKE) BUILD=build-asan OPT=-O1 SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" tests-build
+	@BCG_ASAN=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  BUILD=build-asan sh tests/run.sh $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
+
+demo: deps
+	$(MAKE) all
+	$(BIN) train configs/demo.ini
+
+bench: all
+	$(BIN) bench
+
+check-learning: all
+	sh tests/check_learning.sh $(BIN)
+
+install: all
+	install -d $(PREFIX)/lib $(PREFIX)/bin $(PREFIX)/lib/bcg/plugins $(PREFIX)/include/bcg
+	install -m 755 $(LIB) $(PREFIX)/lib/
+	install -m 755 $(BIN) $(PREFIX)/bin/
+	install -m 755 $(PLUGINS) $(PREFIX)/lib/bcg/plugins/
+	install -m 644 core/include/bcg/*.h $(PREFIX)/include/bcg/
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,211 @@
+/* bcg/plugin.h - the plugin ABI (the public SDK header every plugin includes).
+ *
+ * A plugin is a shared object that exports exactly one symbol:
+ *
+ *     BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void);
+ *
+ * returning a pointer to a const descriptor that lives as long as the .so.
+ * The descriptor begins with the ABI version and its own size, so a host can
+ * refuse a plugin built against another ABI before reading anything else.
+ * No constructors or destructors are relied on: the host calls the function
+ * table's create/destroy explicitly, and passes a services table to create.
+ *
+ * Every per-environment function of a plugin is written once as BCG_HD static
+ * inline code (see real.h); CPU entry points and CUDA entry points of the same
+ * .so call the same functions. */
+#ifndef BCG_PLUGIN_H
+#define BCG_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "bcg/real.h"
+
+BCG_BEGIN_DECLS
+
+#define BCG_ABI_VERSION 1u
+#define BCG_PLUGIN_ENTRY_SYMBOL "bcg_plugin_entry"
+
+typedef enum bcg_kind {
+  BCG_KIND_CONTACT = 1,
+  BCG_KIND_ESTIMATOR = 2,
+  BCG_KIND_LEARNER = 3,
+  BCG_KIND_TASK = 4
+} bcg_kind;
+
+/* ---- declared INI keys -------------------------------------------------- */
+
+typedef enum bcg_key_type {
+  BCG_KEY_INT = 1,   /* integer, range [min, max] */
+  BCG_KEY_REAL = 2,  /* floating point, range [min, max] */
+  BCG_KEY_BOOL = 3,  /* true/false/yes/no/1/0 */
+  BCG_KEY_STRING = 4,/* free text (paths, names) */
+  BCG_KEY_CHOICE = 5,/* one of `choices`, written "a|b|c" */
+  BCG_KEY_LIST = 6   /* comma-separated integers, each in [min, max] (layer sizes) */
+} bcg_key_type;
+
+typedef struct bcg_key_spec {
+  const char *name;    /* key inside the plugin's section */
+  bcg_key_type type;
+  const char *def;     /* default, as INI text; NULL means required */
+  double min, max;     /* inclusive range for INT, REAL and LIST elements */
+  const char *choices; /* "a|b|c" for CHOICE, else NULL */
+  const char *help;    /* one line; say where a default comes from */
+} bcg_key_spec;
+
+/* Capability flags. */
+#define BCG_CAP_NEEDS_DELASSUS (1ull << 0) /* contact: wants G = J H^-1 J^T */
+#define BCG_CAP_CUDA (1ull << 1)           /* has CUDA entry points in this .so */
+#define BCG_CAP_DIFFERENTIABLE (1ull << 2) /* provides exact VJPs */
+#define BCG_CAP_NEEDS_BACKWARD (1ull << 3) /* learner: uses estimator backward */
+
+/* ---- services the host hands to plugins ---------------------------------- */
+
+typedef struct bcg_params bcg_params; /* one resolved, validated INI section */
+
+typedef struct bcg_services {
+  uint32_t abi_version;
+  uint32_t size;
+  /* typed access to the plugin's own validated section; keys must be declared */
+  long (*get_int)(const bcg_params *p, const char *key);
+  double (*get_real)(const bcg_params *p, const char *key);
+  int (*get_bool)(const bcg_params *p, const char *key);
+  const char *(*get_string)(const bcg_params *p, const char *key);
+  /* LIST keys: writes at most cap values, returns the count */
+  int (*get_list)(const bcg_params *p, const char *key, long *out, int cap);
+  /* informational message (the host decides where it goes) */
+  void (*log)(int level, const char *fmt, ...);
+} bcg_services;
+
+/* Opaque host objects a plugin may receive (declared in their own headers). */
+typedef struct bcg_model bcg_model;
+typedef struct bcg_sim bcg_sim;
+typedef struct bcg_env bcg_env;
+
+/* Error reporting convention for create(): return NULL and write a one-line
+ * message into err (capacity errlen). */
+
+/* ---- contact models ------------------------------------------------------ */
+
+/* One substep's contact problem for a batch of environments, contact-frame
+ * coordinates (normal first, then two tangents), na active slots per env
+ * (inactive slots have gap > margin and must get zero impulse). Arrays are
+ * [nenv][...] contiguous. */
+typedef struct bcg_contact_batch {
+  int nenv;
+  int ncon;              /* slots per environment (fixed per model) */
+  bcg_real dt;
+  const bcg_real *gap;   /* [nenv][ncon] signed gap, > 0 apart */
+  const bcg_real *v0;    /* [nenv][ncon][3] contact velocity at start of substep */
+  const bcg_real *c;     /* [nenv][ncon][3] free velocity J u_free */
+  const bcg_real *G;     /* [nenv][3ncon][3ncon] Delassus, or NULL if not asked */
+  const bcg_real *mu;    /* [nenv][ncon] friction coefficient */
+  bcg_real *lam;         /* out [nenv][ncon][3] impulses */
+  bcg_real *fn;          /* out [nenv][ncon] normal force lam_n / dt */
+} bcg_contact_batch;
+
+/* Adjoint of one substep's contact solve: given lam_bar, accumulate (+=) into
+ * the adjoints of its inputs. */
+typedef struct bcg_contact_adjoint {
+  const bcg_real *lam_bar; /* [nenv][ncon][3] */
+  bcg_real *gap_bar;       /* [nenv][ncon] */
+  bcg_real *v0_bar;        /* [nenv][ncon][3] */
+  bcg_real *c_bar;         /* [nenv][ncon][3] */
+  bcg_real *G_bar;         /* [nenv][3ncon][3ncon] or NULL */
+} bcg_contact_adjoint;
+
+typedef struct bcg_contact_ops {
+  uint32_t size;
+  void *(*create)(const bcg_services *svc, const bcg_params *params,
+                  const bcg_model *model, char *err, size_t errlen);
+  void (*destroy)(void *self);
+  /* CPU batched solve and its VJP. */
+  int (*solve)(void *self, bcg_contact_batch *b);
+  int (*solve_vjp)(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *adj);
+  /* CUDA versions (device pointers), NULL unless BCG_CAP_CUDA. */
+  int (*solve_cuda)(void *self, bcg_contact_batch *b, void *stream);
+  int (*solve_vjp_cuda)(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *adj,
+                        void *stream);
+} bcg_contact_ops;
+
+/* ---- gradient estimators -------------------------------------------------- */
+
+typedef struct bcg_estimator_ops {
+  uint32_t size;
+  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_env *env,
+                  char *err, size_t errlen);
+  void (*destroy)(void *self);
+  /* advance every environment from x_t to x_{t+1} under actions a_t */
+  int (*forward)(void *self, int t, const bcg_real *actions);
+  /* given the adjoint of x_{t+1} (in/out: replaced by the adjoint of x_t),
+   * accumulate the adjoint of a_t into act_bar */
+  int (*backward)(void *self, int t, bcg_real *x_bar, bcg_real *act_bar);
+  /* forget the tape (start of a new horizon) */
+  void (*reset_tape)(void *self);
+  /* simulated control steps so far (every branch step is one sample) */
+  uint64_t (*samples)(const void *self);
+} bcg_estimator_ops;
+
+/* ---- learners ---------------------------------------------------------------- */
+
+typedef struct bcg_learner_stats bcg_learner_stats; /* defined by the training loop */
+typedef struct bcg_trainer bcg_trainer;             /* host context for a run */
+
+typedef struct bcg_learner_ops {
+  uint32_t size;
+  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_trainer *tr,
+                  char *err, size_t errlen);
+  void (*destroy)(void *self);
+  /* one iteration: collect, compute losses, update; fills stats */
+  int (*iterate)(void *self, bcg_learner_stats *stats);
+  /* checkpoint I/O through the host's checkpoint handle (an HDF5 group id) */
+  int (*save)(void *self, int64_t group);
+  int (*load)(void *self, int64_t group);
+} bcg_learner_ops;
+
+/* ---- tasks --------------------------------------------------------------------- */
+
+typedef struct bcg_task_ops {
+  uint32_t size;
+  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_env *env,
+                  char *err, size_t errlen);
+  void (*destroy)(void *self);
+  int (*obs_dim)(const void *self);
+  int (*act_dim)(const void *self);
+  /* reset the listed environments (reference-state initialisation etc.) */
+  int (*reset)(void *self, const int *envs, int n);
+  /* observation, reward and termination of every environment at step t */
+  int (*observe)(void *self, int t, bcg_real *obs);
+  int (*reward)(void *self, int t, const bcg_real *actions, bcg_real *rew, int *done);
+  /* VJPs: accumulate into the state adjoint x_bar and the action adjoint */
+  int (*observe_vjp)(void *self, int t, const bcg_real *obs_bar, bcg_real *x_bar);
+  int (*reward_vjp)(void *self, int t, const bcg_real *actions, const bcg_real *rew_bar,
+                    bcg_real *x_bar, bcg_real *act_bar);
+} bcg_task_ops;
+
+/* ---- the descriptor ----------------------------------------------------------- */
+
+typedef struct bcg_plugin_desc {
+  uint32_t abi_version;     /* BCG_ABI_VERSION */
+  uint32_t desc_size;       /* sizeof(bcg_plugin_desc) */
+  uint32_t kind;            /* bcg_kind */
+  const char *name;         /* unique, [a-z0-9_]+ */
+  const char *description;  /* one line */
+  uint32_t real_size;       /* sizeof(bcg_real) the plugin was built with */
+  const bcg_key_spec *keys; /* declared INI keys of its section */
+  int nkeys;
+  uint64_t caps;            /* BCG_CAP_* */
+  const void *ops;          /* bcg_{contact,estimator,learner,task}_ops per kind */
+} bcg_plugin_desc;
+
+typedef const bcg_plugin_desc *(*bcg_plugin_entry_fn)(void);
+
+/* Convenience for plugin authors: fills the fixed header fields. */
+#define BCG_PLUGIN_HEADER(kind_, name_, descr_)                                   \
+  BCG_ABI_VERSION, (uint32_t)sizeof(bcg_plugin_desc), (uint32_t)(kind_), (name_), \
+      (descr_), (uint32_t)sizeof(bcg_real)
+
+#define BCG_NKEYS(arr) ((int)(sizeof(arr) / sizeof((arr)[0])))
+
+BCG_END_DECLS
+
+#endif

@@ -1,0 +1,64 @@
+#include "testutil.h"
+
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_REPORTS 64
+static struct {
+  char what[96];
+  double value;
+} reports[MAX_REPORTS];
+static int nreports;
+
+void bcg_test_report(const char *what, double value) {
+  for (int i = 0; i < nreports; i++)
+    if (strcmp(reports[i].what, what) == 0) {
+      if (value > reports[i].value) reports[i].value = value;
+      return;
+    }
+  if (nreports < MAX_REPORTS) {
+    snprintf(reports[nreports].what, sizeof reports[nreports].what, "%s", what);
+    reports[nreports++].value = value;
+  }
+}
+
+const char *bcg_test_build_dir(void) {
+  const char *b = getenv("BUILD");
+  return (b && *b) ? b : "build";
+}
+
+double bcg_relerr(double a, double b, double floor) {
+  double s = fmax(fmax(fabs(a), fabs(b)), floor);
+  return fabs(a - b) / s;
+}
+
+double bcg_vec_relerr(const double *a, const double *b, int n) {
+  double na = 0, nb = 0, nd = 0;
+  for (int i = 0; i < n; i++) {
+    na += a[i] * a[i];
+    nb += b[i] * b[i];
+    nd += (a[i] - b[i]) * (a[i] - b[i]);
+  }
+  double s = fmax(sqrt(fmax(na, nb)), 1e-300);
+  return sqrt(nd) / s;
+}
+
+int bcg_test_main(const char *suite, const bcg_test *tests, int ntests) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+  CU_pSuite s = CU_add_suite(suite, NULL, NULL);
+  if (!s) return 2;
+  for (int i = 0; i < ntests; i++)
+    if (!CU_add_test(s, tests[i].name, tests[i].fn)) return 2;
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned fails = CU_get_number_of_failures();
+  unsigned tfail = CU_get_number_of_tests_failed();
+  unsigned run = CU_get_number_of_tests_run();
+  for (int i = 0; i < nreports; i++) printf("  [measured] %s: %.3g\n", reports[i].what, reports[i].value);
+  printf("BCGSUITE %s tests=%u failed=%u asserts_failed=%u\n", suite, run, tfail, fails);
+  CU_cleanup_registry();
+  return (fails || tfail) ? 1 : 0;
+}

@@ -1,0 +1,33 @@
+/* tests/testutil.h - shared helpers of the CUnit suites. */
+#ifndef BCG_TESTUTIL_H
+#define BCG_TESTUTIL_H
+
+#include <CUnit/CUnit.h>
+#include <stddef.h>
+
+typedef struct bcg_test {
+  const char *name;
+  void (*fn)(void);
+} bcg_test;
+
+/* Register one suite with the given tests, run it in CUnit's basic mode and
+ * return the process exit status (0 when every assertion passed). */
+int bcg_test_main(const char *suite, const bcg_test *tests, int ntests);
+
+/* Path of the build tree (the BUILD env var the runner sets, else "build"). */
+const char *bcg_test_build_dir(void);
+
+/* Relative error |a-b| / max(|a|,|b|,floor). */
+double bcg_relerr(double a, double b, double floor);
+
+/* Worst relative error of two vectors, with floor relative to the larger norm. */
+double bcg_vec_relerr(const double *a, const double *b, int n);
+
+/* Record a measured worst error so the suite prints it at the end. */
+void bcg_test_report(const char *what, double value);
+
+#define BCG_TESTS(...) static const bcg_test bcg_tests_[] = {__VA_ARGS__}
+#define BCG_RUN(suite) \
+  int main(void) { return bcg_test_main(suite, bcg_tests_, (int)(sizeof bcg_tests_ / sizeof bcg_tests_[0])); }
+
+#endif
