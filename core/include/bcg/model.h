@@ -59,10 +59,14 @@ typedef struct bcg_mdata {
   bcg_real dof_armature[BCG_MAX_DOF];
   bcg_real dof_damping[BCG_MAX_DOF];
 
+  /* qpos0: MuJoCo's reference pose. Hinge and slide joints move their body by
+   * qpos - qpos0 (MuJoCo's joint `ref`); it is 0 unless the MJCF sets ref. */
   bcg_real qpos0[BCG_MAX_Q];
   bcg_real qpos_spring[BCG_MAX_Q];
 
-  /* actuators: joint transmission, motor gain = gear */
+  /* actuators: joint transmission (hinge/slide), motor: force on dof
+   * act_dof = act_gear * ctrl (act_gear = gear[0] * gainprm[0]; ctrl is
+   * clamped to ctrlrange when act_ctrllimited) */
   int act_jnt[BCG_MAX_ACT];
   int act_dof[BCG_MAX_ACT];
   bcg_real act_gear[BCG_MAX_ACT];
@@ -73,6 +77,8 @@ typedef struct bcg_mdata {
    * ground plane z = floor_z (normal +z). */
   int cp_body[BCG_MAX_CP];
   int cp_geom[BCG_MAX_CP];             /* MuJoCo geom id it came from */
+  /* cp_radius is 0 for box corners; cp_friction is 0 for a frictionless
+   * (condim 1) pairing */
   bcg_real cp_pos[BCG_MAX_CP][3];      /* sphere centre in the body frame */
   bcg_real cp_radius[BCG_MAX_CP];
   bcg_real cp_friction[BCG_MAX_CP];    /* sliding friction paired with the floor */
@@ -97,7 +103,7 @@ typedef struct bcg_model bcg_model;
 bcg_model *bcg_model_load(const char *path, char *err, size_t errlen);
 void bcg_model_free(bcg_model *model);
 
-/* Default model path: $BCG_MODEL_DIR, else MuJoCo's installed humanoid.xml. */
+/* Default model path: $BCG_MODEL, else MuJoCo's installed humanoid.xml. */
 const char *bcg_model_default_path(void);
 
 int bcg_model_body_id(const bcg_model *model, const char *name); /* -1 if absent */

@@ -1,0 +1,67 @@
+/* bcg/mjref.h - MuJoCo reference quantities for cross-checks and benchmarks.
+ *
+ * A bcg_mjref is a small context holding a private copy of a loaded model's
+ * mjModel (so option flags can be changed without touching model->mj) and an
+ * mjData. bcg_mjref_forward() sets MuJoCo's state and inputs and runs
+ * mj_forward; the getters then read the results. Every array is double, in
+ * MuJoCo's layout. Nothing here prints. */
+#ifndef BCG_MJREF_H
+#define BCG_MJREF_H
+
+#include "bcg/model.h"
+
+BCG_BEGIN_DECLS
+
+typedef struct bcg_mjref bcg_mjref;
+
+/* Flags for bcg_mjref_new: turn MuJoCo features off in the private copy. */
+enum {
+  BCG_MJREF_NO_CONTACT = 1 << 0, /* no contacts (mjDSBL_CONTACT) */
+  BCG_MJREF_NO_LIMIT = 1 << 1,   /* no joint-limit constraints (mjDSBL_LIMIT) */
+  BCG_MJREF_NO_PASSIVE = 1 << 2, /* no springs or damping (mjDSBL_PASSIVE) */
+  BCG_MJREF_NO_GRAVITY = 1 << 3, /* gravity off (mjDSBL_GRAVITY) */
+  BCG_MJREF_NO_CLAMPCTRL = 1 << 4, /* ctrl not clamped to ctrlrange (mjDSBL_CLAMPCTRL) */
+  BCG_MJREF_NO_CONSTRAINT = 1 << 5 /* whole constraint solver off (mjDSBL_CONSTRAINT) */
+};
+
+/* NULL if the model has no mjModel or on allocation failure. */
+bcg_mjref *bcg_mjref_new(const bcg_model *model, int flags);
+void bcg_mjref_free(bcg_mjref *r);
+
+int bcg_mjref_nq(const bcg_mjref *r);
+int bcg_mjref_nv(const bcg_mjref *r);
+int bcg_mjref_nu(const bcg_mjref *r);
+int bcg_mjref_nbody(const bcg_mjref *r);
+
+/* Set qpos (nq), qvel (nv), ctrl (nu) and qfrc_applied (nv), then mj_forward.
+ * qvel, ctrl and qfrc_applied may be NULL (zeros); qpos NULL means qpos0. */
+void bcg_mjref_forward(bcg_mjref *r, const double *qpos, const double *qvel, const double *ctrl,
+                       const double *qfrc_applied);
+
+/* Results of the last forward (or step). */
+void bcg_mjref_fullM(const bcg_mjref *r, double *M);    /* nv x nv row-major, armature included */
+void bcg_mjref_bias(const bcg_mjref *r, double *qfrc_bias); /* nv: C(q,v) v + g(q) */
+void bcg_mjref_passive(const bcg_mjref *r, double *qfrc_passive); /* nv: springs, damping */
+void bcg_mjref_actuator(const bcg_mjref *r, double *qfrc_actuator); /* nv */
+void bcg_mjref_constraint(const bcg_mjref *r, double *qfrc_constraint); /* nv */
+void bcg_mjref_qacc(const bcg_mjref *r, double *qacc);  /* nv */
+/* Per body (nbody x 3 / nbody x 4, world included); any pointer may be NULL. */
+void bcg_mjref_bodies(const bcg_mjref *r, double *xpos, double *xquat, double *xipos);
+/* Translational and rotational Jacobians (3 x nv each, row-major; either may
+ * be NULL) of a world point attached to body b, at the last forward. */
+void bcg_mjref_jac(const bcg_mjref *r, int body, const double point[3], double *jacp, double *jacr);
+int bcg_mjref_ncon(const bcg_mjref *r); /* active MuJoCo contacts */
+
+/* Current state (after forward or step); either may be NULL. */
+void bcg_mjref_state(const bcg_mjref *r, double *qpos, double *qvel);
+
+/* Run nsteps of mj_step from the current state holding ctrl (NULL: zeros).
+ * bcg_mjref_steps_per_sec first sets the state as bcg_mjref_forward does,
+ * then times nsteps of mj_step (wall clock) and returns steps per second. */
+void bcg_mjref_step(bcg_mjref *r, const double *ctrl, int nsteps);
+double bcg_mjref_steps_per_sec(bcg_mjref *r, const double *qpos, const double *qvel, const double *ctrl,
+                               int nsteps);
+
+BCG_END_DECLS
+
+#endif

@@ -1,0 +1,418 @@
+/* core/model.c - load an MJCF file through libmujoco and convert the compiled
+ * mjModel into bcg's fixed-capacity bcg_mdata (see bcg/model.h).
+ *
+ * Everything bcg cannot represent is refused with a one-line message that
+ * names the file and the offending element (by name, or by index when the
+ * element is unnamed). */
+#include "bcg/model.h"
+
+#include <errno.h>
+#include <mujoco/mujoco.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_MODEL "/usr/share/mujoco/model/humanoid/humanoid.xml"
+
+typedef struct conv {
+  const mjModel *mj;
+  bcg_model *out;
+  const char *path;
+  char *err;
+  size_t errlen;
+} conv;
+
+static int fail(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(conv *c, const char *fmt, ...) {
+  if (!c->err || c->errlen == 0) return -1;
+  int n = snprintf(c->err, c->errlen, "%s: ", c->path);
+  if (n < 0) n = 0;
+  if ((size_t)n < c->errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+/* "kind 'name'" or "kind #index" for messages. */
+static const char *label(const mjModel *m, int type, const char *kind, int id, char *buf, size_t len) {
+  const char *name = mj_id2name(m, type, id);
+  if (name && name[0])
+    snprintf(buf, len, "%s '%s'", kind, name);
+  else
+    snprintf(buf, len, "%s #%d", kind, id);
+  return buf;
+}
+
+static void copy_name(char *dst, const mjModel *m, int type, int id) {
+  const char *name = mj_id2name(m, type, id);
+  snprintf(dst, BCG_NAME_LEN, "%s", name ? name : "");
+}
+
+/* v_out = R(q) v for a unit quaternion q = (w, x, y, z). */
+static void quat_rot(const mjtNum *q, const mjtNum *v, mjtNum *o) {
+  mjtNum mat[9];
+  mju_quat2Mat(mat, q);
+  mju_mulMatVec(o, mat, v, 3, 3);
+}
+
+static const char *geom_type_name(int t) {
+  switch (t) {
+    case mjGEOM_PLANE: return "plane";
+    case mjGEOM_HFIELD: return "hfield";
+    case mjGEOM_SPHERE: return "sphere";
+    case mjGEOM_CAPSULE: return "capsule";
+    case mjGEOM_ELLIPSOID: return "ellipsoid";
+    case mjGEOM_CYLINDER: return "cylinder";
+    case mjGEOM_BOX: return "box";
+    case mjGEOM_MESH: return "mesh";
+    default: return "unknown";
+  }
+}
+
+static int can_collide(const mjModel *m, int g1, int g2) {
+  return (m->geom_contype[g1] & m->geom_conaffinity[g2]) || (m->geom_contype[g2] & m->geom_conaffinity[g1]);
+}
+
+/* Whether MuJoCo's <exclude> removes contacts between bodies b1 and b2; the
+ * signature is (b1+1)<<16 + b2+1 with b1 < b2 (checked against 2.2.2). */
+static int excluded(const mjModel *m, int b1, int b2) {
+  if (b1 > b2) { int t = b1; b1 = b2; b2 = t; }
+  int sig = ((b1 + 1) << 16) + b2 + 1;
+  for (int i = 0; i < m->nexclude; i++)
+    if (m->exclude_signature[i] == sig) return 1;
+  return 0;
+}
+
+static int add_cp(conv *c, int g, const mjtNum *pos, mjtNum radius, mjtNum friction) {
+  bcg_mdata *d = &c->out->m;
+  const mjModel *m = c->mj;
+  char lb[96];
+  if (d->ncp >= BCG_MAX_CP)
+    return fail(c, "%s: too many contact points (more than BCG_MAX_CP = %d)",
+                label(m, mjOBJ_GEOM, "geom", g, lb, sizeof lb), BCG_MAX_CP);
+  int k = d->ncp++;
+  d->cp_body[k] = m->geom_bodyid[g];
+  d->cp_geom[k] = g;
+  for (int i = 0; i < 3; i++) d->cp_pos[k][i] = (bcg_real)pos[i];
+  d->cp_radius[k] = (bcg_real)radius;
+  d->cp_friction[k] = (bcg_real)friction;
+  copy_name(c->out->cp_geom_name[k], m, mjOBJ_GEOM, g);
+  return 0;
+}
+
+static int convert_capacity(conv *c) {
+  const mjModel *m = c->mj;
+  if (m->nbody > BCG_MAX_BODY)
+    return fail(c, "%d bodies exceed BCG_MAX_BODY = %d", m->nbody, BCG_MAX_BODY);
+  if (m->njnt > BCG_MAX_JNT)
+    return fail(c, "%d joints exceed BCG_MAX_JNT = %d", m->njnt, BCG_MAX_JNT);
+  if (m->nv > BCG_MAX_DOF)
+    return fail(c, "%d dofs exceed BCG_MAX_DOF = %d", m->nv, BCG_MAX_DOF);
+  if (m->nq > BCG_MAX_Q)
+    return fail(c, "%d qpos entries exceed BCG_MAX_Q = %d", m->nq, BCG_MAX_Q);
+  if (m->nu > BCG_MAX_ACT)
+    return fail(c, "%d actuators exceed BCG_MAX_ACT = %d", m->nu, BCG_MAX_ACT);
+  return 0;
+}
+
+static int convert_unsupported(conv *c) {
+  const mjModel *m = c->mj;
+  char lb[96];
+  if (m->ntendon > 0)
+    return fail(c, "%s: tendons are not supported", label(m, mjOBJ_TENDON, "tendon", 0, lb, sizeof lb));
+  if (m->neq > 0)
+    return fail(c, "%s: equality constraints are not supported", label(m, mjOBJ_EQUALITY, "equality", 0, lb, sizeof lb));
+  if (m->nmocap > 0)
+    for (int b = 0; b < m->nbody; b++)
+      if (m->body_mocapid[b] >= 0)
+        return fail(c, "%s: mocap bodies are not supported", label(m, mjOBJ_BODY, "body", b, lb, sizeof lb));
+  if (m->opt.density != 0 || m->opt.viscosity != 0)
+    return fail(c, "option: fluid forces (density/viscosity) are not supported");
+  if (m->na > 0)
+    return fail(c, "actuator activations (na = %d) are not supported", m->na);
+  for (int v = 0; v < m->nv; v++)
+    if (m->dof_frictionloss[v] != 0)
+      return fail(c, "%s: frictionloss is not supported", label(m, mjOBJ_JOINT, "joint", m->dof_jntid[v], lb, sizeof lb));
+  return 0;
+}
+
+static int convert_bodies(conv *c) {
+  const mjModel *m = c->mj;
+  bcg_mdata *d = &c->out->m;
+  d->nbody = m->nbody;
+  for (int b = 0; b < m->nbody; b++) {
+    d->body_parent[b] = b == 0 ? -1 : m->body_parentid[b];
+    if (b > 0 && d->body_parent[b] >= b) {
+      char lb[96];
+      return fail(c, "%s: parent index not smaller than its own", label(m, mjOBJ_BODY, "body", b, lb, sizeof lb));
+    }
+    d->body_jntnum[b] = m->body_jntnum[b];
+    d->body_jntadr[b] = m->body_jntnum[b] > 0 ? m->body_jntadr[b] : -1;
+    for (int i = 0; i < 3; i++) {
+      d->body_pos[b][i] = (bcg_real)m->body_pos[3 * b + i];
+      d->body_ipos[b][i] = (bcg_real)m->body_ipos[3 * b + i];
+      d->body_inertia[b][i] = (bcg_real)m->body_inertia[3 * b + i];
+    }
+    for (int i = 0; i < 4; i++) {
+      d->body_quat[b][i] = (bcg_real)m->body_quat[4 * b + i];
+      d->body_iquat[b][i] = (bcg_real)m->body_iquat[4 * b + i];
+    }
+    d->body_mass[b] = (bcg_real)m->body_mass[b];
+    copy_name(c->out->body_name[b], m, mjOBJ_BODY, b);
+  }
+  return 0;
+}
+
+static int convert_joints(conv *c) {
+  const mjModel *m = c->mj;
+  bcg_mdata *d = &c->out->m;
+  const int nolimit = (m->opt.disableflags & mjDSBL_LIMIT) != 0;
+  const int nopassive = (m->opt.disableflags & mjDSBL_PASSIVE) != 0;
+  char lb[96];
+  d->njnt = m->njnt;
+  d->nq = m->nq;
+  d->nv = m->nv;
+  for (int j = 0; j < m->njnt; j++) {
+    int t = m->jnt_type[j];
+    if (t != mjJNT_FREE && t != mjJNT_BALL && t != mjJNT_SLIDE && t != mjJNT_HINGE)
+      return fail(c, "%s: joint type %d is not supported", label(m, mjOBJ_JOINT, "joint", j, lb, sizeof lb), t);
+    d->jnt_type[j] = t;
+    d->jnt_body[j] = m->jnt_bodyid[j];
+    d->jnt_qposadr[j] = m->jnt_qposadr[j];
+    d->jnt_dofadr[j] = m->jnt_dofadr[j];
+    for (int i = 0; i < 3; i++) {
+      d->jnt_pos[j][i] = (bcg_real)m->jnt_pos[3 * j + i];
+      d->jnt_axis[j][i] = (bcg_real)m->jnt_axis[3 * j + i];
+    }
+    d->jnt_limited[j] = nolimit ? 0 : m->jnt_limited[j];
+    d->jnt_range[j][0] = (bcg_real)m->jnt_range[2 * j];
+    d->jnt_range[j][1] = (bcg_real)m->jnt_range[2 * j + 1];
+    d->jnt_stiffness[j] = nopassive ? 0 : (bcg_real)m->jnt_stiffness[j];
+    copy_name(c->out->jnt_name[j], m, mjOBJ_JOINT, j);
+  }
+  for (int v = 0; v < m->nv; v++) {
+    d->dof_body[v] = m->dof_bodyid[v];
+    d->dof_jnt[v] = m->dof_jntid[v];
+    d->dof_parent[v] = m->dof_parentid[v];
+    d->dof_armature[v] = (bcg_real)m->dof_armature[v];
+    d->dof_damping[v] = nopassive ? 0 : (bcg_real)m->dof_damping[v];
+  }
+  for (int q = 0; q < m->nq; q++) {
+    d->qpos0[q] = (bcg_real)m->qpos0[q];
+    d->qpos_spring[q] = (bcg_real)m->qpos_spring[q];
+  }
+  return 0;
+}
+
+static int convert_actuators(conv *c) {
+  const mjModel *m = c->mj;
+  bcg_mdata *d = &c->out->m;
+  char lb[96];
+  d->nu = m->nu;
+  for (int a = 0; a < m->nu; a++) {
+    label(m, mjOBJ_ACTUATOR, "actuator", a, lb, sizeof lb);
+    if (m->actuator_trntype[a] != mjTRN_JOINT)
+      return fail(c, "%s: transmission type not supported (only joint transmission)", lb);
+    if (m->actuator_dyntype[a] != mjDYN_NONE)
+      return fail(c, "%s: activation dynamics not supported (only motor actuators)", lb);
+    if (m->actuator_gaintype[a] != mjGAIN_FIXED || m->actuator_biastype[a] != mjBIAS_NONE)
+      return fail(c, "%s: gain/bias type not supported (only motor actuators)", lb);
+    if (m->actuator_forcelimited[a])
+      return fail(c, "%s: forcelimited/forcerange not supported", lb);
+    int j = m->actuator_trnid[2 * a];
+    int jt = m->jnt_type[j];
+    if (jt != mjJNT_HINGE && jt != mjJNT_SLIDE)
+      return fail(c, "%s: only hinge and slide joints can be actuated", lb);
+    d->act_jnt[a] = j;
+    d->act_dof[a] = m->jnt_dofadr[j];
+    /* force = gainprm[0] * ctrl (a motor has gainprm[0] = 1); torque = gear * force */
+    d->act_gear[a] = (bcg_real)(m->actuator_gear[6 * a] * m->actuator_gainprm[mjNGAIN * a]);
+    d->act_ctrllimited[a] = m->actuator_ctrllimited[a];
+    d->act_ctrlrange[a][0] = (bcg_real)m->actuator_ctrlrange[2 * a];
+    d->act_ctrlrange[a][1] = (bcg_real)m->actuator_ctrlrange[2 * a + 1];
+    copy_name(c->out->act_name[a], m, mjOBJ_ACTUATOR, a);
+  }
+  return 0;
+}
+
+static int convert_contacts(conv *c) {
+  const mjModel *m = c->mj;
+  bcg_mdata *d = &c->out->m;
+  char lb[96];
+  int floor = -1;
+
+  /* The floor: collidable planes. Only one horizontal plane on the world body. */
+  for (int g = 0; g < m->ngeom; g++) {
+    if (m->geom_type[g] != mjGEOM_PLANE) continue;
+    if (m->geom_contype[g] == 0 && m->geom_conaffinity[g] == 0) continue; /* visual */
+    label(m, mjOBJ_GEOM, "geom", g, lb, sizeof lb);
+    if (m->body_weldid[m->geom_bodyid[g]] != 0)
+      return fail(c, "%s: plane on a moving body is not supported (only a floor on the world body)", lb);
+    if (floor >= 0) {
+      char lb2[96];
+      return fail(c, "%s: more than one floor plane (first is %s)", lb,
+                  label(m, mjOBJ_GEOM, "geom", floor, lb2, sizeof lb2));
+    }
+    /* The world body (and bodies welded to it) sit at the origin with their
+     * compiled frames; compose body frame and geom frame for static bodies. */
+    mjtNum pos[3], quat[4], n[3], z[3] = {0, 0, 1};
+    int b = m->geom_bodyid[g];
+    mju_copy3(pos, m->geom_pos + 3 * g);
+    mju_copy4(quat, m->geom_quat + 4 * g);
+    while (b != 0) { /* static body chain up to the world */
+      mjtNum p2[3], q2[4];
+      quat_rot(m->body_quat + 4 * b, pos, p2);
+      mju_addTo3(p2, m->body_pos + 3 * b);
+      mju_mulQuat(q2, m->body_quat + 4 * b, quat);
+      mju_copy3(pos, p2);
+      mju_copy4(quat, q2);
+      b = m->body_parentid[b];
+    }
+    quat_rot(quat, z, n);
+    if (fabs(n[0]) > 1e-9 || fabs(n[1]) > 1e-9 || n[2] < 1 - 1e-9)
+      return fail(c, "%s: floor plane must be horizontal with normal +z (normal is %g %g %g)", lb, n[0], n[1], n[2]);
+    floor = g;
+    d->has_floor = 1;
+    d->floor_z = (bcg_real)pos[2];
+  }
+
+  for (int i = 0; i < m->npair; i++)
+    if (floor >= 0 && (m->pair_geom1[i] == floor || m->pair_geom2[i] == floor))
+      return fail(c, "contact pair #%d with the floor: explicit <contact><pair> is not supported", i);
+
+  if (floor < 0 || (m->opt.disableflags & (mjDSBL_CONTACT | mjDSBL_CONSTRAINT))) return 0;
+
+  int fb = m->geom_bodyid[floor];
+  for (int g = 0; g < m->ngeom; g++) {
+    if (g == floor) continue;
+    int b = m->geom_bodyid[g];
+    if (m->geom_contype[g] == 0 && m->geom_conaffinity[g] == 0) continue; /* visual */
+    if (!can_collide(m, g, floor)) continue;
+    if (m->body_weldid[b] == m->body_weldid[fb]) {
+      /* static geometry: it never touches the floor, but moving bodies could
+       * touch it, which bcg cannot represent */
+      for (int h = 0; h < m->ngeom; h++)
+        if (m->body_weldid[m->geom_bodyid[h]] != 0 && can_collide(m, g, h))
+          return fail(c, "%s: static %s geom other than the floor is not supported",
+                      label(m, mjOBJ_GEOM, "geom", g, lb, sizeof lb), geom_type_name(m->geom_type[g]));
+      continue;
+    }
+    if (excluded(m, b, fb)) continue;
+
+    /* pairing rule of mj_contactParam: the higher priority wins, else max */
+    mjtNum mu;
+    int condim;
+    if (m->geom_priority[g] != m->geom_priority[floor]) {
+      int w = m->geom_priority[g] > m->geom_priority[floor] ? g : floor;
+      mu = m->geom_friction[3 * w];
+      condim = m->geom_condim[w];
+    } else {
+      mu = mju_max(m->geom_friction[3 * g], m->geom_friction[3 * floor]);
+      condim = m->geom_condim[g] > m->geom_condim[floor] ? m->geom_condim[g] : m->geom_condim[floor];
+    }
+    if (condim == 1) mu = 0; /* frictionless contact */
+
+    const mjtNum *gp = m->geom_pos + 3 * g, *gq = m->geom_quat + 4 * g, *sz = m->geom_size + 3 * g;
+    label(m, mjOBJ_GEOM, "geom", g, lb, sizeof lb);
+    switch (m->geom_type[g]) {
+      case mjGEOM_SPHERE:
+        if (add_cp(c, g, gp, sz[0], mu)) return -1;
+        break;
+      case mjGEOM_CAPSULE:
+        for (int s = -1; s <= 1; s += 2) {
+          mjtNum e[3] = {0, 0, s * sz[1]}, p[3];
+          quat_rot(gq, e, p);
+          mju_addTo3(p, gp);
+          if (add_cp(c, g, p, sz[0], mu)) return -1;
+        }
+        break;
+      case mjGEOM_BOX:
+        for (int k = 0; k < 8; k++) {
+          mjtNum e[3] = {(k & 1 ? 1 : -1) * sz[0], (k & 2 ? 1 : -1) * sz[1], (k & 4 ? 1 : -1) * sz[2]}, p[3];
+          quat_rot(gq, e, p);
+          mju_addTo3(p, gp);
+          if (add_cp(c, g, p, 0, mu)) return -1;
+        }
+        break;
+      default:
+        return fail(c, "%s: %s collision geom touching the floor is not supported (only sphere, capsule, box; "
+                    "set contype=conaffinity=0 to make it visual)", lb, geom_type_name(m->geom_type[g]));
+    }
+  }
+  return 0;
+}
+
+/* MuJoCo's messages may span lines; make them one line. */
+static void one_line(char *s) {
+  size_t n = strlen(s);
+  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = 0;
+  for (char *p = s; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+}
+
+bcg_model *bcg_model_load(const char *path, char *err, size_t errlen) {
+  if (err && errlen) err[0] = 0;
+  if (!path || !path[0]) {
+    if (err && errlen) snprintf(err, errlen, "model: empty path");
+    return NULL;
+  }
+  if (strlen(path) >= sizeof(((bcg_model *)0)->path)) {
+    if (err && errlen) snprintf(err, errlen, "%.200s...: model path too long", path);
+    return NULL;
+  }
+  FILE *probe = fopen(path, "r");
+  if (!probe) {
+    if (err && errlen) snprintf(err, errlen, "%s: cannot open model file: %s", path, strerror(errno));
+    return NULL;
+  }
+  fclose(probe);
+  char mjerr[1000] = "";
+  mjModel *mj = mj_loadXML(path, NULL, mjerr, sizeof mjerr);
+  if (!mj) {
+    one_line(mjerr);
+    if (err && errlen) snprintf(err, errlen, "%s: cannot load model: %s", path, mjerr[0] ? mjerr : "unknown error");
+    return NULL;
+  }
+  bcg_model *model = calloc(1, sizeof *model);
+  if (!model) {
+    mj_deleteModel(mj);
+    if (err && errlen) snprintf(err, errlen, "%s: out of memory", path);
+    return NULL;
+  }
+  snprintf(model->path, sizeof model->path, "%s", path);
+  model->mj = mj;
+  conv c = {mj, model, path, err, errlen};
+  bcg_mdata *d = &model->m;
+  d->timestep = (bcg_real)mj->opt.timestep;
+  for (int i = 0; i < 3; i++)
+    d->gravity[i] = (mj->opt.disableflags & mjDSBL_GRAVITY) ? 0 : (bcg_real)mj->opt.gravity[i];
+  if (convert_capacity(&c) || convert_unsupported(&c) || convert_bodies(&c) || convert_joints(&c) ||
+      convert_actuators(&c) || convert_contacts(&c)) {
+    bcg_model_free(model);
+    return NULL;
+  }
+  return model;
+}
+
+void bcg_model_free(bcg_model *model) {
+  if (!model) return;
+  if (model->mj) mj_deleteModel((mjModel *)model->mj);
+  free(model);
+}
+
+const char *bcg_model_default_path(void) {
+  const char *e = getenv("BCG_MODEL");
+  return e && e[0] ? e : DEFAULT_MODEL;
+}
+
+int bcg_model_body_id(const bcg_model *model, const char *name) {
+  if (!model || !name) return -1;
+  if (model->mj) return mj_name2id((const mjModel *)model->mj, mjOBJ_BODY, name);
+  for (int b = 0; b < model->m.nbody; b++)
+    if (strcmp(model->body_name[b], name) == 0) return b;
+  return -1;
+}

@@ -1,0 +1,553 @@
+/* tests/test_model.c - MJCF loading and conversion (core/model.c) and the
+ * MuJoCo reference helper (core/mjref.c). */
+#include <mujoco/mujoco.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bcg/mjref.h"
+#include "bcg/model.h"
+#include "testutil.h"
+
+#define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
+#define HUMANOID_BODY "/usr/share/mujoco/model/humanoid100/humanoid_body.xml"
+#define BIPED "models/biped2d.xml"
+#define QUADRUPED "models/quadruped.xml"
+
+static char tmpdir[256];
+static char errbuf[2048];
+
+static const char *tmp_path(const char *name) {
+  static char p[512];
+  if (!tmpdir[0]) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/bcg_test_model_XXXXXX");
+    if (!mkdtemp(tmpdir)) tmpdir[0] = 0;
+  }
+  snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+  return p;
+}
+
+/* Write an MJCF into the temp dir and return its path. */
+static const char *write_xml(const char *name, const char *xml) {
+  const char *p = tmp_path(name);
+  FILE *f = fopen(p, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(xml, f);
+  fclose(f);
+  return p;
+}
+
+/* Source-relative model path: tests run from the repository root normally;
+ * fall back to the directory above the build tree. */
+static const char *model_path(const char *rel) {
+  static char p[1024];
+  if (access(rel, R_OK) == 0) return rel;
+  snprintf(p, sizeof p, "%s/../%s", bcg_test_build_dir(), rel);
+  return p;
+}
+
+static bcg_model *load_ok(const char *path) {
+  errbuf[0] = 0;
+  bcg_model *m = bcg_model_load(path, errbuf, sizeof errbuf);
+  if (!m) fprintf(stderr, "unexpected load failure: %s\n", errbuf);
+  return m;
+}
+
+/* Loading must fail and the message must contain every given piece. */
+static void expect_error(const char *path, const char *piece1, const char *piece2) {
+  errbuf[0] = 0;
+  bcg_model *m = bcg_model_load(path, errbuf, sizeof errbuf);
+  CU_ASSERT_PTR_NULL(m);
+  if (m) {
+    fprintf(stderr, "%s loaded but should have failed\n", path);
+    bcg_model_free(m);
+    return;
+  }
+  if (getenv("BCG_TEST_VERBOSE")) fprintf(stderr, "  expected error: %s\n", errbuf);
+  CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, path));
+  CU_ASSERT_PTR_NULL(strchr(errbuf, '\n'));
+  if (piece1) CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, piece1));
+  if (piece2) CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, piece2));
+  if ((piece1 && !strstr(errbuf, piece1)) || (piece2 && !strstr(errbuf, piece2)))
+    fprintf(stderr, "message '%s' lacks '%s' / '%s'\n", errbuf, piece1 ? piece1 : "", piece2 ? piece2 : "");
+}
+
+static int count_cp_of(const bcg_model *m, const char *geom) {
+  int n = 0;
+  for (int k = 0; k < m->m.ncp; k++)
+    if (strcmp(m->cp_geom_name[k], geom) == 0) n++;
+  return n;
+}
+
+/* Structure shared by every model: tree order, address tables, MuJoCo copies. */
+static void check_structure(const bcg_model *model) {
+  const bcg_mdata *d = &model->m;
+  const mjModel *mj = model->mj;
+  CU_ASSERT_EQUAL(d->body_parent[0], -1);
+  for (int b = 1; b < d->nbody; b++) {
+    CU_ASSERT(d->body_parent[b] >= 0 && d->body_parent[b] < b);
+    CU_ASSERT_EQUAL(d->body_parent[b], mj->body_parentid[b]);
+    CU_ASSERT_DOUBLE_EQUAL(d->body_mass[b], mj->body_mass[b], 1e-12);
+    for (int i = 0; i < 3; i++) {
+      CU_ASSERT_DOUBLE_EQUAL(d->body_pos[b][i], mj->body_pos[3 * b + i], 1e-12);
+      CU_ASSERT_DOUBLE_EQUAL(d->body_ipos[b][i], mj->body_ipos[3 * b + i], 1e-12);
+      CU_ASSERT_DOUBLE_EQUAL(d->body_inertia[b][i], mj->body_inertia[3 * b + i], 1e-12);
+    }
+    for (int i = 0; i < 4; i++) {
+      CU_ASSERT_DOUBLE_EQUAL(d->body_quat[b][i], mj->body_quat[4 * b + i], 1e-12);
+      CU_ASSERT_DOUBLE_EQUAL(d->body_iquat[b][i], mj->body_iquat[4 * b + i], 1e-12);
+    }
+    CU_ASSERT_EQUAL(bcg_model_body_id(model, model->body_name[b]), model->body_name[b][0] ? b : -1);
+  }
+  /* joints of one body are contiguous, qpos/dof addresses follow the types */
+  int q = 0, v = 0;
+  for (int j = 0; j < d->njnt; j++) {
+    static const int nqj[4] = {7, 4, 1, 1}, nvj[4] = {6, 3, 1, 1};
+    int b = d->jnt_body[j];
+    CU_ASSERT(j >= d->body_jntadr[b] && j < d->body_jntadr[b] + d->body_jntnum[b]);
+    CU_ASSERT_EQUAL(d->jnt_qposadr[j], q);
+    CU_ASSERT_EQUAL(d->jnt_dofadr[j], v);
+    for (int k = 0; k < nvj[d->jnt_type[j]]; k++) {
+      CU_ASSERT_EQUAL(d->dof_jnt[v + k], j);
+      CU_ASSERT_EQUAL(d->dof_body[v + k], b);
+    }
+    q += nqj[d->jnt_type[j]];
+    v += nvj[d->jnt_type[j]];
+  }
+  CU_ASSERT_EQUAL(q, d->nq);
+  CU_ASSERT_EQUAL(v, d->nv);
+  for (int k = 0; k < d->nv; k++) {
+    CU_ASSERT_EQUAL(d->dof_parent[k], mj->dof_parentid[k]);
+    CU_ASSERT(d->dof_parent[k] < k);
+    /* the parent dof is on this body or an ancestor */
+    if (d->dof_parent[k] >= 0) {
+      int pb = d->dof_body[d->dof_parent[k]], b = d->dof_body[k];
+      while (b > pb) b = d->body_parent[b];
+      CU_ASSERT_EQUAL(b, pb);
+    }
+  }
+  for (int k = 0; k < d->ncp; k++) {
+    CU_ASSERT(d->cp_body[k] > 0 && d->cp_body[k] < d->nbody);
+    CU_ASSERT_EQUAL(d->cp_body[k], mj->geom_bodyid[d->cp_geom[k]]);
+    CU_ASSERT(d->cp_radius[k] >= 0);
+  }
+  for (int a = 0; a < d->nu; a++) {
+    CU_ASSERT_EQUAL(d->act_dof[a], d->jnt_dofadr[d->act_jnt[a]]);
+    CU_ASSERT(d->jnt_type[d->act_jnt[a]] == BCG_JNT_HINGE || d->jnt_type[d->act_jnt[a]] == BCG_JNT_SLIDE);
+  }
+}
+
+/* MuJoCo agreement on which geoms touch the floor: lower the model into the
+ * floor, run mj_forward, and compare MuJoCo's floor contacts with the slots:
+ * every geom MuJoCo puts in contact with the floor has slots, and every slot
+ * that penetrates the floor by more than a little belongs to a geom MuJoCo
+ * reports. */
+static void check_contacts_vs_mujoco(const bcg_model *model, int root_z_qadr, double drop) {
+  const bcg_mdata *d = &model->m;
+  const mjModel *mj = model->mj;
+  mjData *dd = mj_makeData(mj);
+  dd->qpos[root_z_qadr] -= drop;
+  mj_forward(mj, dd);
+  int floor = -1;
+  for (int g = 0; g < mj->ngeom; g++)
+    if (mj->geom_type[g] == mjGEOM_PLANE) floor = g;
+  CU_ASSERT_FATAL(floor >= 0);
+  int hits = 0;
+  for (int c = 0; c < dd->ncon; c++) {
+    int g1 = dd->contact[c].geom1, g2 = dd->contact[c].geom2;
+    if (g1 != floor && g2 != floor) continue;
+    int g = g1 == floor ? g2 : g1, found = 0;
+    for (int k = 0; k < d->ncp; k++) found |= d->cp_geom[k] == g;
+    CU_ASSERT(found);
+    hits++;
+  }
+  CU_ASSERT(hits > 0);
+  int deep = 0;
+  for (int k = 0; k < d->ncp; k++) {
+    int b = d->cp_body[k];
+    mjtNum p[3], pos[3] = {d->cp_pos[k][0], d->cp_pos[k][1], d->cp_pos[k][2]};
+    mju_mulMatVec(p, dd->xmat + 9 * b, pos, 3, 3);
+    mju_addTo3(p, dd->xpos + 3 * b);
+    if (p[2] - d->cp_radius[k] > d->floor_z - 1e-3) continue;
+    deep++;
+    int found = 0;
+    for (int c = 0; c < dd->ncon; c++)
+      found |= (dd->contact[c].geom1 == d->cp_geom[k] || dd->contact[c].geom2 == d->cp_geom[k]);
+    CU_ASSERT(found);
+  }
+  CU_ASSERT(deep > 0);
+  mj_deleteData(dd);
+}
+
+static void test_humanoid(void) {
+  bcg_model *model = load_ok(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  const bcg_mdata *d = &model->m;
+  CU_ASSERT_EQUAL(d->nq, 28);
+  CU_ASSERT_EQUAL(d->nv, 27);
+  CU_ASSERT_EQUAL(d->nu, 21);
+  CU_ASSERT_EQUAL(d->nbody, 17); /* world + 16 */
+  CU_ASSERT_EQUAL(d->njnt, 22);  /* root + 21 hinges */
+  CU_ASSERT_EQUAL(d->jnt_type[0], BCG_JNT_FREE);
+  for (int j = 1; j < d->njnt; j++) CU_ASSERT_EQUAL(d->jnt_type[j], BCG_JNT_HINGE);
+  CU_ASSERT_DOUBLE_EQUAL(d->timestep, 0.005, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(d->gravity[2], -9.81, 1e-12);
+  CU_ASSERT_STRING_EQUAL(model->path, HUMANOID);
+  CU_ASSERT_STRING_EQUAL(model->body_name[0], "world");
+  CU_ASSERT_EQUAL(bcg_model_body_id(model, "torso"), 1);
+  CU_ASSERT_EQUAL(bcg_model_body_id(model, "left_foot"), mj_name2id(model->mj, mjOBJ_BODY, "left_foot"));
+  CU_ASSERT_EQUAL(bcg_model_body_id(model, "no_such_body"), -1);
+  check_structure(model);
+
+  /* 16 capsules x 2 + 3 spheres (head, hands) x 1 = 35 slots */
+  CU_ASSERT_EQUAL(d->ncp, 35);
+  static const char *caps[] = {"torso", "upper_waist", "lower_waist", "butt", "right_thigh", "right_shin",
+                               "right_right_foot", "left_right_foot", "left_thigh", "left_shin",
+                               "left_left_foot", "right_left_foot", "right_upper_arm", "right_lower_arm",
+                               "left_upper_arm", "left_lower_arm"};
+  for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) CU_ASSERT_EQUAL(count_cp_of(model, caps[i]), 2);
+  CU_ASSERT_EQUAL(count_cp_of(model, "head"), 1);
+  CU_ASSERT_EQUAL(count_cp_of(model, "right_hand"), 1);
+  CU_ASSERT_EQUAL(count_cp_of(model, "left_hand"), 1);
+  CU_ASSERT_EQUAL(count_cp_of(model, "floor"), 0);
+  /* torso capsule fromto 0 -.07 0 -> 0 .07 0, radius .07: ends at y = +-.07 */
+  for (int k = 0; k < d->ncp; k++)
+    if (strcmp(model->cp_geom_name[k], "torso") == 0) {
+      CU_ASSERT_DOUBLE_EQUAL(fabs(d->cp_pos[k][1]), 0.07, 1e-9);
+      CU_ASSERT_DOUBLE_EQUAL(d->cp_pos[k][0], 0, 1e-9);
+      CU_ASSERT_DOUBLE_EQUAL(d->cp_radius[k], 0.07, 1e-12);
+    }
+  /* head sphere at the head body's origin */
+  for (int k = 0; k < d->ncp; k++)
+    if (strcmp(model->cp_geom_name[k], "head") == 0) {
+      CU_ASSERT_EQUAL(d->cp_body[k], bcg_model_body_id(model, "head"));
+      CU_ASSERT_DOUBLE_EQUAL(d->cp_radius[k], 0.09, 1e-12);
+    }
+  /* geoms friction .7 vs floor default 1: max = 1 (condim max(1,3) = 3) */
+  for (int k = 0; k < d->ncp; k++) CU_ASSERT_DOUBLE_EQUAL(d->cp_friction[k], 1.0, 1e-12);
+  CU_ASSERT(d->has_floor);
+  CU_ASSERT_DOUBLE_EQUAL(d->floor_z, 0, 1e-15);
+
+  /* joints, dofs, actuators */
+  int j = mj_name2id(model->mj, mjOBJ_JOINT, "right_knee");
+  CU_ASSERT_STRING_EQUAL(model->jnt_name[j], "right_knee");
+  CU_ASSERT(d->jnt_limited[j]);
+  CU_ASSERT_DOUBLE_EQUAL(d->jnt_range[j][0], -160 * M_PI / 180, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(d->jnt_range[j][1], 2 * M_PI / 180, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(d->jnt_stiffness[j], 1, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(d->jnt_axis[j][1], -1, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(d->jnt_pos[j][2], 0.02, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(d->dof_armature[d->jnt_dofadr[j]], 0.01, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(d->dof_damping[d->jnt_dofadr[j]], 0.2, 1e-15);
+  j = mj_name2id(model->mj, mjOBJ_JOINT, "right_hip_y");
+  CU_ASSERT_DOUBLE_EQUAL(d->jnt_stiffness[j], 20, 1e-15);
+  CU_ASSERT_DOUBLE_EQUAL(d->dof_damping[d->jnt_dofadr[j]], 5, 1e-15);
+  /* right_ankle_x axis "1 0 .5" normalised */
+  j = mj_name2id(model->mj, mjOBJ_JOINT, "right_ankle_x");
+  CU_ASSERT_DOUBLE_EQUAL(d->jnt_axis[j][0], 1 / sqrt(1.25), 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(d->jnt_axis[j][2], 0.5 / sqrt(1.25), 1e-12);
+  CU_ASSERT_EQUAL(d->jnt_limited[0], 0);
+  CU_ASSERT_DOUBLE_EQUAL(d->qpos0[2], 1.5, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(d->qpos0[3], 1, 1e-12);
+  for (int i = 0; i < d->nq; i++) CU_ASSERT_DOUBLE_EQUAL(d->qpos_spring[i], d->qpos0[i], 1e-12);
+  int a = mj_name2id(model->mj, mjOBJ_ACTUATOR, "right_hip_y");
+  CU_ASSERT_STRING_EQUAL(model->act_name[a], "right_hip_y");
+  CU_ASSERT_DOUBLE_EQUAL(d->act_gear[a], 120, 1e-12);
+  CU_ASSERT_EQUAL(d->act_jnt[a], j = mj_name2id(model->mj, mjOBJ_JOINT, "right_hip_y"));
+  CU_ASSERT_EQUAL(d->act_dof[a], d->jnt_dofadr[j]);
+  CU_ASSERT(d->act_ctrllimited[a]);
+  CU_ASSERT_DOUBLE_EQUAL(d->act_ctrlrange[a][0], -1, 0);
+  CU_ASSERT_DOUBLE_EQUAL(d->act_ctrlrange[a][1], 1, 0);
+
+  check_contacts_vs_mujoco(model, 2, 1.3);
+  bcg_model_free(model);
+}
+
+static void test_own_models(void) {
+  bcg_model *m = load_ok(model_path(BIPED));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(m->m.nq, 9);
+  CU_ASSERT_EQUAL(m->m.nv, 9);
+  CU_ASSERT_EQUAL(m->m.nu, 6);
+  CU_ASSERT_EQUAL(m->m.nbody, 8);
+  CU_ASSERT_EQUAL(m->m.ncp, 26);
+  CU_ASSERT_EQUAL(m->m.jnt_type[0], BCG_JNT_SLIDE);
+  CU_ASSERT_EQUAL(m->m.jnt_type[2], BCG_JNT_HINGE);
+  CU_ASSERT_EQUAL(count_cp_of(m, "marker"), 0); /* visual */
+  CU_ASSERT_EQUAL(count_cp_of(m, "right_foot"), 8);
+  for (int k = 0; k < m->m.ncp; k++) {
+    CU_ASSERT_DOUBLE_EQUAL(m->m.cp_friction[k], 0.9, 1e-12); /* max(.9, .8) */
+    if (strcmp(m->cp_geom_name[k], "right_foot") == 0) {
+      CU_ASSERT_EQUAL(m->m.cp_radius[k], 0);
+      CU_ASSERT_DOUBLE_EQUAL(fabs(m->m.cp_pos[k][0] - 0.05), 0.1, 1e-12);
+      CU_ASSERT_DOUBLE_EQUAL(fabs(m->m.cp_pos[k][1]), 0.04, 1e-12);
+      CU_ASSERT_DOUBLE_EQUAL(fabs(m->m.cp_pos[k][2]), 0.025, 1e-12);
+    }
+  }
+  check_structure(m);
+  check_contacts_vs_mujoco(m, 1, 1.2);
+  bcg_model_free(m);
+
+  m = load_ok(model_path(QUADRUPED));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(m->m.nq, 19);
+  CU_ASSERT_EQUAL(m->m.nv, 17);
+  CU_ASSERT_EQUAL(m->m.nu, 8);
+  CU_ASSERT_EQUAL(m->m.nbody, 11);
+  CU_ASSERT_EQUAL(m->m.ncp, 23);
+  int nball = 0;
+  for (int j = 0; j < m->m.njnt; j++) nball += m->m.jnt_type[j] == BCG_JNT_BALL;
+  CU_ASSERT_EQUAL(nball, 1);
+  CU_ASSERT(fabs(m->m.body_quat[bcg_model_body_id(m, "front_left_leg")][3]) > 0.1); /* rotated about z */
+  check_structure(m);
+  check_contacts_vs_mujoco(m, 2, 0.7);
+  bcg_model_free(m);
+
+  /* MuJoCo's floorless humanoid body: loads, no floor, no slots */
+  m = load_ok(HUMANOID_BODY);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(m->m.nv, 27);
+  CU_ASSERT_EQUAL(m->m.has_floor, 0);
+  CU_ASSERT_EQUAL(m->m.ncp, 0);
+  bcg_model_free(m);
+}
+
+static void test_contact_rules(void) {
+  const char *p = write_xml("pairing.xml",
+    "<mujoco><worldbody>\n"
+    " <geom name='floor' type='plane' size='1 1 .1' pos='0 0 -0.25' friction='0.8 0.005 0.0001'/>\n"
+    " <geom name='wall_visual' type='box' size='.1 .1 .1' pos='3 0 0' contype='0' conaffinity='0'/>\n"
+    " <body name='a' pos='0 0 1'><freejoint/>\n"
+    "  <geom name='low' type='sphere' size='.1' friction='0.3'/>\n"
+    "  <geom name='high' type='sphere' size='.1' pos='.2 0 0' friction='1.5'/>\n"
+    "  <geom name='prio' type='sphere' size='.1' pos='.4 0 0' friction='0.2' priority='1'/>\n"
+    "  <geom name='nocon' type='sphere' size='.1' pos='.6 0 0' condim='1'/>\n"
+    "  <geom name='affonly' type='sphere' size='.1' pos='.8 0 0' contype='0' conaffinity='1'/>\n"
+    "  <geom name='otherbit' type='sphere' size='.1' pos='1 0 0' contype='2' conaffinity='2'/>\n"
+    "  <geom name='visual' type='ellipsoid' size='.1 .2 .3' contype='0' conaffinity='0'/>\n"
+    "  <geom type='capsule' size='.05 .2' pos='0 1 0' euler='90 0 0'/>\n"
+    "  <body name='excl' pos='0 0 .5'><joint axis='0 1 0'/><geom name='excluded' size='.1'/></body>\n"
+    " </body>\n"
+    " <body name='static' pos='5 0 0'><geom name='static_cyl' type='cylinder' size='.1 .1' contype='2' conaffinity='2'/></body>\n"
+    "</worldbody>\n"
+    "<contact><exclude body1='world' body2='excl'/></contact></mujoco>\n");
+  bcg_model *m = load_ok(p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  const bcg_mdata *d = &m->m;
+  CU_ASSERT_DOUBLE_EQUAL(d->floor_z, -0.25, 1e-15);
+  CU_ASSERT_EQUAL(count_cp_of(m, "otherbit"), 0);
+  CU_ASSERT_EQUAL(count_cp_of(m, "visual"), 0);
+  CU_ASSERT_EQUAL(count_cp_of(m, "excluded"), 0);
+  CU_ASSERT_EQUAL(count_cp_of(m, "affonly"), 1);
+  CU_ASSERT_EQUAL(count_cp_of(m, ""), 2); /* the unnamed capsule */
+  CU_ASSERT_EQUAL(d->ncp, 7);
+  for (int k = 0; k < d->ncp; k++) {
+    const char *n = m->cp_geom_name[k];
+    double want = !strcmp(n, "low") ? 0.8 : !strcmp(n, "high") ? 1.5 : !strcmp(n, "prio") ? 0.2 : 1.0;
+    if (!strcmp(n, "nocon")) want = 1.0; /* condim max(1, 3) = 3: friction kept */
+    if (!strcmp(n, "affonly")) want = 1.0;
+    CU_ASSERT_DOUBLE_EQUAL(d->cp_friction[k], want, 1e-12);
+    if (!n[0]) { /* capsule rotated 90 deg about x: ends at y = 1 -+ .2 */
+      CU_ASSERT_DOUBLE_EQUAL(fabs(d->cp_pos[k][1] - 1), 0.2, 1e-9);
+      CU_ASSERT_DOUBLE_EQUAL(d->cp_pos[k][2], 0, 1e-9);
+      CU_ASSERT_DOUBLE_EQUAL(d->cp_radius[k], 0.05, 1e-15);
+    }
+  }
+  bcg_model_free(m);
+
+  /* both sides frictionless (condim 1): friction 0 */
+  p = write_xml("frictionless.xml",
+    "<mujoco><worldbody><geom name='floor' type='plane' size='1 1 .1' condim='1'/>\n"
+    " <body pos='0 0 1'><freejoint/><geom name='s' size='.1' condim='1'/></body>\n"
+    "</worldbody></mujoco>\n");
+  m = load_ok(p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(m->m.ncp, 1);
+  CU_ASSERT_DOUBLE_EQUAL(m->m.cp_friction[0], 0, 0);
+  bcg_model_free(m);
+}
+
+static void test_errors(void) {
+  const char *p;
+  expect_error(tmp_path("does_not_exist.xml"), "does_not_exist.xml", "No such file");
+
+  p = write_xml("broken.xml", "<mujoco><worldbody><body name='a'>\n<geom size='.1'/></worldbody></mujoco>\n");
+  expect_error(p, "broken.xml", "XML");
+
+  p = write_xml("tendon.xml",
+    "<mujoco><worldbody><body><joint name='j1'/><geom size='.1'/>\n"
+    "<body pos='0 0 1'><joint name='j2'/><geom size='.1'/></body></body></worldbody>\n"
+    "<tendon><fixed name='tie'><joint joint='j1' coef='1'/><joint joint='j2' coef='-1'/></fixed></tendon>\n"
+    "</mujoco>\n");
+  expect_error(p, "tendon 'tie'", "not supported");
+
+  p = write_xml("equality.xml",
+    "<mujoco><worldbody><body><joint name='j1'/><geom size='.1'/>\n"
+    "<body pos='0 0 1'><joint name='j2'/><geom size='.1'/></body></body></worldbody>\n"
+    "<equality><joint name='same' joint1='j1' joint2='j2'/></equality></mujoco>\n");
+  expect_error(p, "equality 'same'", "not supported");
+
+  p = write_xml("ellipsoid.xml",
+    "<mujoco><worldbody><geom name='floor' type='plane' size='1 1 .1'/>\n"
+    "<body pos='0 0 1'><freejoint/><geom name='egg' type='ellipsoid' size='.1 .2 .3'/></body>\n"
+    "</worldbody></mujoco>\n");
+  expect_error(p, "geom 'egg'", "ellipsoid");
+
+  p = write_xml("unnamed_cyl.xml",
+    "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
+    "<body pos='0 0 1'><freejoint/><geom type='cylinder' size='.1 .2'/></body>\n"
+    "</worldbody></mujoco>\n");
+  expect_error(p, "geom #1", "cylinder");
+
+  p = write_xml("tilted.xml",
+    "<mujoco><worldbody><geom name='ramp' type='plane' size='1 1 .1' euler='10 0 0'/>\n"
+    "<body pos='0 0 1'><freejoint/><geom size='.1'/></body></worldbody></mujoco>\n");
+  expect_error(p, "geom 'ramp'", "horizontal");
+
+  p = write_xml("upside_down.xml",
+    "<mujoco><worldbody><geom name='ceiling' type='plane' size='1 1 .1' euler='180 0 0'/>\n"
+    "<body pos='0 0 1'><freejoint/><geom size='.1'/></body></worldbody></mujoco>\n");
+  expect_error(p, "geom 'ceiling'", "normal +z");
+
+  p = write_xml("servo.xml",
+    "<mujoco><worldbody><body><joint name='j'/><geom size='.1'/></body></worldbody>\n"
+    "<actuator><position name='servo' joint='j' kp='10'/></actuator></mujoco>\n");
+  expect_error(p, "actuator 'servo'", "gain/bias type not supported (only motor actuators)");
+
+  p = write_xml("site_act.xml",
+    "<mujoco><worldbody><body><freejoint/><geom size='.1'/><site name='s'/></body></worldbody>\n"
+    "<actuator><motor name='thruster' site='s' gear='0 0 1 0 0 0'/></actuator></mujoco>\n");
+  expect_error(p, "actuator 'thruster'", "transmission");
+
+  p = write_xml("ball_act.xml",
+    "<mujoco><worldbody><body><joint name='b' type='ball'/><geom size='.1'/></body></worldbody>\n"
+    "<actuator><motor name='ballmotor' joint='b'/></actuator></mujoco>\n");
+  expect_error(p, "actuator 'ballmotor'", "hinge and slide");
+
+  p = write_xml("static_box.xml",
+    "<mujoco><worldbody><geom name='floor' type='plane' size='1 1 .1'/>\n"
+    "<geom name='step' type='box' size='.2 .2 .05' pos='1 0 .05'/>\n"
+    "<body pos='0 0 1'><freejoint/><geom size='.1'/></body></worldbody></mujoco>\n");
+  expect_error(p, "geom 'step'", "static");
+
+  /* too many bodies: a chain longer than BCG_MAX_BODY */
+  {
+    char *xml = malloc(200000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(xml);
+    size_t n = (size_t)sprintf(xml, "<mujoco><worldbody>");
+    for (int i = 0; i < BCG_MAX_BODY; i++) n += (size_t)sprintf(xml + n, "<body pos='0 0 .1'><joint/><geom size='.01'/>");
+    for (int i = 0; i < BCG_MAX_BODY; i++) n += (size_t)sprintf(xml + n, "</body>");
+    sprintf(xml + n, "</worldbody></mujoco>\n");
+    p = write_xml("many_bodies.xml", xml);
+    expect_error(p, "BCG_MAX_BODY", NULL);
+    /* too many contact points: boxes give 8 each */
+    n = (size_t)sprintf(xml, "<mujoco><worldbody><geom type='plane' size='1 1 .1'/><body pos='0 0 1'><freejoint/>");
+    for (int i = 0; i < BCG_MAX_CP / 8 + 1; i++) n += (size_t)sprintf(xml + n, "<geom type='box' size='.1 .1 .1' pos='%d 0 0'/>", i);
+    sprintf(xml + n, "</body></worldbody></mujoco>\n");
+    p = write_xml("many_cps.xml", xml);
+    expect_error(p, "BCG_MAX_CP", NULL);
+    free(xml);
+  }
+}
+
+static void test_default_path(void) {
+  const char *old = getenv("BCG_MODEL");
+  char *saved = old ? strdup(old) : NULL;
+  unsetenv("BCG_MODEL");
+  CU_ASSERT_STRING_EQUAL(bcg_model_default_path(), HUMANOID);
+  setenv("BCG_MODEL", "/x/y.xml", 1);
+  CU_ASSERT_STRING_EQUAL(bcg_model_default_path(), "/x/y.xml");
+  if (saved) {
+    setenv("BCG_MODEL", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("BCG_MODEL");
+  }
+  CU_ASSERT_PTR_NULL(bcg_model_load(NULL, errbuf, sizeof errbuf));
+  bcg_model_free(NULL);
+}
+
+static void test_mjref(void) {
+  bcg_model *model = load_ok(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  bcg_mjref *r = bcg_mjref_new(model, BCG_MJREF_NO_CONSTRAINT);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  int nq = bcg_mjref_nq(r), nv = bcg_mjref_nv(r), nu = bcg_mjref_nu(r), nb = bcg_mjref_nbody(r);
+  CU_ASSERT(nq == 28 && nv == 27 && nu == 21 && nb == 17);
+  double qpos[28], qvel[27], ctrl[21], frc[27], M[27 * 27], bias[27], pas[27], act[27], con[27], qacc[27];
+  for (int i = 0; i < nq; i++) qpos[i] = model->m.qpos0[i];
+  for (int i = 7; i < nq; i++) qpos[i] = 0.1 * sin(i);
+  for (int i = 0; i < nv; i++) { qvel[i] = 0.3 * cos(i); frc[i] = 0.05 * i; }
+  for (int i = 0; i < nu; i++) ctrl[i] = 0.5 * sin(2 * i);
+  bcg_mjref_forward(r, qpos, qvel, ctrl, frc);
+  bcg_mjref_fullM(r, M);
+  bcg_mjref_bias(r, bias);
+  bcg_mjref_passive(r, pas);
+  bcg_mjref_actuator(r, act);
+  bcg_mjref_constraint(r, con);
+  bcg_mjref_qacc(r, qacc);
+  /* M qacc = act + passive + applied - bias with the constraint solver off */
+  double worst = 0;
+  for (int i = 0; i < nv; i++) {
+    double lhs = 0;
+    for (int k = 0; k < nv; k++) lhs += M[i * nv + k] * qacc[k];
+    CU_ASSERT_DOUBLE_EQUAL(M[i * nv + i] > 0, 1, 0);
+    for (int k = 0; k < nv; k++) CU_ASSERT_DOUBLE_EQUAL(M[i * nv + k], M[k * nv + i], 1e-12);
+    double e = bcg_relerr(lhs, act[i] + pas[i] + frc[i] - bias[i] + con[i], 1e-8);
+    if (e > worst) worst = e;
+  }
+  CU_ASSERT(worst < 1e-9);
+  bcg_test_report("mjref M qacc residual", worst);
+  /* actuator force: gear * ctrl on the actuated dof */
+  for (int a = 0; a < nu; a++)
+    CU_ASSERT_DOUBLE_EQUAL(act[model->m.act_dof[a]], model->m.act_gear[a] * ctrl[a], 1e-9);
+  /* body poses: torso at the root position; world at the origin */
+  double xpos[17 * 3], xquat[17 * 4], xipos[17 * 3];
+  bcg_mjref_bodies(r, xpos, xquat, xipos);
+  CU_ASSERT_DOUBLE_EQUAL(xpos[3 + 2], qpos[2], 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(xquat[4], qpos[3], 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(xpos[0], 0, 0);
+  /* Jacobian of the torso origin: translation part of the free joint */
+  double jacp[3 * 27], jacr[3 * 27];
+  bcg_mjref_jac(r, 1, xpos + 3, jacp, jacr);
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 3; k++) CU_ASSERT_DOUBLE_EQUAL(jacp[i * nv + k], i == k, 1e-12);
+  /* stepping and timing */
+  double q2[28], v2[27];
+  bcg_mjref_step(r, ctrl, 3);
+  bcg_mjref_state(r, q2, v2);
+  CU_ASSERT(q2[2] < qpos[2] + 0.1);
+  double sps = bcg_mjref_steps_per_sec(r, qpos, qvel, ctrl, 20);
+  CU_ASSERT(sps > 0);
+  bcg_mjref_free(r);
+
+  /* contacts on: dropping into the floor gives MuJoCo contacts */
+  r = bcg_mjref_new(model, 0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  qpos[2] = 0.3;
+  bcg_mjref_forward(r, qpos, NULL, NULL, NULL);
+  CU_ASSERT(bcg_mjref_ncon(r) > 0);
+  bcg_mjref_free(r);
+  r = bcg_mjref_new(model, BCG_MJREF_NO_CONTACT);
+  bcg_mjref_forward(r, qpos, NULL, NULL, NULL);
+  CU_ASSERT_EQUAL(bcg_mjref_ncon(r), 0);
+  bcg_mjref_free(r);
+  CU_ASSERT_PTR_NULL(bcg_mjref_new(NULL, 0));
+  bcg_model_free(model);
+}
+
+static void cleanup(void) {
+  if (!tmpdir[0]) return;
+  static const char *files[] = {"pairing.xml", "frictionless.xml", "broken.xml", "tendon.xml", "equality.xml",
+                                "ellipsoid.xml", "unnamed_cyl.xml", "tilted.xml", "upside_down.xml", "servo.xml",
+                                "site_act.xml", "ball_act.xml", "static_box.xml", "many_bodies.xml", "many_cps.xml"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(tmp_path(files[i]));
+  rmdir(tmpdir);
+  CU_PASS("cleanup");
+}
+
+BCG_TESTS({"humanoid", test_humanoid}, {"own_models", test_own_models}, {"contact_rules", test_contact_rules},
+          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref},
+          {"cleanup", cleanup});
+BCG_RUN("model")
