@@ -86,14 +86,17 @@ typedef struct bcg_env bcg_env;
 
 /* ---- contact models ------------------------------------------------------ */
 
-/* One substep's contact problem for a batch of environments, contact-frame
- * coordinates (normal first, then two tangents), na active slots per env
- * (inactive slots have gap > margin and must get zero impulse). Arrays are
- * [nenv][...] contiguous. */
+/* One substep's contact problem for a batch of environments, in contact-frame
+ * coordinates (normal first, then two tangents). The core compacts each
+ * environment's active contacts (gap <= margin, deepest first) into the first
+ * nactive[e] of ncon slots; a plugin reads only those and must leave the
+ * impulse of every other slot zero. Arrays are [nenv][...] contiguous. */
 typedef struct bcg_contact_batch {
   int nenv;
-  int ncon;              /* slots per environment (fixed per model) */
+  int ncon;              /* slots per environment in these arrays (max active) */
   bcg_real dt;
+  bcg_real margin;       /* activation margin the core used */
+  const int *nactive;    /* [nenv] active contacts of each environment */
   const bcg_real *gap;   /* [nenv][ncon] signed gap, > 0 apart */
   const bcg_real *v0;    /* [nenv][ncon][3] contact velocity at start of substep */
   const bcg_real *c;     /* [nenv][ncon][3] free velocity J u_free */
