@@ -1,0 +1,400 @@
+/* bcg/nn.h - the small neural-network toolkit the learners need: batched MLPs
+ * with hand-written VJPs, Adam, gradient clipping, learning-rate schedules, a
+ * running mean/std normaliser and a diagonal Gaussian policy head.
+ *
+ * Conventions
+ *  - Everything is bcg_real; batched arrays are [batch][dim] row-major.
+ *  - VJPs *accumulate* (+=) into parameter gradients and write (=) input
+ *    adjoints, unless a comment says otherwise.
+ *  - Functions that can fail return 0 or a negative BCG_NN_E* code; nothing
+ *    is printed.
+ *  - The per-sample math (activations, LayerNorm, Gaussian) is BCG_HD inline
+ *    code at the top of this header, so CUDA kernels can call it; everything
+ *    after "host API" is compiled in core/nn.c (GEMMs through OpenBLAS). */
+#ifndef BCG_NN_H
+#define BCG_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "bcg/real.h"
+
+BCG_BEGIN_DECLS
+
+#define BCG_NN_OK 0
+#define BCG_NN_EINVAL (-1) /* bad argument or configuration */
+#define BCG_NN_ENOMEM (-2) /* allocation failed */
+#define BCG_NN_EBATCH (-3) /* batch larger than the workspace was sized for */
+
+/* ======================= per-sample math (CPU and GPU) ===================== */
+
+#ifdef BCG_REAL_FLOAT
+BCG_HD bcg_real bcg_nn_exp(bcg_real x) { return expf(x); }
+BCG_HD bcg_real bcg_nn_expm1(bcg_real x) { return expm1f(x); }
+BCG_HD bcg_real bcg_nn_log(bcg_real x) { return logf(x); }
+BCG_HD bcg_real bcg_nn_sqrt(bcg_real x) { return sqrtf(x); }
+BCG_HD bcg_real bcg_nn_tanh(bcg_real x) { return tanhf(x); }
+#else
+BCG_HD bcg_real bcg_nn_exp(bcg_real x) { return exp(x); }
+BCG_HD bcg_real bcg_nn_expm1(bcg_real x) { return expm1(x); }
+BCG_HD bcg_real bcg_nn_log(bcg_real x) { return log(x); }
+BCG_HD bcg_real bcg_nn_sqrt(bcg_real x) { return sqrt(x); }
+BCG_HD bcg_real bcg_nn_tanh(bcg_real x) { return tanh(x); }
+#endif
+
+#define BCG_LOG_2PI 1.8378770664093453 /* log(2 pi) */
+#define BCG_LN_EPS 1e-5                /* LayerNorm epsilon (PyTorch's default) */
+
+/* Activations. ELU has alpha = 1. */
+typedef enum bcg_act {
+  BCG_ACT_IDENTITY = 0,
+  BCG_ACT_RELU = 1,
+  BCG_ACT_TANH = 2,
+  BCG_ACT_ELU = 3
+} bcg_act;
+
+BCG_HD bcg_real bcg_act_f(int act, bcg_real x) {
+  switch (act) {
+  case BCG_ACT_RELU: return x > 0 ? x : (bcg_real)0;
+  case BCG_ACT_TANH: return bcg_nn_tanh(x);
+  case BCG_ACT_ELU: return x > 0 ? x : bcg_nn_expm1(x);
+  default: return x;
+  }
+}
+
+/* d act / dx, from the input x and the output y = act(x) (no exp recomputed). */
+BCG_HD bcg_real bcg_act_df(int act, bcg_real x, bcg_real y) {
+  switch (act) {
+  case BCG_ACT_RELU: return x > 0 ? (bcg_real)1 : (bcg_real)0;
+  case BCG_ACT_TANH: return (bcg_real)1 - y * y;
+  case BCG_ACT_ELU: return x > 0 ? (bcg_real)1 : y + (bcg_real)1;
+  default: return (bcg_real)1;
+  }
+}
+
+/* LayerNorm over n features: xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps)
+ * (biased variance, as PyTorch), y = g * xhat + b. Writes xhat (needed by the
+ * VJP; may be NULL) and *rstd. y may alias x. */
+BCG_HD void bcg_layernorm(int n, const bcg_real *x, const bcg_real *g, const bcg_real *b,
+                          bcg_real eps, bcg_real *xhat, bcg_real *rstd, bcg_real *y) {
+  bcg_real mean = 0, var = 0;
+  for (int i = 0; i < n; i++) mean += x[i];
+  mean /= (bcg_real)n;
+  for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+  var /= (bcg_real)n;
+  bcg_real r = (bcg_real)1 / bcg_nn_sqrt(var + eps);
+  *rstd = r;
+  for (int i = 0; i < n; i++) {
+    bcg_real h = (x[i] - mean) * r;
+    if (xhat) xhat[i] = h;
+    y[i] = g[i] * h + b[i];
+  }
+}
+
+/* VJP of bcg_layernorm: dx = rstd * (dxh - mean(dxh) - xhat * mean(dxh * xhat)),
+ * dxh = dy * g; accumulates dg += dy * xhat and db += dy (either may be NULL).
+ * dx may alias dy. */
+BCG_HD void bcg_layernorm_vjp(int n, const bcg_real *xhat, bcg_real rstd, const bcg_real *g,
+                              const bcg_real *dy, bcg_real *dx, bcg_real *dg, bcg_real *db) {
+  bcg_real m1 = 0, m2 = 0;
+  for (int i = 0; i < n; i++) {
+    bcg_real d = dy[i] * g[i];
+    m1 += d;
+    m2 += d * xhat[i];
+    if (dg) dg[i] += dy[i] * xhat[i];
+    if (db) db[i] += dy[i];
+  }
+  m1 /= (bcg_real)n;
+  m2 /= (bcg_real)n;
+  for (int i = 0; i < n; i++) dx[i] = rstd * (dy[i] * g[i] - m1 - xhat[i] * m2);
+}
+
+/* Diagonal Gaussian over n action dims with log-std vector ls.
+ * Reparameterised sample a = mu + exp(ls) * eps (eps ~ N(0, I) given). */
+BCG_HD void bcg_gauss_sample(int n, const bcg_real *mu, const bcg_real *ls, const bcg_real *eps,
+                             bcg_real *a) {
+  for (int i = 0; i < n; i++) a[i] = mu[i] + bcg_nn_exp(ls[i]) * eps[i];
+}
+
+/* VJP of the sample: dmu += da, dls += da * exp(ls) * eps (either may be NULL). */
+BCG_HD void bcg_gauss_sample_vjp(int n, const bcg_real *ls, const bcg_real *eps,
+                                 const bcg_real *da, bcg_real *dmu, bcg_real *dls) {
+  for (int i = 0; i < n; i++) {
+    if (dmu) dmu[i] += da[i];
+    if (dls) dls[i] += da[i] * bcg_nn_exp(ls[i]) * eps[i];
+  }
+}
+
+/* log N(a; mu, diag(exp(ls))^2) = sum_i -0.5 ((a-mu)/s)^2 - ls - 0.5 log(2 pi). */
+BCG_HD bcg_real bcg_gauss_logprob(int n, const bcg_real *mu, const bcg_real *ls,
+                                  const bcg_real *a) {
+  bcg_real lp = 0;
+  for (int i = 0; i < n; i++) {
+    bcg_real z = (a[i] - mu[i]) * bcg_nn_exp(-ls[i]);
+    lp += (bcg_real)-0.5 * z * z - ls[i] - (bcg_real)(0.5 * BCG_LOG_2PI);
+  }
+  return lp;
+}
+
+/* VJP of the log-prob with upstream scalar g: da += -g (a-mu)/s^2,
+ * dmu += g (a-mu)/s^2, dls += g (z^2 - 1); any output may be NULL. */
+BCG_HD void bcg_gauss_logprob_vjp(int n, const bcg_real *mu, const bcg_real *ls,
+                                  const bcg_real *a, bcg_real g, bcg_real *da, bcg_real *dmu,
+                                  bcg_real *dls) {
+  for (int i = 0; i < n; i++) {
+    bcg_real is = bcg_nn_exp(-ls[i]);
+    bcg_real z = (a[i] - mu[i]) * is;
+    bcg_real t = g * z * is;
+    if (da) da[i] -= t;
+    if (dmu) dmu[i] += t;
+    if (dls) dls[i] += g * (z * z - (bcg_real)1);
+  }
+}
+
+/* Entropy sum_i ls_i + 0.5 (1 + log(2 pi)); its VJP: dls += g. */
+BCG_HD bcg_real bcg_gauss_entropy(int n, const bcg_real *ls) {
+  bcg_real h = 0;
+  for (int i = 0; i < n; i++) h += ls[i] + (bcg_real)(0.5 * (1.0 + BCG_LOG_2PI));
+  return h;
+}
+
+BCG_HD void bcg_gauss_entropy_vjp(int n, bcg_real g, bcg_real *dls) {
+  for (int i = 0; i < n; i++) dls[i] += g;
+}
+
+/* KL(old || new) of two diagonal Gaussians (rsl_rl's adaptive-LR statistic):
+ * sum_i ls1 - ls0 + (s0^2 + (mu0 - mu1)^2) / (2 s1^2) - 1/2. */
+BCG_HD bcg_real bcg_gauss_kl(int n, const bcg_real *mu0, const bcg_real *ls0, const bcg_real *mu1,
+                             const bcg_real *ls1) {
+  bcg_real kl = 0;
+  for (int i = 0; i < n; i++) {
+    bcg_real d = mu0[i] - mu1[i];
+    bcg_real s0 = bcg_nn_exp((bcg_real)2 * ls0[i]), s1 = bcg_nn_exp((bcg_real)2 * ls1[i]);
+    kl += ls1[i] - ls0[i] + (s0 + d * d) / ((bcg_real)2 * s1) - (bcg_real)0.5;
+  }
+  return kl;
+}
+
+/* Normalisation of one sample: y = clamp((x - mean) / sqrt(var + var_eps), -clip, clip);
+ * clip <= 0 disables clamping. y may alias x. */
+BCG_HD void bcg_norm_apply(int n, const bcg_real *mean, const bcg_real *var, bcg_real var_eps,
+                           bcg_real clip, const bcg_real *x, bcg_real *y) {
+  for (int i = 0; i < n; i++) {
+    bcg_real u = (x[i] - mean[i]) / bcg_nn_sqrt(var[i] + var_eps);
+    if (clip > 0) u = u > clip ? clip : (u < -clip ? -clip : u);
+    y[i] = u;
+  }
+}
+
+/* Its VJP w.r.t. x (statistics are constants): dx = dy / std where the
+ * unclamped value lies in [-clip, clip], else 0 (as torch.clamp). dx may alias dy. */
+BCG_HD void bcg_norm_apply_vjp(int n, const bcg_real *mean, const bcg_real *var, bcg_real var_eps,
+                               bcg_real clip, const bcg_real *x, const bcg_real *dy,
+                               bcg_real *dx) {
+  for (int i = 0; i < n; i++) {
+    bcg_real is = (bcg_real)1 / bcg_nn_sqrt(var[i] + var_eps);
+    bcg_real u = (x[i] - mean[i]) * is;
+    int pass = clip <= 0 || (u <= clip && u >= -clip);
+    dx[i] = pass ? dy[i] * is : (bcg_real)0;
+  }
+}
+
+/* ================================ host API ================================= */
+
+const char *bcg_nn_strerror(int err);
+/* "identity" | "relu" | "tanh" | "elu" (case-insensitive) -> *out. */
+int bcg_act_parse(const char *name, bcg_act *out);
+const char *bcg_act_name(bcg_act act);
+
+/* ---- MLP -------------------------------------------------------------------
+ *
+ * in -> [Linear -> (LN) -> act]  x nhidden -> Linear -> out_act -> out
+ *
+ * layernorm = BCG_LN_PRE_ACT puts LayerNorm between each hidden Linear and its
+ * activation; BCG_LN_POST_ACT after the activation (Linear -> act -> LN), which
+ * is the order of the SHAC reference code (DiffRL models/actor.py, critic.py).
+ * The output layer never has LayerNorm.
+ *
+ * Flat parameter layout, layer by layer l = 0..nhidden:
+ *     W_l [dim[l+1]][dim[l]] row-major (PyTorch nn.Linear layout: y = x W^T + b),
+ *     b_l [dim[l+1]],
+ *     hidden layers with LayerNorm: gain [dim[l+1]] then bias [dim[l+1]],
+ * then `extra` free trailing parameters (e.g. the Gaussian log-std, so one
+ * Adam / clip / checkpoint covers the policy). grad has the same layout.
+ *
+ * Initialisation (bcg_mlp_init_params), from Philox purpose BCG_RNG_INIT:
+ *   BCG_INIT_UNIFORM    W, b ~ U(-k, k), k = gain / sqrt(fan_in) (gain 1 is
+ *                       PyTorch's nn.Linear default);
+ *   BCG_INIT_ORTHOGONAL W = gain * orthogonal (as torch.nn.init.orthogonal_:
+ *                       QR of a Gaussian matrix, sign-fixed), b = 0.
+ *   LayerNorm gain 1, bias 0; extra parameters = extra_init. */
+
+#define BCG_MLP_MAX_HIDDEN 8
+
+typedef enum bcg_ln_mode { BCG_LN_NONE = 0, BCG_LN_PRE_ACT = 1, BCG_LN_POST_ACT = 2 } bcg_ln_mode;
+typedef enum bcg_init_kind { BCG_INIT_UNIFORM = 0, BCG_INIT_ORTHOGONAL = 1 } bcg_init_kind;
+
+typedef struct bcg_mlp_config {
+  int in_dim, out_dim;
+  int nhidden;                       /* 0..BCG_MLP_MAX_HIDDEN */
+  int hidden[BCG_MLP_MAX_HIDDEN];    /* hidden widths */
+  bcg_act hidden_act;                /* activation of every hidden layer */
+  bcg_act out_act;                   /* usually BCG_ACT_IDENTITY */
+  bcg_ln_mode layernorm;
+  bcg_init_kind init;
+  bcg_real init_gain;                /* hidden layers; <= 0 means 1 */
+  bcg_real init_gain_out;            /* output layer; <= 0 means 1 */
+  int extra;                         /* trailing free parameters (>= 0) */
+  bcg_real extra_init;               /* their initial value */
+  int max_batch;                     /* batch capacity of the MLP-owned tape */
+} bcg_mlp_config;
+
+/* Activations of one forward pass, kept for its backward (a "tape"). A tape
+ * belongs to one MLP shape; SHAC keeps one per horizon step. Backward reads
+ * only the tape and the parameters, never another forward's state. */
+typedef struct bcg_mlp_tape {
+  bcg_real *mem;   /* bcg_mlp_tape_reals(m, max_batch) reals */
+  int max_batch;
+  int batch;       /* of the last forward, 0 before */
+  size_t shape_id; /* guards against use with another MLP shape */
+  int owned;       /* mem allocated by bcg_mlp_tape_init */
+} bcg_mlp_tape;
+
+typedef struct bcg_mlp {
+  bcg_mlp_config cfg;
+  int nlin;                         /* linear layers = nhidden + 1 */
+  int dim[BCG_MLP_MAX_HIDDEN + 2];  /* dim[0] = in, dim[nlin] = out */
+  size_t off_w[BCG_MLP_MAX_HIDDEN + 1], off_b[BCG_MLP_MAX_HIDDEN + 1];
+  size_t off_lng[BCG_MLP_MAX_HIDDEN + 1], off_lnb[BCG_MLP_MAX_HIDDEN + 1]; /* (size_t)-1 if none */
+  size_t nnet;                      /* network parameters (without extra) */
+  size_t nparams;                   /* nnet + extra */
+  bcg_real *params;                 /* [nparams], 64-byte aligned */
+  bcg_real *grad;                   /* [nparams] */
+  bcg_real *extra_params;           /* params + nnet (NULL if extra = 0) */
+  bcg_real *extra_grad;             /* grad + nnet */
+  bcg_mlp_tape tape;                /* MLP-owned tape for cfg.max_batch */
+} bcg_mlp;
+
+/* Build the MLP in *m (params zero, grads zero); free with bcg_mlp_destroy. */
+int bcg_mlp_create(bcg_mlp *m, const bcg_mlp_config *cfg);
+void bcg_mlp_destroy(bcg_mlp *m);
+/* (Re)initialise all parameters; `stream` separates networks of one run. */
+void bcg_mlp_init_params(bcg_mlp *m, uint64_t seed, uint32_t stream);
+void bcg_mlp_zero_grad(bcg_mlp *m);
+
+/* Tapes: reals needed for max_batch; init with caller memory (mem != NULL,
+ * not freed by bcg_mlp_tape_free) or allocated (mem == NULL). */
+size_t bcg_mlp_tape_reals(const bcg_mlp *m, int max_batch);
+int bcg_mlp_tape_init(bcg_mlp_tape *t, const bcg_mlp *m, int max_batch, bcg_real *mem);
+void bcg_mlp_tape_free(bcg_mlp_tape *t);
+
+/* y[batch][out] = mlp(x[batch][in]), recording the tape (NULL: the MLP-owned
+ * one, so concurrent calls on one MLP need their own tapes). The input is
+ * copied into the tape; y may be NULL (read bcg_mlp_tape_output). */
+int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);
+/* The output [batch][out] stored in the tape by the last forward. */
+const bcg_real *bcg_mlp_tape_output(const bcg_mlp *m, const bcg_mlp_tape *t);
+
+/* Backward of the tape's forward, given dy[batch][out]: accumulates dL/dparams
+ * summed over the batch into grad[nparams] (usually m->grad; NULL skips the
+ * parameter gradient, e.g. a critic's dV/dobs only), writes dx[batch][in]
+ * (NULL skips). The tape is unchanged (its scratch part is overwritten), so
+ * backward may be called again. */
+int bcg_mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad,
+                     bcg_real *dx);
+
+/* ---- optimisation --------------------------------------------------------- */
+
+/* Adam as torch.optim.Adam: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+ * p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps); weight_decay
+ * (default 0) adds weight_decay * p to g first (L2, not AdamW).
+ * State m, v, step is what a checkpoint saves. */
+typedef struct bcg_adam {
+  size_t n;
+  bcg_real lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+  bcg_real *m, *v;
+} bcg_adam;
+
+int bcg_adam_init(bcg_adam *a, size_t n, bcg_real lr, bcg_real beta1, bcg_real beta2,
+                  bcg_real eps);
+void bcg_adam_free(bcg_adam *a);
+void bcg_adam_reset(bcg_adam *a); /* m = v = 0, step = 0 */
+void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad);
+
+/* Scale g so that its 2-norm is at most max_norm (exactly max_norm when it was
+ * larger); returns the pre-clip norm. A non-finite norm leaves g unchanged. */
+bcg_real bcg_clip_grad_norm(bcg_real *g, size_t n, bcg_real max_norm);
+bcg_real bcg_vec_norm(const bcg_real *x, size_t n); /* accumulated in double */
+/* dst = alpha * dst + (1 - alpha) * src (target-critic Polyak averaging). */
+void bcg_vec_polyak(bcg_real *dst, const bcg_real *src, size_t n, bcg_real alpha);
+
+/* Learning-rate schedules. */
+typedef enum bcg_lr_kind { BCG_LR_CONSTANT = 0, BCG_LR_LINEAR = 1, BCG_LR_ADAPTIVE_KL = 2 } bcg_lr_kind;
+
+typedef struct bcg_lr_schedule {
+  bcg_lr_kind kind;
+  bcg_real lr0;       /* initial learning rate */
+  bcg_real lr_end;    /* LINEAR: value at iteration `iters` and after */
+  int64_t iters;      /* LINEAR: decay length */
+  bcg_real kl_target; /* ADAPTIVE_KL: desired KL (rsl_rl 0.01) */
+  bcg_real lr_min, lr_max; /* ADAPTIVE_KL clamp (rsl_rl: 1e-5, 1e-2) */
+  bcg_real lr;        /* current value (ADAPTIVE_KL state; checkpointed) */
+} bcg_lr_schedule;
+
+/* lr0 + (lr_end - lr0) * min(it, iters) / iters (SHAC's linear decay). */
+bcg_real bcg_lr_linear(bcg_real lr0, bcg_real lr_end, int64_t it, int64_t iters);
+/* rsl_rl: kl > 2 target -> lr / 1.5; 0 < kl < target / 2 -> lr * 1.5; then
+ * clamped to [lr_min, lr_max]. */
+bcg_real bcg_lr_adaptive_kl(bcg_real lr, bcg_real kl, bcg_real target, bcg_real lr_min,
+                            bcg_real lr_max);
+bcg_lr_schedule bcg_lr_constant_schedule(bcg_real lr);
+bcg_lr_schedule bcg_lr_linear_schedule(bcg_real lr0, bcg_real lr_end, int64_t iters);
+bcg_lr_schedule bcg_lr_kl_schedule(bcg_real lr0, bcg_real kl_target); /* clamp 1e-5..1e-2 */
+/* Learning rate for iteration `it` (CONSTANT, LINEAR; ADAPTIVE_KL: current). */
+bcg_real bcg_lr_at(const bcg_lr_schedule *s, int64_t it);
+/* ADAPTIVE_KL: update from the measured mean KL and return the new lr;
+ * other kinds ignore kl and return s->lr. */
+bcg_real bcg_lr_observe_kl(bcg_lr_schedule *s, bcg_real kl);
+
+/* ---- running mean / std normaliser ------------------------------------------
+ *
+ * Statistics start at mean 0, var 1 with weight count = count_init (a small
+ * epsilon, SHAC's RunningMeanStd uses 1e-4) and are merged batch by batch with
+ * the parallel (Chan et al.) formulas, population variance. normalise gives
+ * clamp((x - mean) / sqrt(var + var_eps), +-clip). count is double so it does
+ * not saturate in float builds. Checkpoint state: mean, var, count. */
+typedef struct bcg_normalizer {
+  int dim;
+  bcg_real *mean, *var; /* [dim] */
+  double count;
+  bcg_real clip;        /* default 5; <= 0 disables */
+  bcg_real var_eps;     /* default 1e-5 */
+} bcg_normalizer;
+
+int bcg_normalizer_init(bcg_normalizer *nz, int dim, bcg_real clip, double count_init);
+void bcg_normalizer_free(bcg_normalizer *nz);
+/* Merge the statistics of x[batch][dim]. */
+int bcg_normalizer_update(bcg_normalizer *nz, const bcg_real *x, int batch);
+/* y[batch][dim] = normalised x (y may alias x). */
+void bcg_normalizer_apply(const bcg_normalizer *nz, const bcg_real *x, int batch, bcg_real *y);
+/* dx = VJP of apply w.r.t. x at x (statistics constant; 0 where clamped). */
+void bcg_normalizer_vjp(const bcg_normalizer *nz, const bcg_real *x, const bcg_real *dy, int batch,
+                        bcg_real *dx);
+
+/* ---- batched Gaussian policy helpers ----------------------------------------
+ * mu, a, eps: [batch][n]; ls: [n] shared by the batch (state-independent
+ * log-std, e.g. m->extra_params), so its gradient is summed over the batch. */
+void bcg_gauss_sample_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
+                            const bcg_real *eps, bcg_real *a);
+void bcg_gauss_sample_vjp_batch(int batch, int n, const bcg_real *ls, const bcg_real *eps,
+                                const bcg_real *da, bcg_real *dmu, bcg_real *dls);
+void bcg_gauss_logprob_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
+                             const bcg_real *a, bcg_real *lp);
+/* dlp[batch] upstream; da, dmu [batch][n] and dls [n] accumulate; any may be NULL. */
+void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
+                                 const bcg_real *a, const bcg_real *dlp, bcg_real *da,
+                                 bcg_real *dmu, bcg_real *dls);
+
+BCG_END_DECLS
+
+#endif

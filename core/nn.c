@@ -1,0 +1,587 @@
+/* nn.c - host side of bcg/nn.h: batched MLP forward/backward through OpenBLAS,
+ * Adam, clipping, schedules, the running normaliser and batched Gaussian helpers. */
+#include "bcg/nn.h"
+
+#include <cblas.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/rng.h"
+
+#ifdef BCG_REAL_FLOAT
+#define BCG_GEMM cblas_sgemm
+#else
+#define BCG_GEMM cblas_dgemm
+#endif
+
+#define NO_OFF ((size_t)-1)
+
+const char *bcg_nn_strerror(int err) {
+  switch (err) {
+  case BCG_NN_OK: return "ok";
+  case BCG_NN_EINVAL: return "invalid argument or network configuration";
+  case BCG_NN_ENOMEM: return "out of memory";
+  case BCG_NN_EBATCH: return "batch larger than the workspace capacity";
+  default: return "unknown nn error";
+  }
+}
+
+static const char *const act_names[] = {"identity", "relu", "tanh", "elu"};
+
+int bcg_act_parse(const char *name, bcg_act *out) {
+  if (!name || !out) return BCG_NN_EINVAL;
+  for (int a = 0; a < 4; a++) {
+    const char *s = act_names[a], *t = name;
+    while (*s && *t && tolower((unsigned char)*t) == *s) s++, t++;
+    if (!*s && !*t) {
+      *out = (bcg_act)a;
+      return BCG_NN_OK;
+    }
+  }
+  return BCG_NN_EINVAL;
+}
+
+const char *bcg_act_name(bcg_act act) {
+  return ((int)act >= 0 && (int)act < 4) ? act_names[(int)act] : "?";
+}
+
+/* 64-byte aligned, zeroed; size rounded up as aligned_alloc requires. */
+static bcg_real *alloc_reals(size_t n) {
+  size_t bytes = n * sizeof(bcg_real);
+  bytes = (bytes + 63) / 64 * 64;
+  if (bytes == 0) bytes = 64;
+  bcg_real *p = aligned_alloc(64, bytes);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+/* ---- MLP ------------------------------------------------------------------- */
+
+static int has_ln(const bcg_mlp *m, int l) {
+  return l < m->nlin - 1 && m->cfg.layernorm != BCG_LN_NONE;
+}
+
+static int layer_act(const bcg_mlp *m, int l) {
+  return l < m->nlin - 1 ? (int)m->cfg.hidden_act : (int)m->cfg.out_act;
+}
+
+static int valid_act(bcg_act a) { return (int)a >= BCG_ACT_IDENTITY && (int)a <= BCG_ACT_ELU; }
+
+int bcg_mlp_create(bcg_mlp *m, const bcg_mlp_config *cfg) {
+  if (!m || !cfg) return BCG_NN_EINVAL;
+  memset(m, 0, sizeof *m);
+  if (cfg->in_dim <= 0 || cfg->out_dim <= 0 || cfg->nhidden < 0 ||
+      cfg->nhidden > BCG_MLP_MAX_HIDDEN || cfg->extra < 0 || cfg->max_batch <= 0 ||
+      !valid_act(cfg->hidden_act) || !valid_act(cfg->out_act) ||
+      (cfg->layernorm != BCG_LN_NONE && cfg->layernorm != BCG_LN_PRE_ACT &&
+       cfg->layernorm != BCG_LN_POST_ACT) ||
+      (cfg->init != BCG_INIT_UNIFORM && cfg->init != BCG_INIT_ORTHOGONAL))
+    return BCG_NN_EINVAL;
+  for (int i = 0; i < cfg->nhidden; i++)
+    if (cfg->hidden[i] <= 0) return BCG_NN_EINVAL;
+  m->cfg = *cfg;
+  m->nlin = cfg->nhidden + 1;
+  m->dim[0] = cfg->in_dim;
+  for (int i = 0; i < cfg->nhidden; i++) m->dim[i + 1] = cfg->hidden[i];
+  m->dim[m->nlin] = cfg->out_dim;
+  size_t off = 0;
+  for (int l = 0; l < m->nlin; l++) {
+    size_t ni = (size_t)m->dim[l], no = (size_t)m->dim[l + 1];
+    m->off_w[l] = off;
+    off += no * ni;
+    m->off_b[l] = off;
+    off += no;
+    if (has_ln(m, l)) {
+      m->off_lng[l] = off;
+      off += no;
+      m->off_lnb[l] = off;
+      off += no;
+    } else {
+      m->off_lng[l] = m->off_lnb[l] = NO_OFF;
+    }
+  }
+  m->nnet = off;
+  m->nparams = off + (size_t)cfg->extra;
+  m->params = alloc_reals(m->nparams);
+  m->grad = alloc_reals(m->nparams);
+  if (!m->params || !m->grad) {
+    bcg_mlp_destroy(m);
+    return BCG_NN_ENOMEM;
+  }
+  if (cfg->extra > 0) {
+    m->extra_params = m->params + m->nnet;
+    m->extra_grad = m->grad + m->nnet;
+  }
+  int rc = bcg_mlp_tape_init(&m->tape, m, cfg->max_batch, NULL);
+  if (rc) {
+    bcg_mlp_destroy(m);
+    return rc;
+  }
+  return BCG_NN_OK;
+}
+
+void bcg_mlp_destroy(bcg_mlp *m) {
+  if (!m) return;
+  free(m->params);
+  free(m->grad);
+  bcg_mlp_tape_free(&m->tape);
+  memset(m, 0, sizeof *m);
+}
+
+void bcg_mlp_zero_grad(bcg_mlp *m) { memset(m->grad, 0, m->nparams * sizeof(bcg_real)); }
+
+/* Orthonormal columns of a p x k Gaussian matrix (p >= k, column-major in q)
+ * by modified Gram-Schmidt, run twice for stability. MGS yields R with a
+ * positive diagonal, the sign convention torch.nn.init.orthogonal_ enforces. */
+static void orthonormalize(double *q, int p, int k) {
+  for (int j = 0; j < k; j++) {
+    double *qj = q + (size_t)j * p;
+    for (int pass = 0; pass < 2; pass++)
+      for (int i = 0; i < j; i++) {
+        const double *qi = q + (size_t)i * p;
+        double d = 0;
+        for (int r = 0; r < p; r++) d += qi[r] * qj[r];
+        for (int r = 0; r < p; r++) qj[r] -= d * qi[r];
+      }
+    double nrm = 0;
+    for (int r = 0; r < p; r++) nrm += qj[r] * qj[r];
+    nrm = sqrt(nrm);
+    for (int r = 0; r < p; r++) qj[r] = nrm > 0 ? qj[r] / nrm : 0;
+  }
+}
+
+void bcg_mlp_init_params(bcg_mlp *m, uint64_t seed, uint32_t stream) {
+  const bcg_mlp_config *c = &m->cfg;
+  for (int l = 0; l < m->nlin; l++) {
+    int ni = m->dim[l], no = m->dim[l + 1];
+    bcg_real gain = l < m->nlin - 1 ? c->init_gain : c->init_gain_out;
+    if (!(gain > 0)) gain = 1;
+    bcg_real *W = m->params + m->off_w[l], *b = m->params + m->off_b[l];
+    size_t nw = (size_t)no * (size_t)ni;
+    uint32_t stepw = (uint32_t)(2 * l), stepb = (uint32_t)(2 * l + 1);
+    if (c->init == BCG_INIT_ORTHOGONAL) {
+      int p = no > ni ? no : ni, k = no > ni ? ni : no;
+      double *q = malloc(nw * sizeof(double));
+      bcg_real *z = malloc(nw * sizeof(bcg_real));
+      if (q && z) {
+        bcg_rng_fill_normal(z, (int)nw, seed, BCG_RNG_INIT, stream, stepw);
+        for (size_t i = 0; i < nw; i++) q[i] = (double)z[i];
+        orthonormalize(q, p, k);
+        for (int i = 0; i < no; i++)
+          for (int j = 0; j < ni; j++)
+            W[(size_t)i * ni + j] =
+                (bcg_real)(gain * (no >= ni ? q[(size_t)j * p + i] : q[(size_t)i * p + j]));
+      }
+      free(q);
+      free(z);
+      memset(b, 0, (size_t)no * sizeof(bcg_real));
+    } else {
+      bcg_real k = gain / (bcg_real)sqrt((double)ni);
+      bcg_rng_fill_uniform(W, (int)nw, seed, BCG_RNG_INIT, stream, stepw);
+      for (size_t i = 0; i < nw; i++) W[i] = (2 * W[i] - 1) * k;
+      bcg_rng_fill_uniform(b, no, seed, BCG_RNG_INIT, stream, stepb);
+      for (int i = 0; i < no; i++) b[i] = (2 * b[i] - 1) * k;
+    }
+    if (has_ln(m, l))
+      for (int i = 0; i < no; i++) {
+        m->params[m->off_lng[l] + i] = 1;
+        m->params[m->off_lnb[l] + i] = 0;
+      }
+  }
+  for (int i = 0; i < c->extra; i++) m->params[m->nnet + i] = c->extra_init;
+}
+
+/* Tape layout for batch capacity B:
+ *   x [B][in]; per layer l: pre [B][n] (activation input), post [B][n]
+ *   (activation output); hidden layers with LN: xhat [B][n], rstd [B], and in
+ *   POST_ACT mode out [B][n] (LN output = layer output); scratch 2 x [B][maxdim]. */
+typedef struct tape_ptrs {
+  bcg_real *x;
+  bcg_real *pre[BCG_MLP_MAX_HIDDEN + 1], *post[BCG_MLP_MAX_HIDDEN + 1];
+  bcg_real *xhat[BCG_MLP_MAX_HIDDEN + 1], *rstd[BCG_MLP_MAX_HIDDEN + 1];
+  bcg_real *out[BCG_MLP_MAX_HIDDEN + 1]; /* layer output (aliases post or the LN output) */
+  bcg_real *s0, *s1;
+} tape_ptrs;
+
+static size_t tape_layout(const bcg_mlp *m, int B, bcg_real *mem, tape_ptrs *p) {
+  size_t off = 0, b = (size_t)B;
+  int maxdim = 0;
+  for (int l = 0; l <= m->nlin; l++)
+    if (m->dim[l] > maxdim) maxdim = m->dim[l];
+#define TAKE(n) (off += (n), mem ? mem + off - (n) : NULL)
+  p->x = TAKE(b * (size_t)m->dim[0]);
+  for (int l = 0; l < m->nlin; l++) {
+    size_t n = (size_t)m->dim[l + 1];
+    p->pre[l] = TAKE(b * n);
+    p->post[l] = TAKE(b * n);
+    p->out[l] = p->post[l];
+    p->xhat[l] = p->rstd[l] = NULL;
+    if (has_ln(m, l)) {
+      p->xhat[l] = TAKE(b * n);
+      p->rstd[l] = TAKE(b);
+      if (m->cfg.layernorm == BCG_LN_POST_ACT) p->out[l] = TAKE(b * n);
+    }
+  }
+  p->s0 = TAKE(b * (size_t)maxdim);
+  p->s1 = TAKE(b * (size_t)maxdim);
+#undef TAKE
+  return off;
+}
+
+static size_t shape_id(const bcg_mlp *m) {
+  size_t h = 1469598103934665603ull;
+  for (int l = 0; l <= m->nlin; l++) h = (h ^ (size_t)m->dim[l]) * 1099511628211ull;
+  h = (h ^ (size_t)m->nlin) * 1099511628211ull;
+  h = (h ^ (size_t)m->cfg.layernorm) * 1099511628211ull;
+  return h;
+}
+
+size_t bcg_mlp_tape_reals(const bcg_mlp *m, int max_batch) {
+  tape_ptrs p;
+  return tape_layout(m, max_batch, NULL, &p);
+}
+
+int bcg_mlp_tape_init(bcg_mlp_tape *t, const bcg_mlp *m, int max_batch, bcg_real *mem) {
+  if (!t || !m || max_batch <= 0) return BCG_NN_EINVAL;
+  memset(t, 0, sizeof *t);
+  if (!mem) {
+    mem = alloc_reals(bcg_mlp_tape_reals(m, max_batch));
+    if (!mem) return BCG_NN_ENOMEM;
+    t->owned = 1;
+  }
+  t->mem = mem;
+  t->max_batch = max_batch;
+  t->shape_id = shape_id(m);
+  return BCG_NN_OK;
+}
+
+void bcg_mlp_tape_free(bcg_mlp_tape *t) {
+  if (!t) return;
+  if (t->owned) free(t->mem);
+  memset(t, 0, sizeof *t);
+}
+
+static int check_tape(const bcg_mlp *m, const bcg_mlp_tape *t, int batch) {
+  if (!t->mem || t->shape_id != shape_id(m)) return BCG_NN_EINVAL;
+  if (batch > t->max_batch) return BCG_NN_EBATCH;
+  return BCG_NN_OK;
+}
+
+const bcg_real *bcg_mlp_tape_output(const bcg_mlp *m, const bcg_mlp_tape *t) {
+  if (!t) t = &m->tape;
+  tape_ptrs p;
+  tape_layout(m, t->max_batch, t->mem, &p);
+  return p.out[m->nlin - 1];
+}
+
+int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
+  if (!m || !x || batch < 0) return BCG_NN_EINVAL;
+  if (!t) t = &m->tape;
+  int rc = check_tape(m, t, batch);
+  if (rc) return rc;
+  t->batch = batch;
+  if (batch == 0) return BCG_NN_OK;
+  tape_ptrs p;
+  tape_layout(m, t->max_batch, t->mem, &p);
+  memcpy(p.x, x, (size_t)batch * (size_t)m->dim[0] * sizeof(bcg_real));
+  const bcg_real *a = p.x;
+  for (int l = 0; l < m->nlin; l++) {
+    int ni = m->dim[l], no = m->dim[l + 1], act = layer_act(m, l);
+    const bcg_real *W = m->params + m->off_w[l], *bias = m->params + m->off_b[l];
+    bcg_real *z = p.pre[l];
+    for (int s = 0; s < batch; s++) memcpy(z + (size_t)s * no, bias, (size_t)no * sizeof(bcg_real));
+    BCG_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, batch, no, ni, 1, a, ni, W, ni, 1, z, no);
+    int ln = has_ln(m, l) ? (int)m->cfg.layernorm : BCG_LN_NONE;
+    const bcg_real *g = ln ? m->params + m->off_lng[l] : NULL;
+    const bcg_real *gb = ln ? m->params + m->off_lnb[l] : NULL;
+    for (int s = 0; s < batch; s++) {
+      size_t o = (size_t)s * no;
+      if (ln == BCG_LN_PRE_ACT)
+        bcg_layernorm(no, z + o, g, gb, (bcg_real)BCG_LN_EPS, p.xhat[l] + o, p.rstd[l] + s, z + o);
+      for (int i = 0; i < no; i++) p.post[l][o + i] = bcg_act_f(act, z[o + i]);
+      if (ln == BCG_LN_POST_ACT)
+        bcg_layernorm(no, p.post[l] + o, g, gb, (bcg_real)BCG_LN_EPS, p.xhat[l] + o, p.rstd[l] + s,
+                      p.out[l] + o);
+    }
+    a = p.out[l];
+  }
+  if (y) memcpy(y, a, (size_t)batch * (size_t)m->dim[m->nlin] * sizeof(bcg_real));
+  return BCG_NN_OK;
+}
+
+int bcg_mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad,
+                     bcg_real *dx) {
+  if (!m || !dy) return BCG_NN_EINVAL;
+  if (!t) t = &m->tape;
+  int batch = t->batch;
+  int rc = check_tape(m, t, batch);
+  if (rc) return rc;
+  if (batch == 0) return BCG_NN_OK;
+  tape_ptrs p;
+  tape_layout(m, t->max_batch, t->mem, &p);
+  bcg_real *d = p.s0, *e = p.s1;
+  memcpy(d, dy, (size_t)batch * (size_t)m->dim[m->nlin] * sizeof(bcg_real));
+  for (int l = m->nlin - 1; l >= 0; l--) {
+    int ni = m->dim[l], no = m->dim[l + 1], act = layer_act(m, l);
+    int ln = has_ln(m, l) ? (int)m->cfg.layernorm : BCG_LN_NONE;
+    const bcg_real *g = ln ? m->params + m->off_lng[l] : NULL;
+    bcg_real *dg = ln && grad ? grad + m->off_lng[l] : NULL;
+    bcg_real *dgb = ln && grad ? grad + m->off_lnb[l] : NULL;
+    for (int s = 0; s < batch; s++) {
+      size_t o = (size_t)s * no;
+      if (ln == BCG_LN_POST_ACT)
+        bcg_layernorm_vjp(no, p.xhat[l] + o, p.rstd[l][s], g, d + o, d + o, dg, dgb);
+      if (act != BCG_ACT_IDENTITY)
+        for (int i = 0; i < no; i++) d[o + i] *= bcg_act_df(act, p.pre[l][o + i], p.post[l][o + i]);
+      if (ln == BCG_LN_PRE_ACT)
+        bcg_layernorm_vjp(no, p.xhat[l] + o, p.rstd[l][s], g, d + o, d + o, dg, dgb);
+    }
+    /* d = dL/dz [batch][no]; a = layer input [batch][ni] */
+    const bcg_real *a = l == 0 ? p.x : p.out[l - 1];
+    if (grad) {
+      BCG_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, batch, 1, d, no, a, ni, 1,
+               grad + m->off_w[l], ni);
+      bcg_real *db = grad + m->off_b[l];
+      for (int s = 0; s < batch; s++)
+        for (int i = 0; i < no; i++) db[i] += d[(size_t)s * no + i];
+    }
+    bcg_real *da = l == 0 ? dx : e;
+    if (da) {
+      BCG_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, ni, no, 1, d, no,
+               m->params + m->off_w[l], ni, 0, da, ni);
+    }
+    bcg_real *tmp = d;
+    d = e;
+    e = tmp;
+  }
+  return BCG_NN_OK;
+}
+
+/* ---- optimisation ---------------------------------------------------------- */
+
+int bcg_adam_init(bcg_adam *a, size_t n, bcg_real lr, bcg_real beta1, bcg_real beta2,
+                  bcg_real eps) {
+  if (!a || !(lr >= 0) || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps >= 0))
+    return BCG_NN_EINVAL;
+  memset(a, 0, sizeof *a);
+  a->n = n;
+  a->lr = lr;
+  a->beta1 = beta1;
+  a->beta2 = beta2;
+  a->eps = eps;
+  a->m = alloc_reals(n);
+  a->v = alloc_reals(n);
+  if (!a->m || !a->v) {
+    bcg_adam_free(a);
+    return BCG_NN_ENOMEM;
+  }
+  return BCG_NN_OK;
+}
+
+void bcg_adam_free(bcg_adam *a) {
+  if (!a) return;
+  free(a->m);
+  free(a->v);
+  memset(a, 0, sizeof *a);
+}
+
+void bcg_adam_reset(bcg_adam *a) {
+  memset(a->m, 0, a->n * sizeof(bcg_real));
+  memset(a->v, 0, a->n * sizeof(bcg_real));
+  a->step = 0;
+}
+
+void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad) {
+  a->step++;
+  double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
+  double bc2 = 1.0 - pow((double)a->beta2, (double)a->step);
+  bcg_real step_size = (bcg_real)((double)a->lr / bc1);
+  bcg_real isbc2 = (bcg_real)(1.0 / sqrt(bc2));
+  bcg_real b1 = a->beta1, b2 = a->beta2, wd = a->weight_decay, eps = a->eps;
+  for (size_t i = 0; i < a->n; i++) {
+    bcg_real g = grad[i];
+    if (wd != 0) g += wd * params[i];
+    a->m[i] = b1 * a->m[i] + (1 - b1) * g;
+    a->v[i] = b2 * a->v[i] + (1 - b2) * g * g;
+    params[i] -= step_size * a->m[i] / (bcg_nn_sqrt(a->v[i]) * isbc2 + eps);
+  }
+}
+
+bcg_real bcg_vec_norm(const bcg_real *x, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+  return (bcg_real)sqrt(s);
+}
+
+bcg_real bcg_clip_grad_norm(bcg_real *g, size_t n, bcg_real max_norm) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
+  double nrm = sqrt(s);
+  if (isfinite(nrm) && nrm > (double)max_norm && nrm > 0) {
+    double c = (double)max_norm / nrm;
+    for (size_t i = 0; i < n; i++) g[i] = (bcg_real)((double)g[i] * c);
+  }
+  return (bcg_real)nrm;
+}
+
+void bcg_vec_polyak(bcg_real *dst, const bcg_real *src, size_t n, bcg_real alpha) {
+  for (size_t i = 0; i < n; i++) dst[i] = alpha * dst[i] + (1 - alpha) * src[i];
+}
+
+bcg_real bcg_lr_linear(bcg_real lr0, bcg_real lr_end, int64_t it, int64_t iters) {
+  if (it <= 0) return lr0;
+  if (it >= iters) return lr_end;
+  return (bcg_real)((double)lr0 + ((double)lr_end - (double)lr0) * (double)it / (double)iters);
+}
+
+bcg_real bcg_lr_adaptive_kl(bcg_real lr, bcg_real kl, bcg_real target, bcg_real lr_min,
+                            bcg_real lr_max) {
+  if (kl > 2 * target)
+    lr = lr / (bcg_real)1.5;
+  else if (kl < target / 2 && kl > 0)
+    lr = lr * (bcg_real)1.5;
+  if (lr < lr_min) lr = lr_min;
+  if (lr > lr_max) lr = lr_max;
+  return lr;
+}
+
+bcg_lr_schedule bcg_lr_constant_schedule(bcg_real lr) {
+  bcg_lr_schedule s;
+  memset(&s, 0, sizeof s);
+  s.kind = BCG_LR_CONSTANT;
+  s.lr0 = s.lr_end = s.lr = lr;
+  return s;
+}
+
+bcg_lr_schedule bcg_lr_linear_schedule(bcg_real lr0, bcg_real lr_end, int64_t iters) {
+  bcg_lr_schedule s = bcg_lr_constant_schedule(lr0);
+  s.kind = BCG_LR_LINEAR;
+  s.lr_end = lr_end;
+  s.iters = iters;
+  return s;
+}
+
+bcg_lr_schedule bcg_lr_kl_schedule(bcg_real lr0, bcg_real kl_target) {
+  bcg_lr_schedule s = bcg_lr_constant_schedule(lr0);
+  s.kind = BCG_LR_ADAPTIVE_KL;
+  s.kl_target = kl_target;
+  s.lr_min = (bcg_real)1e-5;
+  s.lr_max = (bcg_real)1e-2;
+  return s;
+}
+
+bcg_real bcg_lr_at(const bcg_lr_schedule *s, int64_t it) {
+  switch (s->kind) {
+  case BCG_LR_LINEAR: return bcg_lr_linear(s->lr0, s->lr_end, it, s->iters);
+  case BCG_LR_ADAPTIVE_KL: return s->lr;
+  default: return s->lr0;
+  }
+}
+
+bcg_real bcg_lr_observe_kl(bcg_lr_schedule *s, bcg_real kl) {
+  if (s->kind == BCG_LR_ADAPTIVE_KL)
+    s->lr = bcg_lr_adaptive_kl(s->lr, kl, s->kl_target, s->lr_min, s->lr_max);
+  return s->lr;
+}
+
+/* ---- normaliser ------------------------------------------------------------- */
+
+int bcg_normalizer_init(bcg_normalizer *nz, int dim, bcg_real clip, double count_init) {
+  if (!nz || dim <= 0 || !(count_init >= 0)) return BCG_NN_EINVAL;
+  memset(nz, 0, sizeof *nz);
+  nz->dim = dim;
+  nz->mean = alloc_reals((size_t)dim);
+  nz->var = alloc_reals((size_t)dim);
+  if (!nz->mean || !nz->var) {
+    bcg_normalizer_free(nz);
+    return BCG_NN_ENOMEM;
+  }
+  for (int i = 0; i < dim; i++) nz->var[i] = 1;
+  nz->count = count_init;
+  nz->clip = clip;
+  nz->var_eps = (bcg_real)1e-5;
+  return BCG_NN_OK;
+}
+
+void bcg_normalizer_free(bcg_normalizer *nz) {
+  if (!nz) return;
+  free(nz->mean);
+  free(nz->var);
+  memset(nz, 0, sizeof *nz);
+}
+
+int bcg_normalizer_update(bcg_normalizer *nz, const bcg_real *x, int batch) {
+  if (!nz || (!x && batch > 0) || batch < 0) return BCG_NN_EINVAL;
+  if (batch == 0) return BCG_NN_OK;
+  int d = nz->dim;
+  double nb = (double)batch, na = nz->count, tot = na + nb;
+  for (int i = 0; i < d; i++) {
+    double bm = 0, bv = 0; /* two passes over the batch */
+    for (int s = 0; s < batch; s++) bm += (double)x[(size_t)s * d + i];
+    bm /= nb;
+    for (int s = 0; s < batch; s++) {
+      double c = (double)x[(size_t)s * d + i] - bm;
+      bv += c * c;
+    }
+    bv /= nb;
+    double ma = (double)nz->mean[i], delta = bm - ma;
+    double m2 = (double)nz->var[i] * na + bv * nb + delta * delta * na * nb / tot;
+    nz->mean[i] = (bcg_real)(ma + delta * nb / tot);
+    nz->var[i] = (bcg_real)(m2 / tot);
+  }
+  nz->count = tot;
+  return BCG_NN_OK;
+}
+
+void bcg_normalizer_apply(const bcg_normalizer *nz, const bcg_real *x, int batch, bcg_real *y) {
+  for (int s = 0; s < batch; s++) {
+    size_t o = (size_t)s * nz->dim;
+    bcg_norm_apply(nz->dim, nz->mean, nz->var, nz->var_eps, nz->clip, x + o, y + o);
+  }
+}
+
+void bcg_normalizer_vjp(const bcg_normalizer *nz, const bcg_real *x, const bcg_real *dy, int batch,
+                        bcg_real *dx) {
+  for (int s = 0; s < batch; s++) {
+    size_t o = (size_t)s * nz->dim;
+    bcg_norm_apply_vjp(nz->dim, nz->mean, nz->var, nz->var_eps, nz->clip, x + o, dy + o, dx + o);
+  }
+}
+
+/* ---- batched Gaussian --------------------------------------------------------- */
+
+void bcg_gauss_sample_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
+                            const bcg_real *eps, bcg_real *a) {
+  for (int s = 0; s < batch; s++) {
+    size_t o = (size_t)s * n;
+    bcg_gauss_sample(n, mu + o, ls, eps + o, a + o);
+  }
+}
+
+void bcg_gauss_sample_vjp_batch(int batch, int n, const bcg_real *ls, const bcg_real *eps,
+                                const bcg_real *da, bcg_real *dmu, bcg_real *dls) {
+  for (int s = 0; s < batch; s++) {
+    size_t o = (size_t)s * n;
+    bcg_gauss_sample_vjp(n, ls, eps + o, da + o, dmu ? dmu + o : NULL, dls);
+  }
+}
+
+void bcg_gauss_logprob_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
+                             const bcg_real *a, bcg_real *lp) {
+  for (int s = 0; s < batch; s++) {
+    size_t o = (size_t)s * n;
+    lp[s] = bcg_gauss_logprob(n, mu + o, ls, a + o);
+  }
+}
+
+void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
+                                 const bcg_real *a, const bcg_real *dlp, bcg_real *da,
+                                 bcg_real *dmu, bcg_real *dls) {
+  for (int s = 0; s < batch; s++) {
+    size_t o = (size_t)s * n;
+    bcg_gauss_logprob_vjp(n, mu + o, ls, a + o, dlp[s], da ? da + o : NULL, dmu ? dmu + o : NULL,
+                          dls);
+  }
+}

@@ -1,0 +1,610 @@
+/* tests/test_nn.c - bcg/nn.h and bcg/rng.h: finite-difference checks of every
+ * VJP, optimiser, schedules, normaliser statistics, Philox known answers and a
+ * tiny regression. FD checks are meant for the double build; the float build
+ * runs them with a coarse step and a loose tolerance. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/nn.h"
+#include "bcg/rng.h"
+#include "testutil.h"
+
+#ifdef BCG_REAL_FLOAT
+#define FD_H 3e-3
+#define FD_TOL 5e-3
+#else
+#define FD_H 1e-6
+#define FD_TOL 1e-6
+#endif
+
+static const uint64_t SEED = 0x5eed1234abcdull;
+
+static void randn(bcg_real *x, int n, uint32_t stream, bcg_real scale) {
+  bcg_rng_fill_normal(x, n, SEED, BCG_RNG_TEST, stream, 0);
+  for (int i = 0; i < n; i++) x[i] *= scale;
+}
+
+static double dot(const bcg_real *a, const bcg_real *b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += (double)a[i] * (double)b[i];
+  return s;
+}
+
+static double vec_relerr_r(const bcg_real *a, const double *b, int n) {
+  double *t = malloc((size_t)n * sizeof(double));
+  for (int i = 0; i < n; i++) t[i] = (double)a[i];
+  double e = bcg_vec_relerr(t, b, n);
+  free(t);
+  return e;
+}
+
+/* ---- Philox and the samplers --------------------------------------------------- */
+
+static void test_philox_kat(void) {
+  /* Random123 tests/kat_vectors, "philox4x32 10" lines: counter[4] key[2] -> out[4]. */
+  static const uint32_t kat[3][10] = {
+      {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+      {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
+       0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+      {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
+       0x94fdcceb, 0x5001e420, 0x24126ea1}};
+  for (int k = 0; k < 3; k++) {
+    bcg_u32x4 o = bcg_philox(kat[k] + 4, kat[k]);
+    for (int j = 0; j < 4; j++) CU_ASSERT_EQUAL(o.v[j], kat[k][6 + j]);
+  }
+}
+
+static void test_rng_streams(void) {
+  enum { N = 100003 };
+  bcg_real *z = malloc(N * sizeof(bcg_real)), *u = malloc(N * sizeof(bcg_real));
+  bcg_rng_fill_normal(z, N, 42, BCG_RNG_ACTION, 7, 3);
+  bcg_rng_fill_uniform(u, N, 42, BCG_RNG_RESET, 7, 3);
+  double m = 0, v = 0, um = 0;
+  int inrange = 1, same = 1;
+  for (int i = 0; i < N; i++) {
+    m += z[i];
+    v += (double)z[i] * z[i];
+    um += u[i];
+    if (!(u[i] > 0 && u[i] <= 1)) inrange = 0;
+    if (i % 997 == 0 && (z[i] != bcg_rng_normal(42, BCG_RNG_ACTION, 7, 3, (uint32_t)i) ||
+                         u[i] != bcg_rng_uniform(42, BCG_RNG_RESET, 7, 3, (uint32_t)i)))
+      same = 0;
+  }
+  m /= N;
+  v = v / N - m * m;
+  um /= N;
+  CU_ASSERT(inrange);
+  CU_ASSERT(same);
+  CU_ASSERT(fabs(m) < 0.02);
+  CU_ASSERT(fabs(v - 1) < 0.03);
+  CU_ASSERT(fabs(um - 0.5) < 0.01);
+  /* every index of the stream differs from another env's / step's / seed's */
+  CU_ASSERT(bcg_rng_normal(42, BCG_RNG_ACTION, 8, 3, 0) != z[0]);
+  CU_ASSERT(bcg_rng_normal(42, BCG_RNG_ACTION, 7, 4, 0) != z[0]);
+  CU_ASSERT(bcg_rng_normal(43, BCG_RNG_ACTION, 7, 3, 0) != z[0]);
+  free(z);
+  free(u);
+}
+
+/* ---- MLP VJPs ------------------------------------------------------------------ */
+
+static double mlp_loss(bcg_mlp *m, const bcg_real *x, int batch, const bcg_real *w, bcg_real *y) {
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_forward(m, NULL, x, batch, y), 0);
+  return dot(y, w, (size_t)batch * m->cfg.out_dim);
+}
+
+static void fd_mlp(bcg_act hact, bcg_act oact, bcg_ln_mode ln, const char *label) {
+  enum { B = 4, IN = 5, OUT = 3 };
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = IN;
+  c.out_dim = OUT;
+  c.nhidden = 2;
+  c.hidden[0] = 7;
+  c.hidden[1] = 6;
+  c.hidden_act = hact;
+  c.out_act = oact;
+  c.layernorm = ln;
+  c.max_batch = B;
+  bcg_mlp m;
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m, &c), 0);
+  bcg_mlp_init_params(&m, SEED, 1);
+  /* move LayerNorm gains and biases off 1 and 0 so their gradients matter */
+  bcg_real pert[64];
+  for (int l = 0; l < m.nlin; l++)
+    if (m.off_lng[l] != (size_t)-1) {
+      int n = m.dim[l + 1];
+      randn(pert, 2 * n, 100 + (uint32_t)l, (bcg_real)0.3);
+      for (int i = 0; i < 2 * n; i++) m.params[m.off_lng[l] + i] += pert[i];
+    }
+  bcg_real x[B * IN], w[B * OUT], y[B * OUT], dx[B * IN];
+  randn(x, B * IN, 2, 1);
+  randn(w, B * OUT, 3, 1);
+  bcg_mlp_zero_grad(&m);
+  mlp_loss(&m, x, B, w, y);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, NULL, w, m.grad, dx), 0);
+
+  int np = (int)m.nparams;
+  double *fd = malloc((size_t)np * sizeof(double));
+  for (int i = 0; i < np; i++) {
+    bcg_real p0 = m.params[i];
+    m.params[i] = p0 + (bcg_real)FD_H;
+    double lp = mlp_loss(&m, x, B, w, y);
+    m.params[i] = p0 - (bcg_real)FD_H;
+    double lm = mlp_loss(&m, x, B, w, y);
+    m.params[i] = p0;
+    fd[i] = (lp - lm) / (2 * FD_H);
+  }
+  double ep = vec_relerr_r(m.grad, fd, np);
+  double fdx[B * IN];
+  for (int i = 0; i < B * IN; i++) {
+    bcg_real x0 = x[i];
+    x[i] = x0 + (bcg_real)FD_H;
+    double lp = mlp_loss(&m, x, B, w, y);
+    x[i] = x0 - (bcg_real)FD_H;
+    double lm = mlp_loss(&m, x, B, w, y);
+    x[i] = x0;
+    fdx[i] = (lp - lm) / (2 * FD_H);
+  }
+  double ex = vec_relerr_r(dx, fdx, B * IN);
+  bcg_test_report("FD relerr mlp d/dparams (worst over activations x layernorm modes)", ep);
+  bcg_test_report("FD relerr mlp d/dinput (worst over activations x layernorm modes)", ex);
+  if (!(ep <= FD_TOL && ex <= FD_TOL))
+    printf("\n  mlp %s: d/dparams %.3g d/dinput %.3g\n", label, ep, ex);
+  CU_ASSERT(ep <= FD_TOL);
+  CU_ASSERT(ex <= FD_TOL);
+  free(fd);
+  bcg_mlp_destroy(&m);
+}
+
+static void test_mlp_vjp_plain(void) {
+  fd_mlp(BCG_ACT_ELU, BCG_ACT_IDENTITY, BCG_LN_NONE, "elu");
+  fd_mlp(BCG_ACT_TANH, BCG_ACT_IDENTITY, BCG_LN_NONE, "tanh");
+  fd_mlp(BCG_ACT_RELU, BCG_ACT_IDENTITY, BCG_LN_NONE, "relu");
+  fd_mlp(BCG_ACT_IDENTITY, BCG_ACT_IDENTITY, BCG_LN_NONE, "identity");
+  fd_mlp(BCG_ACT_ELU, BCG_ACT_TANH, BCG_LN_NONE, "elu/out-tanh");
+  fd_mlp(BCG_ACT_TANH, BCG_ACT_ELU, BCG_LN_NONE, "tanh/out-elu");
+}
+
+static void test_mlp_vjp_layernorm(void) {
+  static const bcg_act acts[4] = {BCG_ACT_ELU, BCG_ACT_TANH, BCG_ACT_RELU, BCG_ACT_IDENTITY};
+  for (int a = 0; a < 4; a++)
+    for (int ln = BCG_LN_PRE_ACT; ln <= BCG_LN_POST_ACT; ln++) {
+      char label[48];
+      snprintf(label, sizeof label, "%s+ln-%s", bcg_act_name(acts[a]),
+               ln == BCG_LN_PRE_ACT ? "pre" : "post");
+      fd_mlp(acts[a], BCG_ACT_IDENTITY, (bcg_ln_mode)ln, label);
+    }
+}
+
+/* Tapes are independent; backward is repeatable; grad == NULL skips params. */
+static void test_mlp_tapes(void) {
+  enum { B = 6, IN = 4, OUT = 2 };
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = IN;
+  c.out_dim = OUT;
+  c.nhidden = 2;
+  c.hidden[0] = c.hidden[1] = 8;
+  c.hidden_act = BCG_ACT_ELU;
+  c.layernorm = BCG_LN_PRE_ACT;
+  c.extra = OUT;
+  c.extra_init = (bcg_real)-1;
+  c.max_batch = B;
+  bcg_mlp m;
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m, &c), 0);
+  bcg_mlp_init_params(&m, SEED, 2);
+  CU_ASSERT_EQUAL(m.extra_params[0], (bcg_real)-1);
+  CU_ASSERT_EQUAL(m.nparams, m.nnet + OUT);
+  bcg_mlp_tape t1, t2;
+  size_t nr = bcg_mlp_tape_reals(&m, B);
+  bcg_real *mem = malloc(nr * sizeof(bcg_real));
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_tape_init(&t1, &m, B, mem), 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_tape_init(&t2, &m, 3, NULL), 0);
+  bcg_real x1[B * IN], x2[B * IN], dy[B * OUT], y1[B * OUT], dxa[B * IN], dxb[B * IN], dxc[B * IN];
+  randn(x1, B * IN, 10, 1);
+  randn(x2, B * IN, 11, 1);
+  randn(dy, B * OUT, 12, 1);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, &t1, x1, B, y1), 0);
+  size_t np = m.nparams;
+  bcg_real *g1 = calloc(np, sizeof(bcg_real)), *g2 = calloc(np, sizeof(bcg_real));
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, &t1, dy, g1, dxa), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, &t2, x2, 3, NULL), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, &t2, x2, 4, NULL), BCG_NN_EBATCH);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x2, B, NULL), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, &t1, dy, g2, dxb), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, &t1, dy, NULL, dxc), 0);
+  CU_ASSERT_EQUAL(memcmp(g1, g2, np * sizeof(bcg_real)), 0);
+  CU_ASSERT_EQUAL(memcmp(dxa, dxb, sizeof dxa), 0);
+  CU_ASSERT_EQUAL(memcmp(dxa, dxc, sizeof dxa), 0);
+  CU_ASSERT_EQUAL(memcmp(bcg_mlp_tape_output(&m, &t1), y1, sizeof y1), 0);
+  for (size_t i = m.nnet; i < np; i++) CU_ASSERT_EQUAL(g1[i], 0);
+  /* a tape of another shape is refused */
+  bcg_mlp m2;
+  c.hidden[1] = 9;
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m2, &c), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m2, &t1, x1, B, NULL), BCG_NN_EINVAL);
+  bcg_mlp_destroy(&m2);
+  bcg_mlp_tape_free(&t1);
+  bcg_mlp_tape_free(&t2);
+  free(mem);
+  free(g1);
+  free(g2);
+  bcg_mlp_destroy(&m);
+  bcg_act a;
+  CU_ASSERT(bcg_act_parse("ELU", &a) == 0 && a == BCG_ACT_ELU);
+  CU_ASSERT(bcg_act_parse("tanh", &a) == 0 && a == BCG_ACT_TANH);
+  CU_ASSERT(bcg_act_parse("elux", &a) != 0);
+}
+
+static void test_mlp_init(void) {
+  /* orthogonal: rows (out <= in) or columns (out > in) orthonormal times gain */
+  int shapes[2][2] = {{5, 9}, {9, 4}};
+  for (int k = 0; k < 2; k++) {
+    bcg_mlp_config c;
+    memset(&c, 0, sizeof c);
+    c.in_dim = shapes[k][1];
+    c.out_dim = shapes[k][0];
+    c.init = BCG_INIT_ORTHOGONAL;
+    c.init_gain_out = (bcg_real)1.41421356;
+    c.max_batch = 1;
+    bcg_mlp m;
+    CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m, &c), 0);
+    bcg_mlp_init_params(&m, SEED, 3);
+    int r = c.out_dim, cc = c.in_dim, small = r < cc ? r : cc;
+    const bcg_real *W = m.params;
+    double worst = 0, g2 = (double)c.init_gain_out * c.init_gain_out;
+    for (int i = 0; i < small; i++)
+      for (int j = 0; j < small; j++) {
+        double s = 0;
+        for (int t = 0; t < (r <= cc ? cc : r); t++)
+          s += r <= cc ? (double)W[i * cc + t] * W[j * cc + t] : (double)W[t * cc + i] * W[t * cc + j];
+        worst = fmax(worst, fabs(s - (i == j ? g2 : 0)));
+      }
+    CU_ASSERT(worst < 1e-5);
+    for (int i = 0; i < r; i++) CU_ASSERT_EQUAL(m.params[m.off_b[0] + i], 0);
+    bcg_mlp_destroy(&m);
+  }
+  /* uniform: within +-1/sqrt(fan_in), deterministic in (seed, stream) */
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = 16;
+  c.out_dim = 8;
+  c.max_batch = 1;
+  bcg_mlp a, b;
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&a, &c), 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&b, &c), 0);
+  bcg_mlp_init_params(&a, SEED, 4);
+  bcg_mlp_init_params(&b, SEED, 4);
+  CU_ASSERT_EQUAL(memcmp(a.params, b.params, a.nparams * sizeof(bcg_real)), 0);
+  double mx = 0;
+  for (size_t i = 0; i < a.nparams; i++) mx = fmax(mx, fabs((double)a.params[i]));
+  CU_ASSERT(mx <= 0.25 && mx > 0.2);
+  bcg_mlp_init_params(&b, SEED, 5);
+  CU_ASSERT(memcmp(a.params, b.params, a.nparams * sizeof(bcg_real)) != 0);
+  bcg_mlp_destroy(&a);
+  bcg_mlp_destroy(&b);
+  bcg_mlp tmp;
+  c.max_batch = 0;
+  CU_ASSERT_EQUAL(bcg_mlp_create(&tmp, &c), BCG_NN_EINVAL);
+}
+
+/* ---- normaliser ----------------------------------------------------------------- */
+
+static void test_normalizer_stats(void) {
+  enum { D = 6, NB = 5, TOT = 3 + 17 + 1 + 40 + 8 };
+  const int sizes[NB] = {3, 17, 1, 40, 8};
+  bcg_real *x = malloc((size_t)TOT * D * sizeof(bcg_real));
+  randn(x, TOT * D, 20, 1);
+  for (int s = 0; s < TOT; s++)
+    for (int i = 0; i < D; i++) x[s * D + i] = x[s * D + i] * (bcg_real)(0.5 + i) + (bcg_real)(3 * i - 4);
+  double eps_counts[2] = {0, 1e-4};
+  for (int k = 0; k < 2; k++) {
+    bcg_normalizer nz;
+    CU_ASSERT_EQUAL_FATAL(bcg_normalizer_init(&nz, D, 5, eps_counts[k]), 0);
+    int off = 0;
+    for (int b = 0; b < NB; b++) {
+      CU_ASSERT_EQUAL(bcg_normalizer_update(&nz, x + off * D, sizes[b]), 0);
+      off += sizes[b];
+    }
+    double worst = 0, e = eps_counts[k], n = TOT;
+    for (int i = 0; i < D; i++) {
+      double m = 0, v = 0;
+      for (int s = 0; s < TOT; s++) m += x[s * D + i];
+      m /= TOT;
+      for (int s = 0; s < TOT; s++) v += (x[s * D + i] - m) * (x[s * D + i] - m);
+      v /= TOT;
+      /* the prior (mean 0, var 1, weight e) merged with the data */
+      double em = n * m / (n + e), ev = (e + n * v + e * n / (n + e) * m * m) / (n + e);
+      worst = fmax(worst, bcg_relerr(nz.mean[i], em, 1e-12));
+      worst = fmax(worst, bcg_relerr(nz.var[i], ev, 1e-12));
+    }
+    CU_ASSERT(fabs(nz.count - (TOT + e)) < 1e-12);
+#ifdef BCG_REAL_FLOAT
+    CU_ASSERT(worst < 1e-5);
+#else
+    CU_ASSERT(worst < 1e-12);
+#endif
+    bcg_test_report("normaliser vs two-pass relerr", worst);
+    bcg_normalizer_free(&nz);
+  }
+  free(x);
+}
+
+static void test_normalizer_vjp(void) {
+  enum { D = 5, B = 6 };
+  bcg_normalizer nz;
+  CU_ASSERT_EQUAL_FATAL(bcg_normalizer_init(&nz, D, (bcg_real)1.5, 1e-4), 0);
+  bcg_real data[40 * D];
+  randn(data, 40 * D, 30, 2);
+  bcg_normalizer_update(&nz, data, 40);
+  bcg_real x[B * D], w[B * D], y[B * D], dx[B * D];
+  randn(x, B * D, 31, 3);
+  randn(w, B * D, 32, 1);
+  int clipped = 0;
+  bcg_normalizer_apply(&nz, x, B, y);
+  for (int i = 0; i < B * D; i++) clipped += fabs((double)y[i]) >= 1.5;
+  CU_ASSERT(clipped > 0 && clipped < B * D);
+  bcg_normalizer_vjp(&nz, x, w, B, dx);
+  double fd[B * D];
+  for (int i = 0; i < B * D; i++) {
+    bcg_real x0 = x[i];
+    x[i] = x0 + (bcg_real)FD_H;
+    bcg_normalizer_apply(&nz, x, B, y);
+    double lp = dot(y, w, B * D);
+    x[i] = x0 - (bcg_real)FD_H;
+    bcg_normalizer_apply(&nz, x, B, y);
+    double lm = dot(y, w, B * D);
+    x[i] = x0;
+    fd[i] = (lp - lm) / (2 * FD_H);
+  }
+  double e = vec_relerr_r(dx, fd, B * D);
+  bcg_test_report("FD relerr normaliser", e);
+  CU_ASSERT(e <= FD_TOL);
+  bcg_normalizer_free(&nz);
+}
+
+/* ---- Gaussian ------------------------------------------------------------------- */
+
+static void test_gauss_vjp(void) {
+  enum { B = 5, N = 4 };
+  bcg_real mu[B * N], ls[N], eps[B * N], a[B * N], w[B * N], c[B], lp[B];
+  randn(mu, B * N, 40, 1);
+  randn(ls, N, 41, (bcg_real)0.5);
+  randn(eps, B * N, 42, 1);
+  randn(w, B * N, 43, 1);
+  randn(c, B, 44, 1);
+  bcg_gauss_sample_batch(B, N, mu, ls, eps, a);
+  /* the sample, w.r.t. mu and ls: L = sum w . a */
+  bcg_real dmu[B * N] = {0}, dls[N] = {0};
+  bcg_gauss_sample_vjp_batch(B, N, ls, eps, w, dmu, dls);
+  double fmu[B * N], fls[N];
+  for (int i = 0; i < B * N; i++) {
+    bcg_real t = mu[i];
+    mu[i] = t + (bcg_real)FD_H;
+    bcg_gauss_sample_batch(B, N, mu, ls, eps, a);
+    double lp_ = dot(a, w, B * N);
+    mu[i] = t - (bcg_real)FD_H;
+    bcg_gauss_sample_batch(B, N, mu, ls, eps, a);
+    mu[i] = t;
+    fmu[i] = (lp_ - dot(a, w, B * N)) / (2 * FD_H);
+  }
+  for (int i = 0; i < N; i++) {
+    bcg_real t = ls[i];
+    ls[i] = t + (bcg_real)FD_H;
+    bcg_gauss_sample_batch(B, N, mu, ls, eps, a);
+    double lp_ = dot(a, w, B * N);
+    ls[i] = t - (bcg_real)FD_H;
+    bcg_gauss_sample_batch(B, N, mu, ls, eps, a);
+    ls[i] = t;
+    fls[i] = (lp_ - dot(a, w, B * N)) / (2 * FD_H);
+  }
+  double e1 = fmax(vec_relerr_r(dmu, fmu, B * N), vec_relerr_r(dls, fls, N));
+  bcg_test_report("FD relerr gaussian sample", e1);
+  CU_ASSERT(e1 <= FD_TOL);
+
+  /* the log-prob, w.r.t. a, mu and ls: L = sum_s c_s lp_s */
+  bcg_gauss_sample_batch(B, N, mu, ls, eps, a);
+  bcg_real da[B * N] = {0}, dmu2[B * N] = {0}, dls2[N] = {0};
+  bcg_gauss_logprob_vjp_batch(B, N, mu, ls, a, c, da, dmu2, dls2);
+  bcg_real *args[3] = {a, mu, ls};
+  bcg_real *grads[3] = {da, dmu2, dls2};
+  int lens[3] = {B * N, B * N, N};
+  double e2 = 0;
+  for (int k = 0; k < 3; k++) {
+    double f[B * N];
+    for (int i = 0; i < lens[k]; i++) {
+      bcg_real t = args[k][i];
+      args[k][i] = t + (bcg_real)FD_H;
+      bcg_gauss_logprob_batch(B, N, mu, ls, a, lp);
+      double lplus = dot(lp, c, B);
+      args[k][i] = t - (bcg_real)FD_H;
+      bcg_gauss_logprob_batch(B, N, mu, ls, a, lp);
+      args[k][i] = t;
+      f[i] = (lplus - dot(lp, c, B)) / (2 * FD_H);
+    }
+    e2 = fmax(e2, vec_relerr_r(grads[k], f, lens[k]));
+  }
+  bcg_test_report("FD relerr gaussian log-prob", e2);
+  CU_ASSERT(e2 <= FD_TOL);
+  /* log-prob against the closed form of one sample */
+  double ref = 0;
+  for (int i = 0; i < N; i++) {
+    double s = exp((double)ls[i]), z = ((double)a[i] - mu[i]) / s;
+    ref += -0.5 * z * z - log(s) - 0.5 * log(2 * M_PI);
+  }
+  bcg_gauss_logprob_batch(B, N, mu, ls, a, lp);
+  CU_ASSERT(bcg_relerr(lp[0], ref, 1e-12) < 1e-5);
+
+  /* the entropy, w.r.t. ls */
+  bcg_real dls3[N] = {0};
+  bcg_gauss_entropy_vjp(N, (bcg_real)0.7, dls3);
+  double f3[N];
+  for (int i = 0; i < N; i++) {
+    bcg_real t = ls[i];
+    ls[i] = t + (bcg_real)FD_H;
+    double hp = 0.7 * bcg_gauss_entropy(N, ls);
+    ls[i] = t - (bcg_real)FD_H;
+    double hm = 0.7 * bcg_gauss_entropy(N, ls);
+    ls[i] = t;
+    f3[i] = (hp - hm) / (2 * FD_H);
+  }
+  double e3 = vec_relerr_r(dls3, f3, N);
+  bcg_test_report("FD relerr gaussian entropy", e3);
+  CU_ASSERT(e3 <= FD_TOL);
+  double href = 0;
+  for (int i = 0; i < N; i++) href += 0.5 * log(2 * M_PI * M_E) + ls[i];
+  CU_ASSERT(bcg_relerr(bcg_gauss_entropy(N, ls), href, 1e-12) < 1e-5);
+  /* KL of a distribution with itself is 0, and positive otherwise */
+  CU_ASSERT(fabs((double)bcg_gauss_kl(N, mu, ls, mu, ls)) < 1e-6);
+  CU_ASSERT(bcg_gauss_kl(N, mu, ls, mu + N, ls) > 0);
+}
+
+/* ---- optimisation ----------------------------------------------------------------- */
+
+static void test_adam(void) {
+  enum { N = 10 };
+  bcg_real p[N], t[N], k[N], g[N];
+  randn(t, N, 50, 2);
+  randn(p, N, 51, 2);
+  for (int i = 0; i < N; i++) k[i] = (bcg_real)(0.1 + i);
+  bcg_adam a;
+  CU_ASSERT_EQUAL_FATAL(bcg_adam_init(&a, N, (bcg_real)0.05, (bcg_real)0.9, (bcg_real)0.999,
+                                      (bcg_real)1e-8), 0);
+  /* first step: m_hat = g, v_hat = g^2, so p -= lr g / (|g| + eps) */
+  bcg_real p0[N];
+  memcpy(p0, p, sizeof p);
+  for (int i = 0; i < N; i++) g[i] = k[i] * (p[i] - t[i]);
+  bcg_adam_step(&a, p, g);
+  double e = 0;
+  for (int i = 0; i < N; i++)
+    e = fmax(e, fabs((double)p[i] - (p0[i] - 0.05 * g[i] / (fabs((double)g[i]) + 1e-8))));
+  CU_ASSERT(e < 1e-6);
+  CU_ASSERT_EQUAL(a.step, 1);
+  /* converges on the quadratic 0.5 sum k (p - t)^2 with a decaying rate */
+  bcg_lr_schedule s = bcg_lr_linear_schedule((bcg_real)0.05, (bcg_real)1e-4, 3000);
+  for (int it = 0; it < 3000; it++) {
+    a.lr = bcg_lr_at(&s, it);
+    for (int i = 0; i < N; i++) g[i] = k[i] * (p[i] - t[i]);
+    bcg_adam_step(&a, p, g);
+  }
+  double worst = 0;
+  for (int i = 0; i < N; i++) worst = fmax(worst, fabs((double)p[i] - t[i]));
+  bcg_test_report("adam quadratic max |p - p*|", worst);
+  CU_ASSERT(worst < 1e-3);
+  bcg_adam_reset(&a);
+  CU_ASSERT(a.step == 0 && a.m[3] == 0 && a.v[3] == 0);
+  bcg_adam_free(&a);
+}
+
+static void test_clip(void) {
+  enum { N = 37 };
+  bcg_real g[N], g0[N];
+  randn(g, N, 60, 3);
+  memcpy(g0, g, sizeof g);
+  double ref = 0;
+  for (int i = 0; i < N; i++) ref += (double)g[i] * g[i];
+  ref = sqrt(ref);
+  bcg_real n = bcg_clip_grad_norm(g, N, 1);
+  CU_ASSERT(bcg_relerr(n, ref, 1e-300) < 1e-6);
+  double after = bcg_vec_norm(g, N);
+  bcg_test_report("clip |norm after - max|", fabs(after - 1));
+#ifdef BCG_REAL_FLOAT
+  CU_ASSERT(fabs(after - 1) < 1e-6);
+#else
+  CU_ASSERT(fabs(after - 1) < 1e-14);
+#endif
+  /* direction preserved */
+  for (int i = 0; i < N; i++) CU_ASSERT(fabs(g[i] - g0[i] / ref) < 1e-6);
+  /* below the threshold nothing changes */
+  memcpy(g, g0, sizeof g);
+  bcg_real n2 = bcg_clip_grad_norm(g, N, (bcg_real)(2 * ref));
+  CU_ASSERT(bcg_relerr(n2, ref, 1e-300) < 1e-6);
+  CU_ASSERT_EQUAL(memcmp(g, g0, sizeof g), 0);
+  /* Polyak */
+  bcg_real d[2] = {1, 2}, s2[2] = {3, 4};
+  bcg_vec_polyak(d, s2, 2, (bcg_real)0.25);
+  CU_ASSERT(fabs(d[0] - 2.5) < 1e-6 && fabs(d[1] - 3.5) < 1e-6);
+}
+
+static void test_lr_schedules(void) {
+  bcg_lr_schedule s = bcg_lr_linear_schedule((bcg_real)5e-3, (bcg_real)1e-5, 3000);
+  CU_ASSERT_EQUAL(bcg_lr_at(&s, 0), (bcg_real)5e-3);
+  CU_ASSERT_EQUAL(bcg_lr_at(&s, 3000), (bcg_real)1e-5);
+  CU_ASSERT_EQUAL(bcg_lr_at(&s, 5000), (bcg_real)1e-5);
+  CU_ASSERT(bcg_relerr(bcg_lr_at(&s, 1500), 0.5 * (5e-3 + 1e-5), 1e-12) < 1e-6);
+  CU_ASSERT(bcg_relerr(bcg_lr_at(&s, 1), 5e-3 + (1e-5 - 5e-3) / 3000, 1e-12) < 1e-6);
+  bcg_lr_schedule c = bcg_lr_constant_schedule((bcg_real)2e-3);
+  CU_ASSERT_EQUAL(bcg_lr_at(&c, 12345), (bcg_real)2e-3);
+  CU_ASSERT_EQUAL(bcg_lr_observe_kl(&c, 1), (bcg_real)2e-3);
+
+  bcg_lr_schedule k = bcg_lr_kl_schedule((bcg_real)1e-3, (bcg_real)0.01);
+  CU_ASSERT(bcg_relerr(bcg_lr_observe_kl(&k, (bcg_real)0.05), 1e-3 / 1.5, 0) < 1e-6);
+  CU_ASSERT(bcg_relerr(bcg_lr_observe_kl(&k, (bcg_real)0.01), 1e-3 / 1.5, 0) < 1e-6);
+  CU_ASSERT(bcg_relerr(bcg_lr_observe_kl(&k, (bcg_real)0.001), 1e-3, 0) < 1e-6);
+  CU_ASSERT(bcg_relerr(bcg_lr_observe_kl(&k, 0), 1e-3, 0) < 1e-6); /* kl = 0: rsl_rl keeps lr */
+  CU_ASSERT(bcg_relerr(bcg_lr_at(&k, 99), 1e-3, 0) < 1e-6);
+  for (int i = 0; i < 30; i++) bcg_lr_observe_kl(&k, (bcg_real)1e-4);
+  CU_ASSERT_EQUAL(k.lr, (bcg_real)1e-2);
+  for (int i = 0; i < 60; i++) bcg_lr_observe_kl(&k, 1);
+  CU_ASSERT_EQUAL(k.lr, (bcg_real)1e-5);
+  CU_ASSERT_EQUAL(bcg_lr_adaptive_kl((bcg_real)1e-3, (bcg_real)0.0201, (bcg_real)0.01,
+                                     (bcg_real)1e-5, (bcg_real)1e-2),
+                  (bcg_real)1e-3 / (bcg_real)1.5);
+}
+
+/* ---- tiny regression ---------------------------------------------------------------- */
+
+static void test_regression_sin(void) {
+  enum { B = 64 };
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = 1;
+  c.out_dim = 1;
+  c.nhidden = 2;
+  c.hidden[0] = c.hidden[1] = 32;
+  c.hidden_act = BCG_ACT_TANH;
+  c.layernorm = BCG_LN_POST_ACT;
+  c.max_batch = B;
+  bcg_mlp m;
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m, &c), 0);
+  bcg_mlp_init_params(&m, SEED, 9);
+  bcg_adam a;
+  CU_ASSERT_EQUAL_FATAL(bcg_adam_init(&a, m.nparams, (bcg_real)3e-3, (bcg_real)0.9,
+                                      (bcg_real)0.999, (bcg_real)1e-8), 0);
+  bcg_real x[B], t[B], y[B], dy[B];
+  for (int i = 0; i < B; i++) {
+    x[i] = (bcg_real)(-M_PI + 2 * M_PI * i / (B - 1));
+    t[i] = (bcg_real)sin((double)x[i]);
+  }
+  double l0 = 0, l = 0;
+  for (int it = 0; it <= 600; it++) {
+    bcg_mlp_forward(&m, NULL, x, B, y);
+    l = 0;
+    for (int i = 0; i < B; i++) {
+      l += (double)(y[i] - t[i]) * (y[i] - t[i]) / B;
+      dy[i] = 2 * (y[i] - t[i]) / B;
+    }
+    if (it == 0) l0 = l;
+    if (it == 600) break;
+    bcg_mlp_zero_grad(&m);
+    bcg_mlp_backward(&m, NULL, dy, m.grad, NULL);
+    bcg_clip_grad_norm(m.grad, m.nparams, 10);
+    bcg_adam_step(&a, m.params, m.grad);
+  }
+  bcg_test_report("sin regression loss ratio final/initial", l / l0);
+  CU_ASSERT(l < l0 / 10);
+  bcg_adam_free(&a);
+  bcg_mlp_destroy(&m);
+}
+
+BCG_TESTS({"philox known answers", test_philox_kat}, {"rng streams", test_rng_streams},
+          {"mlp vjp (no layernorm)", test_mlp_vjp_plain},
+          {"mlp vjp (layernorm pre/post)", test_mlp_vjp_layernorm}, {"mlp tapes", test_mlp_tapes},
+          {"mlp init", test_mlp_init}, {"normaliser statistics", test_normalizer_stats},
+          {"normaliser vjp", test_normalizer_vjp}, {"gaussian vjps", test_gauss_vjp},
+          {"adam", test_adam}, {"clip and polyak", test_clip},
+          {"lr schedules", test_lr_schedules}, {"sin regression", test_regression_sin});
+BCG_RUN("nn")
