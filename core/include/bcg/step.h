@@ -1,0 +1,391 @@
+/* bcg/step.h - the Moreau midpoint substep of DESIGN.md section 4, per
+ * environment, and its exact adjoint (BCG_HD: one source for CPU and GPU).
+ *
+ *   q_M    = q_S (+) dt/2 u_S
+ *   H, b   = CRBA(q_M) + armature, RNEA(q_M, u_S, 0)
+ *   tau    = actuation(q_M, u_S, a) + passive(q_M, u_S) + limits(q_M, u_S)
+ *   u_free = u_S + dt H^-1 (tau - b)
+ *   contacts at q_M: gap, J, v0 = J u_S, c = J u_free, G = J H^-1 J^T
+ *   Lam    = contact plugin(...)                 (between the two halves)
+ *   u_E    = u_free + H^-1 J^T Lam
+ *   q_E    = q_M (+) dt/2 u_E
+ *
+ * The substep is split in two halves around the batched contact plugin:
+ * bcg_substep_pre() and bcg_substep_post(). Their adjoints run in the
+ * opposite order around the plugin's VJP and recompute everything from the
+ * saved substep input (q_S, u_S, a): nothing else is read.
+ *
+ * Contact frame rows are (normal = +z, t1 = +x, t2 = +y): the ground is the
+ * plane z = floor_z. */
+#ifndef BCG_STEP_H
+#define BCG_STEP_H
+
+#include "bcg/dyn.h"
+
+#define BCG_MAX_CONTACT 24 /* active contacts per environment (compile-time capacity) */
+
+enum { BCG_ACTUATION_MOTOR = 0, BCG_ACTUATION_PD = 1 };
+
+typedef struct bcg_simparams {
+  real_t dt;       /* substep length */
+  int substeps;    /* substeps per control step */
+  int actuation;   /* BCG_ACTUATION_MOTOR | BCG_ACTUATION_PD */
+  real_t kp[BCG_MAX_ACT], kd[BCG_MAX_ACT]; /* PD gains per actuator */
+  real_t tau_max[BCG_MAX_ACT];             /* PD torque limit per actuator (<= 0: none) */
+  real_t action_scale;                     /* PD: target = qdef + scale * a */
+  real_t qdef[BCG_MAX_Q];                  /* PD default pose */
+  real_t lim_k, lim_width, lim_d;          /* joint-limit penalty */
+  real_t margin;                           /* contact activation margin (m) */
+  real_t mu;                               /* friction override, < 0: the model's */
+  int ncmax;                               /* active contacts kept per environment */
+  int need_G;                              /* contact plugin wants the Delassus matrix */
+  int gravity;                             /* 1: on */
+} bcg_simparams;
+
+/* Per-environment workspace of one substep (forward and recompute). */
+typedef struct bcg_stepws {
+  real_t qM[BCG_MAX_Q];
+  bcg_kin k;
+  bcg_rnea_ws rw;
+  bcg_crba_ws cw;
+  real_t L[BCG_MAX_DOF * BCG_MAX_DOF]; /* Cholesky factor of H, stride nv */
+  real_t b[BCG_MAX_DOF], tau[BCG_MAX_DOF], y[BCG_MAX_DOF], ufree[BCG_MAX_DOF];
+  real_t x[BCG_MAX_DOF]; /* H^-1 J^T Lam */
+  real_t uE[BCG_MAX_DOF];
+  int nact;
+  int cid[BCG_MAX_CONTACT];                 /* contact point slot of each active contact */
+  real_t cpos[BCG_MAX_CONTACT][3];          /* contact point relative to o */
+  real_t J[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows (n, t1, t2) per contact */
+  real_t K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows of (H^-1 J^T)^T, if need_G */
+  int status;                               /* 0 ok, else a BCG_STEP_* error */
+} bcg_stepws;
+
+enum { BCG_STEP_OK = 0, BCG_STEP_NOT_SPD = 1, BCG_STEP_NONFINITE = 2 };
+
+/* Adjoint workspace. */
+typedef struct bcg_stepadj {
+  real_t Hb[BCG_MAX_DOF * BCG_MAX_DOF];
+  real_t Jb[BCG_MAX_CONTACT * 3][BCG_MAX_DOF];
+  real_t ufreeb[BCG_MAX_DOF], qMb[BCG_MAX_DOF];
+  real_t cdofb[BCG_MAX_DOF][6], hb[BCG_MAX_BODY][3], Ibb[BCG_MAX_BODY][9];
+  real_t tb[BCG_MAX_BODY][3], pb[BCG_MAX_BODY][3], F[BCG_MAX_BODY][6];
+  bcg_rnea_adj ra;
+  bcg_crba_ws cb;
+} bcg_stepadj;
+
+/* ---- actuation, passive forces, joint limits --------------------------- */
+
+BCG_HD real_t bcg_softplus(real_t x) { return x > 30 ? x : (x < -30 ? exp(x) : log1p(exp(x))); }
+BCG_HD real_t bcg_sigmoid(real_t x) {
+  if (x >= 0) { real_t e = exp(-x); return 1 / (1 + e); }
+  real_t e = exp(x);
+  return e / (1 + e);
+}
+
+/* tau += generalised forces of actuators, springs, damping and limits */
+BCG_HD void bcg_joint_forces(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
+                             const real_t *a, real_t *tau) {
+  for (int j = 0; j < m->njnt; j++) {
+    int type = m->jnt_type[j];
+    if (type != BCG_JNT_HINGE && type != BCG_JNT_SLIDE) continue;
+    int qa = m->jnt_qposadr[j], da = m->jnt_dofadr[j];
+    tau[da] -= m->jnt_stiffness[j] * (q[qa] - m->qpos_spring[qa]);
+    if (m->jnt_limited[j] && sp->lim_k > 0) {
+      real_t w = sp->lim_width;
+      real_t xl = (m->jnt_range[j][0] - q[qa]) / w, xh = (q[qa] - m->jnt_range[j][1]) / w;
+      tau[da] += sp->lim_k * w * (bcg_softplus(xl) - bcg_softplus(xh));
+      tau[da] -= sp->lim_d * u[da] * (bcg_sigmoid(xl) + bcg_sigmoid(xh));
+    }
+  }
+  for (int d = 0; d < m->nv; d++) tau[d] -= m->dof_damping[d] * u[d];
+  for (int i = 0; i < m->nu; i++) {
+    int d = m->act_dof[i];
+    int qa = m->jnt_qposadr[m->act_jnt[i]];
+    real_t ai = a[i];
+    if (sp->actuation == BCG_ACTUATION_MOTOR) {
+      if (m->act_ctrllimited[i]) ai = fmin(fmax(ai, m->act_ctrlrange[i][0]), m->act_ctrlrange[i][1]);
+      tau[d] += m->act_gear[i] * ai;
+    } else {
+      real_t t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * ai - q[qa]) - sp->kd[i] * u[d];
+      if (sp->tau_max[i] > 0) t = fmin(fmax(t, -sp->tau_max[i]), sp->tau_max[i]);
+      tau[d] += t;
+    }
+  }
+}
+
+/* Adjoint of bcg_joint_forces: given taub, accumulate qb (tangent), ub, ab. */
+BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
+                                 const real_t *a, const real_t *taub, real_t *qb, real_t *ub, real_t *ab) {
+  for (int j = 0; j < m->njnt; j++) {
+    int type = m->jnt_type[j];
+    if (type != BCG_JNT_HINGE && type != BCG_JNT_SLIDE) continue;
+    int qa = m->jnt_qposadr[j], da = m->jnt_dofadr[j];
+    real_t tb = taub[da];
+    qb[da] -= m->jnt_stiffness[j] * tb;
+    if (m->jnt_limited[j] && sp->lim_k > 0) {
+      real_t w = sp->lim_width;
+      real_t xl = (m->jnt_range[j][0] - q[qa]) / w, xh = (q[qa] - m->jnt_range[j][1]) / w;
+      real_t sl = bcg_sigmoid(xl), sh = bcg_sigmoid(xh);
+      /* d softplus(x)/dx = sigmoid(x); dx_l/dq = -1/w, dx_h/dq = 1/w */
+      qb[da] += tb * sp->lim_k * (-sl - sh);
+      /* d sigmoid = s (1 - s) */
+      qb[da] -= tb * sp->lim_d * u[da] * (sl * (1 - sl) * (-1 / w) + sh * (1 - sh) * (1 / w));
+      ub[da] -= tb * sp->lim_d * (sl + sh);
+    }
+  }
+  for (int d = 0; d < m->nv; d++) ub[d] -= m->dof_damping[d] * taub[d];
+  for (int i = 0; i < m->nu; i++) {
+    int d = m->act_dof[i];
+    int qa = m->jnt_qposadr[m->act_jnt[i]];
+    real_t tb = taub[d], ai = a[i];
+    if (sp->actuation == BCG_ACTUATION_MOTOR) {
+      if (m->act_ctrllimited[i] && (ai < m->act_ctrlrange[i][0] || ai > m->act_ctrlrange[i][1])) continue;
+      ab[i] += m->act_gear[i] * tb;
+    } else {
+      real_t t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * ai - q[qa]) - sp->kd[i] * u[d];
+      if (sp->tau_max[i] > 0 && (t > sp->tau_max[i] || t < -sp->tau_max[i])) continue;
+      ab[i] += sp->kp[i] * sp->action_scale * tb;
+      qb[d] -= sp->kp[i] * tb;
+      ub[d] -= sp->kd[i] * tb;
+    }
+  }
+}
+
+/* ---- contacts ------------------------------------------------------------ */
+
+/* World point of contact slot i (lowest point of its sphere), relative to o. */
+BCG_HD void bcg_contact_point(const bcg_mdata *m, const bcg_kin *k, int i, real_t *pc) {
+  int b = m->cp_body[i];
+  m3_mulv(pc, k->R[b], m->cp_pos[i]);
+  v3_addto(pc, k->p[b]);
+  pc[2] -= m->cp_radius[i];
+}
+
+/* rows (n, t1, t2) = (z, x, y) of the translational Jacobian at point pc on body b */
+BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, const real_t *pc, real_t (*J)[BCG_MAX_DOF]) {
+  for (int r = 0; r < 3; r++)
+    for (int d = 0; d < m->nv; d++) J[r][d] = 0;
+  int d = -1;
+  for (int bb = b; bb > 0 && d < 0; bb = m->body_parent[bb])
+    if (m->body_jntnum[bb] > 0) {
+      int j = m->body_jntadr[bb] + m->body_jntnum[bb] - 1;
+      d = m->jnt_dofadr[j] + bcg_jnt_ndof(m->jnt_type[j]) - 1;
+    }
+  for (; d >= 0; d = m->dof_parent[d]) {
+    const real_t *s = k->cdof[d];
+    real_t col[3];
+    v3_cross(col, s, pc);
+    v3_addto(col, s + 3);
+    J[0][d] = col[2];
+    J[1][d] = col[0];
+    J[2][d] = col[1];
+  }
+}
+
+/* ---- the substep ------------------------------------------------------------ */
+
+/* First half. Writes this environment's contact problem into the batch slots
+ * (ncon slots, arrays already offset to this environment). */
+BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const real_t *qS, const real_t *uS,
+                            const real_t *a, bcg_stepws *w, int ncon, int *nact, real_t *gap, real_t *v0,
+                            real_t *c, real_t *G, real_t *mu) {
+  int nv = m->nv;
+  real_t h = sp->dt;
+  w->status = BCG_STEP_OK;
+  bcg_integrate(m, qS, uS, h / 2, w->qM);
+  bcg_kinematics(m, w->qM, &w->k);
+  bcg_crba(m, &w->k, w->L, &w->cw);
+  for (int d = 0; d < nv; d++) w->L[d * nv + d] += m->dof_armature[d];
+  if (bcg_chol(w->L, nv)) w->status = BCG_STEP_NOT_SPD;
+  bcg_rnea(m, &w->k, uS, 0, sp->gravity, w->b, &w->rw);
+  for (int d = 0; d < nv; d++) w->tau[d] = 0;
+  bcg_joint_forces(m, sp, w->qM, uS, a, w->tau);
+  for (int d = 0; d < nv; d++) w->y[d] = w->tau[d] - w->b[d];
+  if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, w->y);
+  for (int d = 0; d < nv; d++) w->ufree[d] = uS[d] + h * w->y[d];
+
+  /* active contacts: gap <= margin, deepest first, at most ncmax */
+  int na = 0, cap = sp->ncmax < ncon ? sp->ncmax : ncon;
+  if (cap > BCG_MAX_CONTACT) cap = BCG_MAX_CONTACT;
+  real_t gsel[BCG_MAX_CONTACT];
+  for (int i = 0; i < m->ncp; i++) {
+    real_t pc[3];
+    bcg_contact_point(m, &w->k, i, pc);
+    real_t g = pc[2] + w->k.o[2] - m->floor_z;
+    if (!(g <= sp->margin)) continue;
+    /* insertion into the sorted list (stable: ties keep slot order) */
+    int pos = na;
+    while (pos > 0 && gsel[pos - 1] > g) pos--;
+    if (pos >= cap) continue;
+    int last = na < cap ? na : cap - 1;
+    for (int r = last; r > pos; r--) { gsel[r] = gsel[r - 1]; w->cid[r] = w->cid[r - 1]; }
+    gsel[pos] = g;
+    w->cid[pos] = i;
+    if (na < cap) na++;
+  }
+  w->nact = na;
+  *nact = na;
+  for (int r = 0; r < ncon; r++) {
+    gap[r] = r < na ? gsel[r] : (real_t)1e3;
+    mu[r] = r < na ? (sp->mu >= 0 ? sp->mu : m->cp_friction[w->cid[r]]) : 0;
+    for (int t = 0; t < 3; t++) v0[3 * r + t] = c[3 * r + t] = 0;
+  }
+  for (int r = 0; r < na; r++) {
+    int i = w->cid[r];
+    bcg_contact_point(m, &w->k, i, w->cpos[r]);
+    bcg_point_jacobian(m, &w->k, m->cp_body[i], w->cpos[r], &w->J[3 * r]);
+    for (int t = 0; t < 3; t++) {
+      real_t s0 = 0, s1 = 0;
+      for (int d = 0; d < nv; d++) { s0 += w->J[3 * r + t][d] * uS[d]; s1 += w->J[3 * r + t][d] * w->ufree[d]; }
+      v0[3 * r + t] = s0;
+      c[3 * r + t] = s1;
+    }
+  }
+  if (G) {
+    int n3 = 3 * ncon;
+    for (int i = 0; i < n3 * n3; i++) G[i] = 0;
+    for (int r = 3 * na; r < n3; r++) G[r * n3 + r] = 1; /* keeps padded blocks invertible */
+    for (int r = 0; r < 3 * na; r++) {
+      for (int d = 0; d < nv; d++) w->K[r][d] = w->J[r][d];
+      if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, w->K[r]);
+    }
+    for (int r = 0; r < 3 * na; r++)
+      for (int s = 0; s <= r; s++) {
+        real_t v = 0;
+        for (int d = 0; d < nv; d++) v += w->J[r][d] * w->K[s][d];
+        G[r * n3 + s] = v;
+        G[s * n3 + r] = v;
+      }
+  }
+}
+
+/* Second half: u_E = u_free + H^-1 J^T Lam, q_E = q_M (+) dt/2 u_E. */
+BCG_HD void bcg_substep_post(const bcg_mdata *m, const bcg_simparams *sp, bcg_stepws *w, const real_t *lam,
+                             real_t *qE, real_t *uE) {
+  int nv = m->nv;
+  for (int d = 0; d < nv; d++) {
+    real_t s = 0;
+    for (int r = 0; r < 3 * w->nact; r++) s += w->J[r][d] * lam[r];
+    w->x[d] = s;
+  }
+  if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, w->x);
+  for (int d = 0; d < nv; d++) w->uE[d] = uE[d] = w->ufree[d] + w->x[d];
+  bcg_integrate(m, w->qM, w->uE, sp->dt / 2, qE);
+  int bad = 0;
+  for (int i = 0; i < m->nq; i++) bad |= !isfinite(qE[i]);
+  for (int d = 0; d < nv; d++) bad |= !isfinite(uE[d]);
+  if (bad && w->status == BCG_STEP_OK) w->status = BCG_STEP_NONFINITE;
+}
+
+/* Adjoint of the second half (w recomputed by pre + post for the same input).
+ * Given qEb (tangent), uEb: writes lamb (3 ncon) and initialises the adjoint
+ * workspace A with the pieces the first half's adjoint needs. */
+BCG_HD void bcg_substep_post_vjp(const bcg_mdata *m, const bcg_simparams *sp, const bcg_stepws *w,
+                                 const real_t *lam, const real_t *qEb, const real_t *uEb_in, int ncon, real_t *lamb,
+                                 bcg_stepadj *A) {
+  int nv = m->nv, n3 = 3 * w->nact;
+  real_t uEb[BCG_MAX_DOF], sb[BCG_MAX_DOF];
+  for (int d = 0; d < nv; d++) uEb[d] = uEb_in[d];
+  for (int i = 0; i < nv * nv; i++) A->Hb[i] = 0;
+  for (int r = 0; r < n3; r++)
+    for (int d = 0; d < nv; d++) A->Jb[r][d] = 0;
+  bcg_integrate_vjp(m, w->uE, sp->dt / 2, qEb, A->qMb, uEb);
+  for (int d = 0; d < nv; d++) { A->ufreeb[d] = uEb[d]; sb[d] = uEb[d]; }
+  if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, sb);
+  for (int i = 0; i < nv; i++)
+    for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= sb[i] * w->x[j];
+  for (int r = 0; r < 3 * ncon; r++) lamb[r] = 0;
+  for (int r = 0; r < n3; r++) {
+    real_t s = 0;
+    for (int d = 0; d < nv; d++) { A->Jb[r][d] += lam[r] * sb[d]; s += w->J[r][d] * sb[d]; }
+    lamb[r] = s;
+  }
+}
+
+/* Adjoint of the first half. Inputs: the contact-input adjoints (gapb, v0b,
+ * cb, Gb; Gb may be NULL) and A from bcg_substep_post_vjp. Writes qSb
+ * (tangent), accumulates uSb and ab. */
+BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, const real_t *qS, const real_t *uS,
+                                const real_t *a, const bcg_stepws *w, int ncon, const real_t *gapb,
+                                const real_t *v0b, const real_t *cb, const real_t *Gb, bcg_stepadj *A, real_t *qSb,
+                                real_t *uSb, real_t *ab) {
+  int nv = m->nv, na = w->nact, n3 = 3 * na;
+  real_t h = sp->dt;
+  for (int d = 0; d < nv; d++)
+    for (int i = 0; i < 6; i++) A->cdofb[d][i] = 0;
+  for (int b = 0; b < m->nbody; b++) {
+    v3_zero(A->hb[b]); v3_zero(A->tb[b]); v3_zero(A->pb[b]);
+    for (int i = 0; i < 9; i++) A->Ibb[b][i] = 0;
+  }
+  /* G = J K^T-rows:  Jb += (Gb + Gb^T) K ; Hb -= K^T Gb K */
+  if (Gb && sp->need_G) {
+    int N3 = 3 * ncon;
+    for (int r = 0; r < n3; r++)
+      for (int s = 0; s < n3; s++) {
+        real_t g = Gb[r * N3 + s] + Gb[s * N3 + r];
+        if (g != 0)
+          for (int d = 0; d < nv; d++) A->Jb[r][d] += g * w->K[s][d];
+      }
+    for (int r = 0; r < n3; r++)
+      for (int s = 0; s < n3; s++) {
+        real_t g = Gb[r * N3 + s];
+        if (g == 0) continue;
+        for (int i = 0; i < nv; i++) {
+          real_t gi = g * w->K[r][i];
+          for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= gi * w->K[s][j];
+        }
+      }
+  }
+  /* v0 = J uS, c = J ufree */
+  for (int r = 0; r < n3; r++) {
+    real_t vb = v0b[r], cbr = cb[r];
+    for (int d = 0; d < nv; d++) {
+      A->Jb[r][d] += vb * uS[d] + cbr * w->ufree[d];
+      uSb[d] += w->J[r][d] * vb;
+      A->ufreeb[d] += w->J[r][d] * cbr;
+    }
+  }
+  /* J rows at contact points, and gaps: to cdof and body-pose adjoints */
+  for (int r = 0; r < na; r++) {
+    int i = w->cid[r], b = m->cp_body[i];
+    const real_t *pc = w->cpos[r];
+    real_t pcb[3] = {0, 0, gapb[r]};
+    int d = -1;
+    for (int bb = b; bb > 0 && d < 0; bb = m->body_parent[bb])
+      if (m->body_jntnum[bb] > 0) {
+        int j = m->body_jntadr[bb] + m->body_jntnum[bb] - 1;
+        d = m->jnt_dofadr[j] + bcg_jnt_ndof(m->jnt_type[j]) - 1;
+      }
+    for (; d >= 0; d = m->dof_parent[d]) {
+      /* col = s_w x pc + s_v, rows (z, x, y) */
+      real_t colb[3] = {A->Jb[3 * r + 1][d], A->Jb[3 * r + 2][d], A->Jb[3 * r][d]};
+      const real_t *s = w->k.cdof[d];
+      v3_cross_add(A->cdofb[d], pc, colb); /* s_w += pc x colb */
+      v3_addto(A->cdofb[d] + 3, colb);
+      v3_cross_add(pcb, colb, s);          /* pc += colb x s_w */
+    }
+    /* pc = p_b + R_b cp_pos - r ez */
+    real_t rr[3];
+    m3_mulv(rr, w->k.R[b], m->cp_pos[i]);
+    v3_addto(A->pb[b], pcb);
+    v3_cross_add(A->tb[b], rr, pcb);
+  }
+  /* ufree = uS + h H^-1 (tau - b) */
+  real_t rb[BCG_MAX_DOF];
+  for (int d = 0; d < nv; d++) { uSb[d] += A->ufreeb[d]; rb[d] = h * A->ufreeb[d]; }
+  if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, rb);
+  for (int i = 0; i < nv; i++)
+    for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= rb[i] * w->y[j];
+  for (int d = 0; d < nv; d++) A->qMb[d] += 0; /* qMb already holds the integrate adjoint */
+  bcg_joint_forces_vjp(m, sp, w->qM, uS, a, rb, A->qMb, uSb, ab);
+  real_t bb[BCG_MAX_DOF];
+  for (int d = 0; d < nv; d++) bb[d] = -rb[d];
+  bcg_rnea_vjp(m, &w->k, uS, 0, &w->rw, bb, uSb, 0, A->cdofb, A->hb, A->Ibb, &A->ra);
+  bcg_crba_vjp(m, &w->k, &w->cw, A->Hb, A->cdofb, A->hb, A->Ibb, &A->cb);
+  for (int b = 1; b < m->nbody; b++) bcg_massprop_vjp(m, &w->k, b, A->hb[b], A->Ibb[b], A->tb[b], A->pb[b]);
+  bcg_kinematics_vjp(m, &w->k, (const real_t(*)[3])A->tb, (const real_t(*)[3])A->pb, (const real_t(*)[6])A->cdofb,
+                     A->qMb, A->F);
+  bcg_integrate_vjp(m, uS, h / 2, A->qMb, qSb, uSb);
+}
+
+#endif

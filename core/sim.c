@@ -1,0 +1,277 @@
+/* core/sim.c - batched stepping on the CPU: OpenMP loops over environments
+ * around the per-environment BCG_HD halves of bcg/step.h and the batched
+ * contact plugin. */
+#include "bcg/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bcg_simparams_default(const bcg_model *model, bcg_simparams *sp) {
+  const bcg_mdata *m = &model->m;
+  memset(sp, 0, sizeof *sp);
+  sp->dt = m->timestep > 0 ? m->timestep : (bcg_real)0.005;
+  sp->substeps = 4;
+  sp->actuation = BCG_ACTUATION_MOTOR;
+  sp->action_scale = 0.5;
+  for (int i = 0; i < m->nu; i++) {
+    /* PD gains scale with the actuator's strength (gear) */
+    sp->kp[i] = 5 * m->act_gear[i];
+    sp->kd[i] = (bcg_real)0.1 * m->act_gear[i];
+    sp->tau_max[i] = m->act_ctrllimited[i]
+                         ? m->act_gear[i] * fmax(fabs(m->act_ctrlrange[i][0]), fabs(m->act_ctrlrange[i][1]))
+                         : 0;
+  }
+  for (int i = 0; i < m->nq; i++) sp->qdef[i] = m->qpos0[i];
+  sp->lim_k = 1000;
+  sp->lim_width = (bcg_real)0.01;
+  sp->lim_d = 5;
+  sp->margin = (bcg_real)0.01;
+  sp->mu = -1;
+  sp->ncmax = 16;
+  sp->gravity = 1;
+}
+
+bcg_sim *bcg_sim_create(const bcg_model *model, const bcg_simparams *sp, int cap, const bcg_contact_ops *cops,
+                        void *cself, char *err, size_t errlen) {
+  if (cap <= 0) {
+    snprintf(err, errlen, "batch size must be positive (got %d)", cap);
+    return NULL;
+  }
+  if (sp->ncmax < 0 || sp->ncmax > BCG_MAX_CONTACT) {
+    snprintf(err, errlen, "max_contacts = %d is outside [0, %d] (BCG_MAX_CONTACT)", sp->ncmax, BCG_MAX_CONTACT);
+    return NULL;
+  }
+  if (!(sp->dt > 0) || sp->substeps < 1) {
+    snprintf(err, errlen, "substep length must be positive and substeps >= 1");
+    return NULL;
+  }
+  bcg_sim *s = calloc(1, sizeof *s);
+  if (!s) goto oom;
+  s->model = model;
+  s->sp = *sp;
+  s->cap = cap;
+  s->ncon = sp->ncmax > 0 ? sp->ncmax : 1;
+  s->cops = cops;
+  s->cself = cself;
+  if (!cops) s->sp.ncmax = 0;
+  size_t nc = (size_t)cap * s->ncon, n3 = 3 * (size_t)s->ncon;
+  s->ws = malloc(sizeof(bcg_stepws) * cap);
+  s->adj = malloc(sizeof(bcg_stepadj) * cap);
+  s->nact = calloc(cap, sizeof(int));
+  s->bad = calloc(cap, sizeof(int));
+  s->gap = calloc(nc, sizeof(bcg_real));
+  s->mu = calloc(nc, sizeof(bcg_real));
+  s->fn = calloc(nc, sizeof(bcg_real));
+  s->gapb = calloc(nc, sizeof(bcg_real));
+  s->v0 = calloc(3 * nc, sizeof(bcg_real));
+  s->c = calloc(3 * nc, sizeof(bcg_real));
+  s->lam = calloc(3 * nc, sizeof(bcg_real));
+  s->lamb = calloc(3 * nc, sizeof(bcg_real));
+  s->v0b = calloc(3 * nc, sizeof(bcg_real));
+  s->cb = calloc(3 * nc, sizeof(bcg_real));
+  s->maxfn = calloc(cap, sizeof(bcg_real));
+  s->maxpen = calloc(cap, sizeof(bcg_real));
+  int nv = model->m.nv, nq = model->m.nq;
+  s->scratch = calloc((size_t)cap * 3 * ((size_t)nv + (size_t)nq), sizeof(bcg_real));
+  if (!s->ws || !s->adj || !s->nact || !s->bad || !s->gap || !s->mu || !s->fn || !s->gapb || !s->v0 || !s->c ||
+      !s->lam || !s->lamb || !s->v0b || !s->cb || !s->maxfn || !s->maxpen || !s->scratch)
+    goto oom;
+  if (s->sp.need_G && cops) {
+    s->G = calloc((size_t)cap * n3 * n3, sizeof(bcg_real));
+    s->Gb = calloc((size_t)cap * n3 * n3, sizeof(bcg_real));
+    if (!s->G || !s->Gb) goto oom;
+  }
+  return s;
+oom:
+  snprintf(err, errlen, "out of memory allocating a batch of %d environments", cap);
+  bcg_sim_free(s);
+  return NULL;
+}
+
+void bcg_sim_free(bcg_sim *s) {
+  if (!s) return;
+  free(s->ws); free(s->adj); free(s->nact); free(s->bad);
+  free(s->gap); free(s->mu); free(s->fn); free(s->gapb);
+  free(s->v0); free(s->c); free(s->lam); free(s->lamb); free(s->v0b); free(s->cb);
+  free(s->G); free(s->Gb); free(s->maxfn); free(s->maxpen); free(s->scratch);
+  free(s);
+}
+
+static void fill_batch(bcg_sim *s, int n, bcg_contact_batch *b) {
+  b->nenv = n;
+  b->ncon = s->ncon;
+  b->dt = s->sp.dt;
+  b->margin = s->sp.margin;
+  b->nactive = s->nact;
+  b->gap = s->gap;
+  b->v0 = s->v0;
+  b->c = s->c;
+  b->G = s->G;
+  b->mu = s->mu;
+  b->lam = s->lam;
+  b->fn = s->fn;
+}
+
+/* first half + contact solve (shared by the forward and the recompute) */
+static int pre_and_contact(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a) {
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < n; e++)
+    bcg_substep_pre(m, &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
+                    &s->nact[e], s->gap + (size_t)e * nc, s->v0 + (size_t)e * n3, s->c + (size_t)e * n3,
+                    s->G ? s->G + (size_t)e * n3 * n3 : NULL, s->mu + (size_t)e * nc);
+  if (s->cops && s->sp.ncmax > 0) {
+    bcg_contact_batch b;
+    fill_batch(s, n, &b);
+    int rc = s->cops->solve(s->cself, &b);
+    if (rc) return rc;
+  } else {
+    memset(s->lam, 0, sizeof(bcg_real) * 3 * (size_t)n * nc);
+    memset(s->fn, 0, sizeof(bcg_real) * (size_t)n * nc);
+  }
+  return 0;
+}
+
+int bcg_sim_substep(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qo,
+                    bcg_real *uo) {
+  if (n > s->cap) return -1;
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, nc = s->ncon;
+  int rc = pre_and_contact(s, n, q, u, a);
+  if (rc) return rc;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < n; e++) {
+    bcg_substep_post(m, &s->sp, &s->ws[e], s->lam + (size_t)e * 3 * nc, qo + (size_t)e * nq, uo + (size_t)e * nv);
+    for (int r = 0; r < s->nact[e]; r++) {
+      bcg_real f = s->fn[(size_t)e * nc + r], pen = -s->gap[(size_t)e * nc + r];
+      if (f > s->maxfn[e]) s->maxfn[e] = f;
+      if (pen > s->maxpen[e]) s->maxpen[e] = pen;
+    }
+    if (s->ws[e].status) s->bad[e] = s->ws[e].status;
+  }
+  return 0;
+}
+
+int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a,
+                        const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, bcg_real *ab) {
+  if (n > s->cap) return -1;
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
+  int rc = pre_and_contact(s, n, q, u, a);
+  if (rc) return rc;
+  bcg_real *qtmp = s->scratch; /* part 0: post needs somewhere to write q_E, u_E */
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < n; e++) {
+    bcg_real *qe = qtmp + (size_t)e * (nq + nv);
+    bcg_substep_post(m, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qe, qe + nq);
+    bcg_substep_post_vjp(m, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qob + (size_t)e * nv,
+                         uob + (size_t)e * nv, nc, s->lamb + (size_t)e * n3, &s->adj[e]);
+  }
+  memset(s->gapb, 0, sizeof(bcg_real) * (size_t)n * nc);
+  memset(s->v0b, 0, sizeof(bcg_real) * (size_t)n * n3);
+  memset(s->cb, 0, sizeof(bcg_real) * (size_t)n * n3);
+  if (s->Gb) memset(s->Gb, 0, sizeof(bcg_real) * (size_t)n * n3 * n3);
+  if (s->cops && s->sp.ncmax > 0) {
+    bcg_contact_batch b;
+    fill_batch(s, n, &b);
+    bcg_contact_adjoint adj = {s->lamb, s->gapb, s->v0b, s->cb, s->Gb};
+    rc = s->cops->solve_vjp(s->cself, &b, &adj);
+    if (rc) return rc;
+  }
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < n; e++) {
+    bcg_real *ube = ub + (size_t)e * nv;
+    for (int d = 0; d < nv; d++) ube[d] = 0;
+    bcg_substep_pre_vjp(m, &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
+                        s->gapb + (size_t)e * nc, s->v0b + (size_t)e * n3, s->cb + (size_t)e * n3,
+                        s->Gb ? s->Gb + (size_t)e * n3 * n3 : NULL, &s->adj[e], qb + (size_t)e * nv, ube,
+                        ab + (size_t)e * nu);
+  }
+  return 0;
+}
+
+/* scratch layout: [0] post output of the VJP recompute, [1] and [2] ping-pong
+ * buffers of the control step (and the tape reload of its VJP); each holds
+ * cap * (nq + nv) reals */
+static bcg_real *scratch_part(bcg_sim *s, int i) {
+  const bcg_mdata *m = &s->model->m;
+  return s->scratch + (size_t)i * s->cap * (m->nq + m->nv);
+}
+
+int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qo,
+                         bcg_real *uo, bcg_real *tape) {
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, ns = s->sp.substeps;
+  size_t sx = (size_t)nq + nv;
+  for (int e = 0; e < n; e++) { s->maxfn[e] = 0; s->maxpen[e] = 0; s->bad[e] = 0; }
+  const bcg_real *qi = q, *ui = u;
+  for (int k = 0; k < ns; k++) {
+    if (tape)
+      for (int e = 0; e < n; e++) {
+        memcpy(tape + ((size_t)k * n + e) * sx, qi + (size_t)e * nq, sizeof(bcg_real) * nq);
+        memcpy(tape + ((size_t)k * n + e) * sx + nq, ui + (size_t)e * nv, sizeof(bcg_real) * nv);
+      }
+    bcg_real *qn, *un;
+    if (k == ns - 1) { qn = qo; un = uo; }
+    else { qn = scratch_part(s, 1 + k % 2); un = qn + (size_t)s->cap * nq; }
+    int rc = bcg_sim_substep(s, n, qi, ui, a, qn, un);
+    if (rc) return rc;
+    qi = qn;
+    ui = un;
+  }
+  return 0;
+}
+
+int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xob,
+                             bcg_real *xb, bcg_real *ab) {
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, ns = s->sp.substeps;
+  size_t sx = (size_t)nq + nv, nn = (size_t)n * nv;
+  bcg_real *qbuf = scratch_part(s, 1), *ubuf = qbuf + (size_t)s->cap * nq;
+  bcg_real *block = malloc(sizeof(bcg_real) * nn * 4);
+  if (!block) return -1;
+  bcg_real *bin[2] = {block, block + nn}, *bout[2] = {block + 2 * nn, block + 3 * nn};
+  for (int e = 0; e < n; e++) {
+    memcpy(bin[0] + (size_t)e * nv, xob + (size_t)e * 2 * nv, sizeof(bcg_real) * nv);
+    memcpy(bin[1] + (size_t)e * nv, xob + (size_t)e * 2 * nv + nv, sizeof(bcg_real) * nv);
+  }
+  int rc = 0;
+  for (int k = ns - 1; k >= 0 && !rc; k--) {
+    for (int e = 0; e < n; e++) {
+      memcpy(qbuf + (size_t)e * nq, tape + ((size_t)k * n + e) * sx, sizeof(bcg_real) * nq);
+      memcpy(ubuf + (size_t)e * nv, tape + ((size_t)k * n + e) * sx + nq, sizeof(bcg_real) * nv);
+    }
+    rc = bcg_sim_substep_vjp(s, n, qbuf, ubuf, a, bin[0], bin[1], bout[0], bout[1], ab);
+    for (int i = 0; i < 2; i++) { bcg_real *t = bin[i]; bin[i] = bout[i]; bout[i] = t; }
+  }
+  for (int e = 0; e < n; e++) {
+    memcpy(xb + (size_t)e * 2 * nv, bin[0] + (size_t)e * nv, sizeof(bcg_real) * nv);
+    memcpy(xb + (size_t)e * 2 * nv + nv, bin[1] + (size_t)e * nv, sizeof(bcg_real) * nv);
+  }
+  free(block);
+  return rc;
+}
+
+void bcg_qgrad_to_tangent(const bcg_mdata *m, const bcg_real *q, const bcg_real *gq, bcg_real *tg) {
+  for (int j = 0; j < m->njnt; j++) {
+    int qa = m->jnt_qposadr[j], da = m->jnt_dofadr[j], type = m->jnt_type[j];
+    if (type == BCG_JNT_FREE || type == BCG_JNT_BALL) {
+      if (type == BCG_JNT_FREE) {
+        for (int i = 0; i < 3; i++) tg[da + i] = gq[qa + i];
+        qa += 3; da += 3;
+      }
+      /* q (+) delta ~ q + 1/2 q * (0, delta) */
+      for (int k = 0; k < 3; k++) {
+        bcg_real e[4] = {0, 0, 0, 0}, r[4];
+        e[1 + k] = 1;
+        quat_mul(r, q + qa, e);
+        tg[da + k] = 0.5 * (r[0] * gq[qa] + r[1] * gq[qa + 1] + r[2] * gq[qa + 2] + r[3] * gq[qa + 3]);
+      }
+    } else {
+      tg[da] = gq[qa];
+    }
+  }
+}
