@@ -1,0 +1,35 @@
+/* cmd.h - the bcg command's subcommands (internal to the CLI).
+ *
+ * Each subcommand is `int bcg_cmd_NAME(int argc, char **argv)` with argv[0]
+ * the subcommand's name, returning the process exit status: 0 success,
+ * 1 a user error (one line "bcg: error: ..." on stderr), 2 a usage error.
+ * main.c holds the dispatch table; a new subcommand is a cmd_NAME.c file
+ * plus one row there. */
+#ifndef BCG_CMD_H
+#define BCG_CMD_H
+
+#include "bcg/config.h"
+
+#define BCG_EXIT_OK 0
+#define BCG_EXIT_ERROR 1
+#define BCG_EXIT_USAGE 2
+
+int bcg_cmd_train(int argc, char **argv);
+int bcg_cmd_plugins(int argc, char **argv);
+int bcg_cmd_describe(int argc, char **argv);
+int bcg_cmd_check(int argc, char **argv);
+
+/* Shared helpers (cli.c). */
+
+/* "bcg: error: <msg>" on stderr; returns BCG_EXIT_ERROR. */
+int bcg_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "bcg: <cmd>: <msg>\nusage: ..." on stderr; returns BCG_EXIT_USAGE. */
+int bcg_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parse "CONFIG [section.key=value ...]" and load the config; on failure
+ * prints the message and returns the exit status (cfg stays NULL). */
+int bcg_cli_load_config(const char *cmd, int argc, char **argv, bcg_config **cfg);
+/* Checks beyond the key specs that need the file system (model file exists,
+ * device available). Returns 0 or prints and returns BCG_EXIT_ERROR. */
+int bcg_cli_check_semantics(const bcg_config *cfg);
+
+#endif

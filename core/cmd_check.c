@@ -1,0 +1,15 @@
+/* cmd_check.c - bcg check CONFIG [section.key=value ...]: validate and print
+ * the fully resolved configuration. */
+#include <stdio.h>
+
+#include "cmd.h"
+
+int bcg_cmd_check(int argc, char **argv) {
+  bcg_config *cfg;
+  int rc = bcg_cli_load_config(argv[0], argc, argv, &cfg);
+  if (rc) return rc;
+  rc = bcg_cli_check_semantics(cfg);
+  if (rc == 0 && bcg_config_resolved_write(cfg, stdout)) rc = bcg_cli_error("writing to standard output failed");
+  bcg_config_free(cfg);
+  return rc;
+}

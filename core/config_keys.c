@@ -1,0 +1,91 @@
+/* config_keys.c - the core's declared INI keys, one table per section.
+ *
+ * To add a key: add a row to the section's table (name, type, default as INI
+ * text, range or choices, one-line help) and document it in configs/defaults.ini.
+ * Plugin sections ([contact] [estimator] [learner] [task]) are declared by the
+ * plugins themselves. */
+#include <math.h>
+#include <string.h>
+
+#include "bcg/config.h"
+
+#define INF HUGE_VAL
+
+static const bcg_key_spec run_keys[] = {
+    {"name", BCG_KEY_STRING, "", 0, 0, NULL,
+     "run name, the folder under out_dir; empty: the config file's base name"},
+    {"seed", BCG_KEY_INT, "0", 0, 2147483647.0, NULL, "seed of every random stream of the run"},
+    {"device", BCG_KEY_CHOICE, "cpu", 0, 0, "cpu|cuda", "where the batched simulation runs"},
+    {"iterations", BCG_KEY_INT, "2000", 0, 1e9, NULL,
+     "stop after this many learner iterations (0: no limit)"},
+    {"samples", BCG_KEY_INT, "0", 0, 1e15, NULL,
+     "stop after this many simulated control steps (0: no limit)"},
+    {"seconds", BCG_KEY_REAL, "0", 0, INF, NULL, "stop after this much wall-clock time (0: no limit)"},
+    {"num_envs", BCG_KEY_INT, "64", 1, 1e6, NULL, "parallel environments (paper: 64)"},
+    {"threads", BCG_KEY_INT, "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
+    {"checkpoint_every", BCG_KEY_INT, "50", 0, 1e9, NULL,
+     "write a checkpoint every this many iterations (0: only at the end)"},
+    {"out_dir", BCG_KEY_STRING, "runs", 0, 0, NULL, "runs go to out_dir/<name>/<UTC stamp>/"},
+};
+
+static const bcg_key_spec model_keys[] = {
+    {"path", BCG_KEY_STRING, "/usr/share/mujoco/model/humanoid/humanoid.xml", 0, 0, NULL,
+     "MJCF file, compiled by libmujoco (default: MuJoCo's humanoid)"},
+};
+
+static const bcg_key_spec sim_keys[] = {
+    {"substeps", BCG_KEY_INT, "4", 1, 1000, NULL, "substeps per control step (paper: 4 of 5 ms)"},
+    {"control_dt", BCG_KEY_REAL, "0.02", 1e-5, 1.0, NULL, "control step in seconds (paper: 0.02)"},
+    {"actuation", BCG_KEY_CHOICE, "motor", 0, 0, "motor|pd",
+     "motor: action is a torque scaled by gear; pd: action is a target joint position"},
+    {"kp", BCG_KEY_REAL, "100", 0, INF, NULL, "PD position gain (N m/rad) when actuation = pd"},
+    {"kd", BCG_KEY_REAL, "10", 0, INF, NULL, "PD velocity gain (N m s/rad) when actuation = pd"},
+    {"action_scale", BCG_KEY_REAL, "1", 0, INF, NULL, "actions are multiplied by this first"},
+    {"joint_limit_stiffness", BCG_KEY_REAL, "1000", 0, INF, NULL,
+     "penalty stiffness of joint limits (N m/rad)"},
+    {"joint_limit_damping", BCG_KEY_REAL, "10", 0, INF, NULL,
+     "penalty damping of joint limits (N m s/rad)"},
+    {"gravity_z", BCG_KEY_REAL, "-9.81", -100, 100, NULL, "vertical gravity (m/s^2)"},
+};
+
+static const bcg_key_spec eval_keys[] = {
+    {"episodes", BCG_KEY_INT, "5", 1, 1e6, NULL, "evaluation episodes (paper: 5)"},
+    {"seconds", BCG_KEY_REAL, "10", 0.01, 1e6, NULL, "length of one episode in seconds"},
+    {"simulator", BCG_KEY_CHOICE, "mujoco", 0, 0, "bcg|mujoco",
+     "bcg: the training simulator; mujoco: transfer to MuJoCo"},
+    {"checkpoint", BCG_KEY_STRING, "", 0, 0, NULL, "checkpoint file (empty: the run's latest)"},
+    {"fall_height", BCG_KEY_REAL, "0.6", 0, 10, NULL,
+     "an episode counts as a fall when the root drops below this height (m)"},
+};
+
+static const bcg_key_spec sweep_keys[] = {
+    {"mode", BCG_KEY_CHOICE, "grid", 0, 0, "grid|zip",
+     "grid: every combination of the listed values; zip: the i-th values together"},
+};
+
+#define ROW(s, t) {s, t, (int)(sizeof(t) / sizeof((t)[0]))}
+static const struct {
+  const char *name;
+  const bcg_key_spec *keys;
+  int nkeys;
+} core_sections[] = {
+    ROW("run", run_keys),   ROW("model", model_keys),  ROW("sim", sim_keys),
+    ROW("eval", eval_keys), ROW("sweep", sweep_keys),
+};
+#define NCORE ((int)(sizeof core_sections / sizeof core_sections[0]))
+
+int bcg_core_section_count(void) { return NCORE; }
+
+const char *bcg_core_section_name(int i) {
+  return (i >= 0 && i < NCORE) ? core_sections[i].name : NULL;
+}
+
+const bcg_key_spec *bcg_core_keys(const char *section, int *nkeys) {
+  for (int i = 0; i < NCORE; i++)
+    if (section && strcmp(section, core_sections[i].name) == 0) {
+      if (nkeys) *nkeys = core_sections[i].nkeys;
+      return core_sections[i].keys;
+    }
+  if (nkeys) *nkeys = 0;
+  return NULL;
+}

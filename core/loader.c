@@ -1,0 +1,426 @@
+/* loader.c - the plugin registry: find, dlopen and check plugin shared objects.
+ *
+ * Everything read from a plugin is checked before it is trusted, in the
+ * order that makes each read safe: ABI version and descriptor size first
+ * (a different ABI may lay the rest out differently), then precision, kind,
+ * name, key specs and the function table. Failures are one-line messages
+ * "<file>: <cause>"; nothing here prints or aborts. */
+#include "bcg/loader.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bcg/config.h"
+
+#ifndef BCG_PREFIX
+#define BCG_PREFIX "/usr/local"
+#endif
+
+struct bcg_registry {
+  bcg_plugin **pl;
+  int n, cap;
+  char **errs;
+  int nerr, caperr;
+};
+
+static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void setf(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+const char *bcg_kind_name(bcg_kind kind) {
+  switch (kind) {
+    case BCG_KIND_CONTACT: return "contact";
+    case BCG_KIND_ESTIMATOR: return "estimator";
+    case BCG_KIND_LEARNER: return "learner";
+    case BCG_KIND_TASK: return "task";
+  }
+  return "?";
+}
+
+bcg_kind bcg_kind_parse(const char *name) {
+  for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK; k++)
+    if (name && strcmp(name, bcg_kind_name((bcg_kind)k)) == 0) return (bcg_kind)k;
+  return (bcg_kind)0;
+}
+
+void bcg_caps_desc(uint64_t caps, char *buf, size_t len) {
+  static const struct {
+    uint64_t bit;
+    const char *name;
+  } names[] = {{BCG_CAP_NEEDS_DELASSUS, "needs_delassus"},
+               {BCG_CAP_CUDA, "cuda"},
+               {BCG_CAP_DIFFERENTIABLE, "differentiable"},
+               {BCG_CAP_NEEDS_BACKWARD, "needs_backward"}};
+  size_t used = 0;
+  if (len) buf[0] = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (caps & names[i].bit) {
+      int w = snprintf(buf + used, len > used ? len - used : 0, "%s%s", used ? " " : "", names[i].name);
+      if (w > 0) used += (size_t)w;
+      if (used >= len) return;
+    }
+  if (!used) snprintf(buf, len, "none");
+}
+
+/* ---- descriptor checks ------------------------------------------------------------- */
+
+typedef struct slot {
+  size_t off;
+  const char *name;
+  int cuda; /* mandatory only with BCG_CAP_CUDA */
+} slot;
+
+#define S(T, f) {offsetof(T, f), #f, 0}
+static const slot contact_slots[] = {S(bcg_contact_ops, create),
+                                     S(bcg_contact_ops, destroy),
+                                     S(bcg_contact_ops, solve),
+                                     S(bcg_contact_ops, solve_vjp),
+                                     {offsetof(bcg_contact_ops, solve_cuda), "solve_cuda", 1},
+                                     {offsetof(bcg_contact_ops, solve_vjp_cuda), "solve_vjp_cuda", 1}};
+static const slot estimator_slots[] = {S(bcg_estimator_ops, create),   S(bcg_estimator_ops, destroy),
+                                       S(bcg_estimator_ops, forward),  S(bcg_estimator_ops, backward),
+                                       S(bcg_estimator_ops, reset_tape), S(bcg_estimator_ops, samples)};
+static const slot learner_slots[] = {S(bcg_learner_ops, create), S(bcg_learner_ops, destroy),
+                                     S(bcg_learner_ops, iterate), S(bcg_learner_ops, save),
+                                     S(bcg_learner_ops, load)};
+static const slot task_slots[] = {S(bcg_task_ops, create),      S(bcg_task_ops, destroy),
+                                  S(bcg_task_ops, obs_dim),     S(bcg_task_ops, act_dim),
+                                  S(bcg_task_ops, reset),       S(bcg_task_ops, observe),
+                                  S(bcg_task_ops, reward),      S(bcg_task_ops, observe_vjp),
+                                  S(bcg_task_ops, reward_vjp)};
+#undef S
+
+static int valid_name(const char *s, size_t max) {
+  if (!s || !*s || strlen(s) > max) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_')) return 0;
+  return 1;
+}
+
+static int check_keys(const bcg_plugin_desc *d, char *err, size_t errlen) {
+  if (d->nkeys < 0 || d->nkeys > 1000) return setf(err, errlen, "invalid key count %d", d->nkeys), -1;
+  if (d->nkeys > 0 && !d->keys) return setf(err, errlen, "declares %d keys but keys is NULL", d->nkeys), -1;
+  for (int i = 0; i < d->nkeys; i++) {
+    const bcg_key_spec *k = &d->keys[i];
+    if (!valid_name(k->name, 63))
+      return setf(err, errlen, "key %d: invalid name '%.40s' (must match [a-z0-9_]+)", i, k->name ? k->name : "(null)"),
+             -1;
+    if (strcmp(k->name, "plugin") == 0) return setf(err, errlen, "key 'plugin' is reserved"), -1;
+    for (int j = 0; j < i; j++)
+      if (strcmp(d->keys[j].name, k->name) == 0) return setf(err, errlen, "key '%s' declared twice", k->name), -1;
+    if (k->type < BCG_KEY_INT || k->type > BCG_KEY_LIST)
+      return setf(err, errlen, "key '%s': invalid type %d", k->name, (int)k->type), -1;
+    if ((k->type == BCG_KEY_INT || k->type == BCG_KEY_REAL || k->type == BCG_KEY_LIST) && !(k->min <= k->max))
+      return setf(err, errlen, "key '%s': invalid range [%g, %g]", k->name, k->min, k->max), -1;
+    if (k->type == BCG_KEY_CHOICE) {
+      if (!k->choices || !*k->choices || strstr(k->choices, "||") || k->choices[0] == '|' ||
+          k->choices[strlen(k->choices) - 1] == '|')
+        return setf(err, errlen, "key '%s': malformed choices '%s'", k->name, k->choices ? k->choices : "(null)"),
+               -1;
+    }
+    if (k->def) {
+      char why[512];
+      if (bcg_key_check(k, k->def, why, sizeof why))
+        return setf(err, errlen, "key '%s': bad default: %s", k->name, why), -1;
+    }
+  }
+  return 0;
+}
+
+int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
+  if (!d) return setf(err, errlen, "bcg_plugin_entry returned NULL"), -1;
+  if (d->abi_version != BCG_ABI_VERSION)
+    return setf(err, errlen, "plugin ABI version %u, this bcg expects %u (rebuild the plugin against this bcg)",
+                d->abi_version, BCG_ABI_VERSION), -1;
+  if (d->desc_size != sizeof(bcg_plugin_desc))
+    return setf(err, errlen, "descriptor size %u, expected %zu (built against another plugin.h)", d->desc_size,
+                sizeof(bcg_plugin_desc)), -1;
+  if (d->real_size != sizeof(bcg_real))
+    return setf(err, errlen, "built for %s precision (sizeof(bcg_real) = %u), this bcg uses %s (%zu); rebuild it with REAL=%s",
+                d->real_size == 4 ? "float" : d->real_size == 8 ? "double" : "unknown", d->real_size, BCG_REAL_NAME,
+                sizeof(bcg_real), BCG_REAL_NAME), -1;
+  if (d->kind < BCG_KIND_CONTACT || d->kind > BCG_KIND_TASK)
+    return setf(err, errlen, "invalid plugin kind %u", d->kind), -1;
+  if (!valid_name(d->name, 31))
+    return setf(err, errlen, "invalid plugin name '%.40s' (must match [a-z0-9_]+, at most 31 characters)",
+                d->name ? d->name : "(null)"), -1;
+  if (!d->description || strchr(d->description, '\n'))
+    return setf(err, errlen, "plugin '%s': description missing or not one line", d->name), -1;
+  if (check_keys(d, err, errlen)) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", err);
+    setf(err, errlen, "plugin '%s': %s", d->name, tmp);
+    return -1;
+  }
+  if (!d->ops) return setf(err, errlen, "plugin '%s': no function table (ops is NULL)", d->name), -1;
+  const slot *slots;
+  size_t nslots, size;
+  switch ((bcg_kind)d->kind) {
+    case BCG_KIND_CONTACT: slots = contact_slots, nslots = 6, size = sizeof(bcg_contact_ops); break;
+    case BCG_KIND_ESTIMATOR: slots = estimator_slots, nslots = 6, size = sizeof(bcg_estimator_ops); break;
+    case BCG_KIND_LEARNER: slots = learner_slots, nslots = 5, size = sizeof(bcg_learner_ops); break;
+    default: slots = task_slots, nslots = 9, size = sizeof(bcg_task_ops); break;
+  }
+  uint32_t got;
+  memcpy(&got, d->ops, sizeof got); /* every ops struct starts with uint32_t size */
+  if (got != size)
+    return setf(err, errlen, "plugin '%s': %s ops size %u, expected %zu", d->name, bcg_kind_name((bcg_kind)d->kind),
+                got, size), -1;
+  for (size_t i = 0; i < nslots; i++) {
+    if (slots[i].cuda && !(d->caps & BCG_CAP_CUDA)) continue;
+    void (*fp)(void);
+    memcpy(&fp, (const char *)d->ops + slots[i].off, sizeof fp);
+    if (!fp)
+      return setf(err, errlen, "plugin '%s': %s ops entry '%s' is NULL%s", d->name, bcg_kind_name((bcg_kind)d->kind),
+                  slots[i].name, slots[i].cuda ? " (mandatory with the cuda capability)" : ""), -1;
+  }
+  return 0;
+}
+
+/* ---- the registry ---------------------------------------------------------------------- */
+
+bcg_registry *bcg_registry_new(void) { return calloc(1, sizeof(bcg_registry)); }
+
+void bcg_registry_free(bcg_registry *r) {
+  if (!r) return;
+  for (int i = 0; i < r->n; i++) {
+    if (r->pl[i]->handle) dlclose(r->pl[i]->handle);
+    free(r->pl[i]);
+  }
+  for (int i = 0; i < r->nerr; i++) free(r->errs[i]);
+  free(r->pl);
+  free(r->errs);
+  free(r);
+}
+
+static void push_error(bcg_registry *r, const char *msg) {
+  if (r->nerr == r->caperr) {
+    int c = r->caperr ? 2 * r->caperr : 8;
+    char **e = realloc(r->errs, (size_t)c * sizeof *e);
+    if (!e) return;
+    r->errs = e, r->caperr = c;
+  }
+  size_t n = strlen(msg) + 1;
+  char *m = malloc(n);
+  if (!m) return;
+  memcpy(m, msg, n);
+  r->errs[r->nerr++] = m;
+}
+
+static int fail(bcg_registry *r, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(bcg_registry *r, char *err, size_t errlen, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  push_error(r, msg);
+  setf(err, errlen, "%s", msg);
+  return -1;
+}
+
+static int push_plugin(bcg_registry *r, const bcg_plugin_desc *d, const char *path, void *handle, char *err,
+                       size_t errlen) {
+  const bcg_plugin *dup = bcg_registry_find(r, (bcg_kind)d->kind, d->name);
+  if (dup)
+    return fail(r, err, errlen, "%s: duplicate %s plugin '%s' (already loaded from %s)", path,
+                bcg_kind_name((bcg_kind)d->kind), d->name, dup->path);
+  if (r->n == r->cap) {
+    int c = r->cap ? 2 * r->cap : 16;
+    bcg_plugin **p = realloc(r->pl, (size_t)c * sizeof *p);
+    if (!p) return fail(r, err, errlen, "%s: out of memory", path);
+    r->pl = p, r->cap = c;
+  }
+  bcg_plugin *p = calloc(1, sizeof *p);
+  if (!p) return fail(r, err, errlen, "%s: out of memory", path);
+  p->desc = d;
+  p->handle = handle;
+  snprintf(p->path, sizeof p->path, "%s", path);
+  r->pl[r->n++] = p;
+  return 0;
+}
+
+int bcg_registry_add(bcg_registry *r, const bcg_plugin_desc *d, const char *origin, char *err, size_t errlen) {
+  char why[1024];
+  if (bcg_plugin_desc_check(d, why, sizeof why)) return fail(r, err, errlen, "%s: %s", origin, why);
+  return push_plugin(r, d, origin, NULL, err, errlen);
+}
+
+int bcg_registry_load_file(bcg_registry *r, const char *path, char *err, size_t errlen) {
+  if (err && errlen) err[0] = 0;
+  struct stat st;
+  if (stat(path, &st) != 0) return fail(r, err, errlen, "%s: cannot load: %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return fail(r, err, errlen, "%s: cannot load: not a regular file", path);
+  char real[PATH_MAX];
+  if (realpath(path, real)) {
+    for (int i = 0; i < r->n; i++) {
+      char other[PATH_MAX];
+      if (r->pl[i]->handle && realpath(r->pl[i]->path, other) && strcmp(real, other) == 0) return 0;
+    }
+  }
+  /* dlopen searches the library path for a name without '/' */
+  char open_path[PATH_MAX + 3];
+  snprintf(open_path, sizeof open_path, "%s%s", strchr(path, '/') ? "" : "./", path);
+  dlerror();
+  void *h = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    if (!e) e = "unknown dlopen error";
+    size_t pl = strlen(open_path);
+    if (strncmp(e, open_path, pl) == 0 && e[pl] == ':') e += pl + 1;
+    while (*e == ' ') e++;
+    return fail(r, err, errlen, "%s: not a loadable shared object: %s", path, e);
+  }
+  dlerror();
+  void *sym = dlsym(h, BCG_PLUGIN_ENTRY_SYMBOL);
+  if (!sym) {
+    dlclose(h);
+    return fail(r, err, errlen, "%s: not a bcg plugin: no symbol %s", path, BCG_PLUGIN_ENTRY_SYMBOL);
+  }
+  bcg_plugin_entry_fn entry;
+  memcpy(&entry, &sym, sizeof entry);
+  const bcg_plugin_desc *d = entry();
+  char why[1024];
+  if (bcg_plugin_desc_check(d, why, sizeof why)) {
+    dlclose(h);
+    return fail(r, err, errlen, "%s: %s", path, why);
+  }
+  if (push_plugin(r, d, path, h, err, errlen)) {
+    dlclose(h);
+    return -1;
+  }
+  return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int bcg_registry_scan_dir(bcg_registry *r, const char *dir, int required) {
+  DIR *dp = opendir(dir);
+  if (!dp) {
+    if (errno == ENOENT && !required) return 0;
+    fail(r, NULL, 0, "%s: cannot read plugin directory: %s", dir, strerror(errno));
+    return 0;
+  }
+  char **names = NULL;
+  int n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(dp))) {
+    size_t l = strlen(de->d_name);
+    if (l <= 3 || strcmp(de->d_name + l - 3, ".so") != 0) continue;
+    if (n == cap) {
+      int c = cap ? 2 * cap : 16;
+      char **nn = realloc(names, (size_t)c * sizeof *nn);
+      if (!nn) break;
+      names = nn, cap = c;
+    }
+    if (!(names[n] = strdup(de->d_name))) break;
+    n++;
+  }
+  closedir(dp);
+  if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
+  int loaded = 0;
+  for (int i = 0; i < n; i++) {
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    int before = r->n;
+    if (bcg_registry_load_file(r, path, NULL, 0) == 0 && r->n > before) loaded++;
+    free(names[i]);
+  }
+  free(names);
+  return loaded;
+}
+
+/* plugins/ next to the directory holding libbcg.so */
+static int build_tree_dir(char *buf, size_t len) {
+  Dl_info info;
+  if (!dladdr((void *)bcg_registry_new, &info) || !info.dli_fname) return -1;
+  const char *slash = strrchr(info.dli_fname, '/');
+  if (!slash) return snprintf(buf, len, "plugins"), 0;
+  snprintf(buf, len, "%.*s/plugins", (int)(slash - info.dli_fname), info.dli_fname);
+  return 0;
+}
+
+void bcg_plugin_search_path(char *buf, size_t len) {
+  const char *env = getenv("BCG_PLUGIN_PATH");
+  char tree[PATH_MAX];
+  int has_tree = build_tree_dir(tree, sizeof tree) == 0;
+  snprintf(buf, len, "%s%s%s%s%s/lib/bcg/plugins", env && *env ? env : "", env && *env ? ":" : "",
+           has_tree ? tree : "", has_tree ? ":" : "", BCG_PREFIX);
+}
+
+int bcg_registry_scan_default(bcg_registry *r) {
+  int loaded = 0;
+  const char *env = getenv("BCG_PLUGIN_PATH");
+  if (env && *env) {
+    char *copy = strdup(env);
+    if (copy) {
+      char *save = NULL;
+      for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save))
+        loaded += bcg_registry_scan_dir(r, d, 1);
+      free(copy);
+    }
+  }
+  char dir[PATH_MAX];
+  if (build_tree_dir(dir, sizeof dir) == 0) loaded += bcg_registry_scan_dir(r, dir, 0);
+  loaded += bcg_registry_scan_dir(r, BCG_PREFIX "/lib/bcg/plugins", 0);
+  return loaded;
+}
+
+int bcg_registry_count(const bcg_registry *r) { return r ? r->n : 0; }
+
+const bcg_plugin *bcg_registry_get(const bcg_registry *r, int i) {
+  return (r && i >= 0 && i < r->n) ? r->pl[i] : NULL;
+}
+
+const bcg_plugin *bcg_registry_find(const bcg_registry *r, bcg_kind kind, const char *name) {
+  if (!r || !name) return NULL;
+  for (int i = 0; i < r->n; i++)
+    if (r->pl[i]->desc->kind == (uint32_t)kind && strcmp(r->pl[i]->desc->name, name) == 0) return r->pl[i];
+  return NULL;
+}
+
+void bcg_registry_names(const bcg_registry *r, bcg_kind kind, char *buf, size_t len) {
+  size_t used = 0;
+  if (len) buf[0] = 0;
+  for (int i = 0; r && i < r->n; i++) {
+    if (r->pl[i]->desc->kind != (uint32_t)kind) continue;
+    int w = snprintf(buf + used, len > used ? len - used : 0, "%s%s", used ? ", " : "", r->pl[i]->desc->name);
+    if (w > 0) used += (size_t)w;
+    if (used >= len) break;
+  }
+}
+
+int bcg_registry_error_count(const bcg_registry *r) { return r ? r->nerr : 0; }
+
+const char *bcg_registry_error(const bcg_registry *r, int i) {
+  return (r && i >= 0 && i < r->nerr) ? r->errs[i] : NULL;
+}
+
+/* ---- the process-wide registry ----------------------------------------------------------- */
+
+static bcg_registry *global_registry;
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static bcg_registry empty_registry;
+
+static void global_init(void) {
+  global_registry = bcg_registry_new();
+  if (global_registry) bcg_registry_scan_default(global_registry);
+}
+
+const bcg_registry *bcg_registry_global(void) {
+  pthread_once(&global_once, global_init);
+  return global_registry ? global_registry : &empty_registry;
+}

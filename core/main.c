@@ -1,0 +1,102 @@
+/* main.c - the bcg command: a dispatch table of subcommands (see cmd.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "bcg/config.h"
+#include "bcg/real.h"
+#include "bcg/version.h"
+#include "cmd.h"
+
+static int unavailable(int argc, char **argv) {
+  fprintf(stderr, "bcg: %s: not available in this build yet\n", argv[0]);
+  return BCG_EXIT_ERROR;
+}
+
+static const struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *args;
+  const char *summary;
+  const char *help;
+} commands[] = {
+    {"train", bcg_cmd_train, "CONFIG [section.key=value ...]", "train a policy; writes runs/<name>/<stamp>/",
+     "Validates CONFIG (with the overrides applied), creates <out_dir>/<name>/<UTC stamp>/\n"
+     "with config.ini (the resolved configuration), log.h5 and checkpoints/, then runs\n"
+     "the learner. This build stops before the learner loop (not implemented yet)."},
+    {"eval", unavailable, "RUN_DIR [section.key=value ...]", "evaluate a trained policy (planned)",
+     "Planned: evaluates a run's checkpoint in bcg or MuJoCo and writes eval.h5."},
+    {"bench", unavailable, "[CONFIG]", "benchmark the simulator (planned)", "Planned: simulator benchmarks."},
+    {"plugins", bcg_cmd_plugins, "", "list the plugins found",
+     "Lists every plugin found on the search path ($BCG_PLUGIN_PATH, the build tree's\n"
+     "plugins/, PREFIX/lib/bcg/plugins) with kind, name, file and description;\n"
+     "plugin files that failed to load are reported as warnings on stderr."},
+    {"describe", bcg_cmd_describe, "NAME | KIND/NAME | SECTION", "show a plugin's or section's keys",
+     "Prints the INI keys of a plugin (or of a core section such as run or sim) with\n"
+     "type, default, range or choices and help, and the plugin's capability flags."},
+    {"check", bcg_cmd_check, "CONFIG [section.key=value ...]", "validate a config and print it resolved",
+     "Validates CONFIG against the core's keys and each selected plugin's keys, with\n"
+     "the overrides applied first, and prints the fully resolved configuration."},
+    {"gradstats", unavailable, "CONFIG [section.key=value ...]", "gradient statistics (planned)",
+     "Planned: gradient variance and bias statistics of the estimators."},
+    {"sweep", unavailable, "CONFIG [section.key=value ...]", "expand [sweep] into runs (planned)",
+     "Planned: expands the [sweep] section into one run per combination."},
+    {"report", unavailable, "RUN_DIR ...", "summarise runs (planned)", "Planned: tables and plots of runs."},
+};
+#define NCMD ((int)(sizeof commands / sizeof commands[0]))
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: bcg COMMAND [ARGS]\n\ncommands:\n");
+  for (int i = 0; i < NCMD; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f,
+          "\n'bcg help COMMAND' describes one; 'bcg --version' prints the version.\n"
+          "Overrides section.key=value are applied before validation.\n");
+}
+
+static const struct command *find(const char *name) {
+  for (int i = 0; i < NCMD; i++)
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+static int unknown(const char *name) {
+  const char *c[NCMD];
+  for (int i = 0; i < NCMD; i++) c[i] = commands[i].name;
+  const char *best = bcg_closest(name, c, NCMD);
+  fprintf(stderr, "bcg: unknown command '%s'%s%s%s; see 'bcg --help'\n", name, best ? " (did you mean " : "",
+          best ? best : "", best ? "?)" : "");
+  return BCG_EXIT_USAGE;
+}
+
+static int help(const char *name) {
+  const struct command *c = find(name);
+  if (!c) return unknown(name);
+  printf("usage: bcg %s %s\n\n%s\n", c->name, c->args, c->help);
+  return BCG_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return BCG_EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) return usage(stdout), BCG_EXIT_OK;
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+    printf("bcg %s (%s precision)\n", BCG_VERSION, BCG_REAL_NAME);
+    return BCG_EXIT_OK;
+  }
+  if (!strcmp(cmd, "help")) {
+    if (argc == 2) return usage(stdout), BCG_EXIT_OK;
+    if (argc > 3) return fprintf(stderr, "bcg: help: expects one COMMAND\n"), BCG_EXIT_USAGE;
+    return help(argv[2]);
+  }
+  if (cmd[0] == '-') {
+    fprintf(stderr, "bcg: unknown option '%s'; see 'bcg --help'\n", cmd);
+    return BCG_EXIT_USAGE;
+  }
+  const struct command *c = find(cmd);
+  if (!c) return unknown(cmd);
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(cmd);
+  return c->fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,679 @@
+/* runlog.c - run directories, the HDF5 training log, atomic checkpoints.
+ *
+ * HDF5 prints its error stack by default; every public function here turns
+ * that off for its duration (H5_QUIET/H5_LOUD) and turns the innermost HDF5
+ * message into part of a one-line error instead. */
+#include "bcg/runlog.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bcg/version.h"
+
+#define CHUNK 1024
+
+static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void setf(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* Silence HDF5's automatic error printing for one public call. */
+#define H5_QUIET                         \
+  H5E_auto2_t old_func_;                 \
+  void *old_data_;                       \
+  H5Eget_auto2(H5E_DEFAULT, &old_func_, &old_data_); \
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL)
+#define H5_LOUD H5Eset_auto2(H5E_DEFAULT, old_func_, old_data_)
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
+  char *buf = data;
+  if (e->desc && *e->desc) snprintf(buf, 512, "%s", e->desc); /* the innermost wins */
+  return 0;
+}
+
+/* The innermost message of the current HDF5 error stack (then cleared). */
+static const char *h5_cause(char *buf) {
+  buf[0] = 0;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, buf);
+  H5Eclear2(H5E_DEFAULT);
+  if (!buf[0]) snprintf(buf, 512, "HDF5 error");
+  /* low-level I/O failures carry the system's message: keep just that */
+  const char *m = strstr(buf, "error message = '");
+  if (m) {
+    char sys[256];
+    m += strlen("error message = '");
+    size_t n = strcspn(m, "'");
+    snprintf(sys, sizeof sys, "%.*s", (int)n, m);
+    snprintf(buf, 512, "I/O error: %s", sys);
+  }
+  return buf;
+}
+
+/* File name behind an id, for messages. */
+static const char *h5_file(hid_t loc, char *buf, size_t len) {
+  if (H5Fget_name(loc, buf, len) <= 0) snprintf(buf, len, "(hdf5 file)");
+  return buf;
+}
+
+static int h5_fail(hid_t loc, const char *name, const char *what, char *err, size_t errlen) {
+  char f[PATH_MAX], c[512];
+  h5_cause(c);
+  setf(err, errlen, "%s: %s: %s failed: %s", h5_file(loc, f, sizeof f), name, what, c);
+  return -1;
+}
+
+/* ---- run directory ------------------------------------------------------------ */
+
+static int mkdir_p(const char *path, char *err, size_t errlen) {
+  char tmp[PATH_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return setf(err, errlen, "%s: path too long", path), -1;
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+      return setf(err, errlen, "%s: cannot create directory: %s", tmp, strerror(errno)), -1;
+    *p = '/';
+  }
+  if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+    return setf(err, errlen, "%s: cannot create directory: %s", tmp, strerror(errno)), -1;
+  struct stat st;
+  if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode)) return setf(err, errlen, "%s: not a directory", tmp), -1;
+  return 0;
+}
+
+int bcg_rundir_create(const char *out_dir, const char *name, char *dir, size_t dirlen, char *err, size_t errlen) {
+  if (!name || !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+    return setf(err, errlen, "run name '%s' must be one path component (no '/')", name ? name : ""), -1;
+  if (!out_dir || !*out_dir) out_dir = ".";
+  char base[PATH_MAX];
+  if (snprintf(base, sizeof base, "%s/%s", out_dir, name) >= (int)sizeof base)
+    return setf(err, errlen, "%s/%s: path too long", out_dir, name), -1;
+  if (mkdir_p(base, err, errlen)) return -1;
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  char path[PATH_MAX + 64];
+  for (int k = 1; k < 1000; k++) {
+    if (k == 1)
+      snprintf(path, sizeof path, "%s/%s", base, stamp);
+    else
+      snprintf(path, sizeof path, "%s/%s-%d", base, stamp, k);
+    if (mkdir(path, 0777) == 0) {
+      char ck[PATH_MAX + 96];
+      snprintf(ck, sizeof ck, "%s/checkpoints", path);
+      if (mkdir(ck, 0777) != 0) return setf(err, errlen, "%s: cannot create directory: %s", ck, strerror(errno)), -1;
+      if (strlen(path) >= dirlen) return setf(err, errlen, "%s: path too long", path), -1;
+      snprintf(dir, dirlen, "%s", path);
+      return 0;
+    }
+    if (errno != EEXIST) return setf(err, errlen, "%s: cannot create directory: %s", path, strerror(errno)), -1;
+  }
+  return setf(err, errlen, "%s/%s: too many runs in the same second", base, stamp), -1;
+}
+
+/* ---- string attributes ---------------------------------------------------------- */
+
+static int write_str_attr(hid_t loc, const char *name, const char *value, char *err, size_t errlen) {
+  size_t n = strlen(value);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, n ? n : 1);
+  H5Tset_strpad(t, H5T_STR_NULLPAD);
+  hid_t sp = H5Screate(H5S_SCALAR);
+  if (H5Aexists(loc, name) > 0) H5Adelete(loc, name);
+  hid_t a = H5Acreate2(loc, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+  int rc = 0;
+  if (a < 0 || H5Awrite(a, t, n ? value : "") < 0) rc = h5_fail(loc, name, "writing attribute", err, errlen);
+  if (a >= 0) H5Aclose(a);
+  H5Sclose(sp);
+  H5Tclose(t);
+  return rc;
+}
+
+int bcg_h5_write_str(int64_t loc, const char *name, const char *value, char *err, size_t errlen) {
+  H5_QUIET;
+  int rc = write_str_attr((hid_t)loc, name, value, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+
+int bcg_h5_read_str(int64_t loc, const char *name, char *buf, size_t len, char *err, size_t errlen) {
+  H5_QUIET;
+  int rc = -1;
+  hid_t a = H5Aopen((hid_t)loc, name, H5P_DEFAULT);
+  hid_t t = -1, mt = -1;
+  if (a < 0) {
+    h5_fail((hid_t)loc, name, "opening attribute", err, errlen);
+    goto out;
+  }
+  t = H5Aget_type(a);
+  if (H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) > 0) {
+    char f[PATH_MAX];
+    setf(err, errlen, "%s: %s: not a fixed-length string attribute", h5_file((hid_t)loc, f, sizeof f), name);
+    goto out;
+  }
+  size_t n = H5Tget_size(t);
+  char *tmp = calloc(n + 1, 1);
+  if (!tmp) {
+    setf(err, errlen, "out of memory");
+    goto out;
+  }
+  mt = H5Tcopy(H5T_C_S1);
+  H5Tset_size(mt, n);
+  if (H5Aread(a, mt, tmp) < 0) {
+    free(tmp);
+    h5_fail((hid_t)loc, name, "reading attribute", err, errlen);
+    goto out;
+  }
+  if (strlen(tmp) >= len) {
+    free(tmp);
+    setf(err, errlen, "%s: attribute longer than %zu bytes", name, len);
+    goto out;
+  }
+  snprintf(buf, len, "%s", tmp);
+  free(tmp);
+  rc = 0;
+out:
+  if (mt >= 0) H5Tclose(mt);
+  if (t >= 0) H5Tclose(t);
+  if (a >= 0) H5Aclose(a);
+  H5_LOUD;
+  return rc;
+}
+
+/* ---- arrays ------------------------------------------------------------------------ */
+
+static hid_t lcpl_intermediate(void) {
+  hid_t p = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(p, 1);
+  return p;
+}
+
+static int write_array(hid_t loc, const char *name, hid_t filetype, hid_t memtype, const void *x, size_t n,
+                       char *err, size_t errlen) {
+  if (H5Lexists(loc, name, H5P_DEFAULT) > 0 && H5Ldelete(loc, name, H5P_DEFAULT) < 0)
+    return h5_fail(loc, name, "replacing dataset", err, errlen);
+  hsize_t dims[1] = {(hsize_t)n};
+  hid_t sp = H5Screate_simple(1, dims, NULL);
+  hid_t lp = lcpl_intermediate();
+  hid_t d = H5Dcreate2(loc, name, filetype, sp, lp, H5P_DEFAULT, H5P_DEFAULT);
+  int rc = 0;
+  if (d < 0)
+    rc = h5_fail(loc, name, "creating dataset", err, errlen);
+  else if (n > 0 && H5Dwrite(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0)
+    rc = h5_fail(loc, name, "writing dataset", err, errlen);
+  if (d >= 0) H5Dclose(d);
+  H5Pclose(lp);
+  H5Sclose(sp);
+  return rc;
+}
+
+static long read_array(hid_t loc, const char *name, hid_t memtype, void *x, size_t cap, char *err, size_t errlen) {
+  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  if (d < 0) return h5_fail(loc, name, "opening dataset", err, errlen);
+  hid_t sp = H5Dget_space(d);
+  long rc = -1;
+  hsize_t dims[1] = {0};
+  if (H5Sget_simple_extent_ndims(sp) != 1) {
+    char f[PATH_MAX];
+    setf(err, errlen, "%s: %s: not a 1-D array", h5_file(loc, f, sizeof f), name);
+  } else {
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    if (dims[0] > cap) {
+      char f[PATH_MAX];
+      setf(err, errlen, "%s: %s: has %llu elements, room for %zu", h5_file(loc, f, sizeof f), name,
+           (unsigned long long)dims[0], cap);
+    } else if (dims[0] > 0 && H5Dread(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0) {
+      h5_fail(loc, name, "reading dataset", err, errlen);
+    } else {
+      rc = (long)dims[0];
+    }
+  }
+  H5Sclose(sp);
+  H5Dclose(d);
+  return rc;
+}
+
+#ifdef BCG_REAL_FLOAT
+#define REAL_FILE H5T_IEEE_F32LE
+#define REAL_MEM H5T_NATIVE_FLOAT
+#else
+#define REAL_FILE H5T_IEEE_F64LE
+#define REAL_MEM H5T_NATIVE_DOUBLE
+#endif
+
+int bcg_h5_write_reals(int64_t loc, const char *name, const bcg_real *x, size_t n, char *err, size_t errlen) {
+  H5_QUIET;
+  int rc = write_array((hid_t)loc, name, REAL_FILE, REAL_MEM, x, n, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+long bcg_h5_read_reals(int64_t loc, const char *name, bcg_real *x, size_t cap, char *err, size_t errlen) {
+  H5_QUIET;
+  long rc = read_array((hid_t)loc, name, REAL_MEM, x, cap, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+int bcg_h5_write_doubles(int64_t loc, const char *name, const double *x, size_t n, char *err, size_t errlen) {
+  H5_QUIET;
+  int rc = write_array((hid_t)loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, n, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+long bcg_h5_read_doubles(int64_t loc, const char *name, double *x, size_t cap, char *err, size_t errlen) {
+  H5_QUIET;
+  long rc = read_array((hid_t)loc, name, H5T_NATIVE_DOUBLE, x, cap, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+int bcg_h5_write_i64(int64_t loc, const char *name, const int64_t *x, size_t n, char *err, size_t errlen) {
+  H5_QUIET;
+  int rc = write_array((hid_t)loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, x, n, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+long bcg_h5_read_i64(int64_t loc, const char *name, int64_t *x, size_t cap, char *err, size_t errlen) {
+  H5_QUIET;
+  long rc = read_array((hid_t)loc, name, H5T_NATIVE_INT64, x, cap, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+
+long bcg_h5_length(int64_t loc, const char *name) {
+  H5_QUIET;
+  long rc = -1;
+  if (H5Lexists((hid_t)loc, name, H5P_DEFAULT) > 0) {
+    hid_t d = H5Dopen2((hid_t)loc, name, H5P_DEFAULT);
+    if (d >= 0) {
+      hid_t sp = H5Dget_space(d);
+      hsize_t dims[1];
+      if (H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, dims, NULL) == 1) rc = (long)dims[0];
+      H5Sclose(sp);
+      H5Dclose(d);
+    }
+  }
+  H5Eclear2(H5E_DEFAULT);
+  H5_LOUD;
+  return rc;
+}
+
+int64_t bcg_h5_group(int64_t loc, const char *name, int create, char *err, size_t errlen) {
+  H5_QUIET;
+  hid_t g;
+  if (create) {
+    hid_t lp = lcpl_intermediate();
+    g = H5Gcreate2((hid_t)loc, name, lp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Pclose(lp);
+  } else {
+    g = H5Gopen2((hid_t)loc, name, H5P_DEFAULT);
+  }
+  if (g < 0) h5_fail((hid_t)loc, name, create ? "creating group" : "opening group", err, errlen);
+  H5_LOUD;
+  return g < 0 ? -1 : (int64_t)g;
+}
+
+void bcg_h5_group_close(int64_t group) {
+  if (group < 0) return;
+  H5_QUIET;
+  H5Gclose((hid_t)group);
+  H5_LOUD;
+}
+
+/* ---- the training log ------------------------------------------------------------------ */
+
+typedef struct curve {
+  char *name;
+  hid_t dset;
+  hsize_t len;
+} curve;
+
+typedef struct pending {
+  int curve;
+  double value;
+} pending;
+
+struct bcg_runlog {
+  hid_t file;
+  char *path;
+  curve *curves;
+  int ncurves, capcurves;
+  pending *pend;
+  int npend, cappend;
+  int64_t iterations;
+  hid_t iter_attr;
+};
+
+static int valid_curve(const char *s) {
+  if (!s || !*s || *s == '/' || strlen(s) > 200) return 0;
+  for (const char *c = s; *c; c++) {
+    if (!(isalnum((unsigned char)*c) || *c == '_' || *c == '.' || *c == '-' || *c == '/')) return 0;
+    if (*c == '/' && (c[1] == '/' || c[1] == 0)) return 0;
+  }
+  return 1;
+}
+
+static void runlog_free(bcg_runlog *log) {
+  for (int i = 0; i < log->ncurves; i++) {
+    if (log->curves[i].dset >= 0) H5Dclose(log->curves[i].dset);
+    free(log->curves[i].name);
+  }
+  free(log->curves);
+  free(log->pend);
+  free(log->path);
+  free(log);
+}
+
+static int write_i64_attr(hid_t loc, const char *name, int64_t v) {
+  hid_t sp = H5Screate(H5S_SCALAR);
+  if (H5Aexists(loc, name) > 0) H5Adelete(loc, name);
+  hid_t a = H5Acreate2(loc, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+  int rc = (a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &v) >= 0) ? 0 : -1;
+  if (a >= 0) H5Aclose(a);
+  H5Sclose(sp);
+  return rc;
+}
+
+bcg_runlog *bcg_runlog_open(const char *path, const bcg_runlog_meta *meta, char *err, size_t errlen) {
+  H5_QUIET;
+  bcg_runlog *log = calloc(1, sizeof *log);
+  if (!log || !(log->path = strdup(path))) {
+    free(log);
+    setf(err, errlen, "out of memory");
+    H5_LOUD;
+    return NULL;
+  }
+  log->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (log->file < 0) {
+    char c[512];
+    setf(err, errlen, "%s: cannot create log: %s", path, h5_cause(c));
+    runlog_free(log);
+    H5_LOUD;
+    return NULL;
+  }
+  char now[64], host[256] = "unknown";
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = 0;
+  unsigned maj, min, rel;
+  H5get_libversion(&maj, &min, &rel);
+  char h5v[64];
+  snprintf(h5v, sizeof h5v, "%u.%u.%u", maj, min, rel);
+  const char *names[] = {"version", "start_time", "host", "backend", "precision", "name", "config", "hdf5_version"};
+  const char *vals[] = {BCG_VERSION,
+                        now,
+                        host,
+                        meta && meta->backend ? meta->backend : "cpu",
+                        BCG_REAL_NAME,
+                        meta && meta->name ? meta->name : "",
+                        meta && meta->config ? meta->config : "",
+                        h5v};
+  for (int i = 0; i < 8; i++)
+    if (write_str_attr(log->file, names[i], vals[i], err, errlen)) goto fail;
+  if (write_i64_attr(log->file, "seed", meta ? meta->seed : 0) || write_i64_attr(log->file, "iterations", 0)) {
+    h5_fail(log->file, "seed", "writing attribute", err, errlen);
+    goto fail;
+  }
+  if (H5Fflush(log->file, H5F_SCOPE_GLOBAL) < 0) {
+    h5_fail(log->file, "/", "flush", err, errlen);
+    goto fail;
+  }
+  H5_LOUD;
+  return log;
+fail:
+  H5Fclose(log->file);
+  runlog_free(log);
+  H5_LOUD;
+  return NULL;
+}
+
+int bcg_runlog_set_attr(bcg_runlog *log, const char *name, const char *value, char *err, size_t errlen) {
+  H5_QUIET;
+  int rc = write_str_attr(log->file, name, value, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+
+int bcg_runlog_append(bcg_runlog *log, const char *name, double value) {
+  if (!valid_curve(name)) return -1;
+  int c = -1;
+  for (int i = 0; i < log->ncurves; i++)
+    if (strcmp(log->curves[i].name, name) == 0) {
+      c = i;
+      break;
+    }
+  if (c < 0) {
+    if (log->ncurves == log->capcurves) {
+      int cap = log->capcurves ? 2 * log->capcurves : 16;
+      curve *nc = realloc(log->curves, (size_t)cap * sizeof *nc);
+      if (!nc) return -1;
+      log->curves = nc, log->capcurves = cap;
+    }
+    curve *cv = &log->curves[log->ncurves];
+    if (!(cv->name = strdup(name))) return -1;
+    cv->dset = -1;
+    cv->len = 0;
+    c = log->ncurves++;
+  }
+  if (log->npend == log->cappend) {
+    int cap = log->cappend ? 2 * log->cappend : 64;
+    pending *np = realloc(log->pend, (size_t)cap * sizeof *np);
+    if (!np) return -1;
+    log->pend = np, log->cappend = cap;
+  }
+  log->pend[log->npend].curve = c;
+  log->pend[log->npend].value = value;
+  log->npend++;
+  return 0;
+}
+
+static int create_curve(bcg_runlog *log, curve *cv, char *err, size_t errlen) {
+  hsize_t dims[1] = {0}, maxd[1] = {H5S_UNLIMITED}, chunk[1] = {CHUNK};
+  hid_t sp = H5Screate_simple(1, dims, maxd);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 1, chunk);
+  double nan = NAN;
+  H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &nan);
+  hid_t lp = lcpl_intermediate();
+  cv->dset = H5Dcreate2(log->file, cv->name, H5T_IEEE_F64LE, sp, lp, dcpl, H5P_DEFAULT);
+  H5Pclose(lp);
+  H5Pclose(dcpl);
+  H5Sclose(sp);
+  if (cv->dset < 0) return h5_fail(log->file, cv->name, "creating curve", err, errlen);
+  if (write_i64_attr(cv->dset, "first_iteration", log->iterations))
+    return h5_fail(log->file, cv->name, "writing attribute", err, errlen);
+  return 0;
+}
+
+int bcg_runlog_flush_iteration(bcg_runlog *log, char *err, size_t errlen) {
+  H5_QUIET;
+  int rc = -1;
+  for (int i = 0; i < log->npend; i++) {
+    curve *cv = &log->curves[log->pend[i].curve];
+    if (cv->dset < 0 && create_curve(log, cv, err, errlen)) goto out;
+    hsize_t nd[1] = {cv->len + 1}, start[1] = {cv->len}, count[1] = {1};
+    if (H5Dset_extent(cv->dset, nd) < 0) {
+      h5_fail(log->file, cv->name, "extending curve", err, errlen);
+      goto out;
+    }
+    hid_t fs = H5Dget_space(cv->dset);
+    hid_t ms = H5Screate_simple(1, count, NULL);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    herr_t w = H5Dwrite(cv->dset, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, &log->pend[i].value);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    if (w < 0) {
+      h5_fail(log->file, cv->name, "writing curve", err, errlen);
+      goto out;
+    }
+    cv->len++;
+  }
+  log->npend = 0;
+  log->iterations++;
+  if (write_i64_attr(log->file, "iterations", log->iterations)) {
+    h5_fail(log->file, "iterations", "writing attribute", err, errlen);
+    goto out;
+  }
+  if (H5Fflush(log->file, H5F_SCOPE_GLOBAL) < 0) {
+    h5_fail(log->file, "/", "flush", err, errlen);
+    goto out;
+  }
+  rc = 0;
+out:
+  log->npend = 0;
+  H5_LOUD;
+  return rc;
+}
+
+int64_t bcg_runlog_iterations(const bcg_runlog *log) { return log->iterations; }
+
+int bcg_runlog_close(bcg_runlog *log, char *err, size_t errlen) {
+  if (!log) return 0;
+  int rc = 0;
+  if (log->npend) rc = bcg_runlog_flush_iteration(log, err, errlen);
+  H5_QUIET;
+  for (int i = 0; i < log->ncurves; i++)
+    if (log->curves[i].dset >= 0) {
+      H5Dclose(log->curves[i].dset);
+      log->curves[i].dset = -1;
+    }
+  if (H5Fclose(log->file) < 0 && rc == 0) {
+    char c[512];
+    setf(err, errlen, "%s: closing log failed: %s", log->path, h5_cause(c));
+    rc = -1;
+  }
+  runlog_free(log);
+  H5_LOUD;
+  return rc;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------- */
+
+struct bcg_checkpoint {
+  hid_t file;
+  char path[PATH_MAX];
+  char tmp[PATH_MAX + 8];
+};
+
+bcg_checkpoint *bcg_checkpoint_begin(const char *path, char *err, size_t errlen) {
+  H5_QUIET;
+  bcg_checkpoint *ck = calloc(1, sizeof *ck);
+  if (!ck) {
+    setf(err, errlen, "out of memory");
+    H5_LOUD;
+    return NULL;
+  }
+  snprintf(ck->path, sizeof ck->path, "%s", path);
+  snprintf(ck->tmp, sizeof ck->tmp, "%s.tmp", path);
+  unlink(ck->tmp); /* a stale one from a crash */
+  ck->file = H5Fcreate(ck->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (ck->file < 0) {
+    char c[512];
+    setf(err, errlen, "checkpoint %s: cannot create %s: %s", path, ck->tmp, h5_cause(c));
+    free(ck);
+    ck = NULL;
+  } else {
+    char e2[64];
+    write_str_attr(ck->file, "bcg_version", BCG_VERSION, e2, sizeof e2);
+    write_str_attr(ck->file, "precision", BCG_REAL_NAME, e2, sizeof e2);
+  }
+  H5_LOUD;
+  return ck;
+}
+
+int64_t bcg_checkpoint_root(const bcg_checkpoint *ck) { return (int64_t)ck->file; }
+
+void bcg_checkpoint_abort(bcg_checkpoint *ck) {
+  if (!ck) return;
+  H5_QUIET;
+  if (ck->file >= 0) H5Fclose(ck->file);
+  H5Eclear2(H5E_DEFAULT);
+  unlink(ck->tmp);
+  free(ck);
+  H5_LOUD;
+}
+
+int bcg_checkpoint_commit(bcg_checkpoint *ck, char *err, size_t errlen) {
+  H5_QUIET;
+  char c[512];
+  int rc = -1;
+  if (H5Fflush(ck->file, H5F_SCOPE_GLOBAL) < 0) {
+    setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
+         h5_cause(c));
+    H5Fclose(ck->file);
+    H5Eclear2(H5E_DEFAULT);
+    goto out;
+  }
+  if (H5Fclose(ck->file) < 0) {
+    setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
+         h5_cause(c));
+    goto out;
+  }
+  int fd = open(ck->tmp, O_RDONLY);
+  if (fd < 0 || fsync(fd) != 0) {
+    setf(err, errlen, "checkpoint %s: fsync of %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
+         strerror(errno));
+    if (fd >= 0) close(fd);
+    goto out;
+  }
+  close(fd);
+  if (rename(ck->tmp, ck->path) != 0) {
+    setf(err, errlen, "checkpoint %s: rename from %s failed: %s; the previous checkpoint is unchanged", ck->path,
+         ck->tmp, strerror(errno));
+    goto out;
+  }
+  /* make the rename itself durable */
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", ck->path);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *(slash == dir ? slash + 1 : slash) = 0;
+  else
+    snprintf(dir, sizeof dir, ".");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  rc = 0;
+out:
+  if (rc) unlink(ck->tmp);
+  free(ck);
+  H5_LOUD;
+  return rc;
+}
+
+int64_t bcg_checkpoint_open(const char *path, char *err, size_t errlen) {
+  H5_QUIET;
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    char c[512];
+    setf(err, errlen, "checkpoint %s: cannot open: %s", path, h5_cause(c));
+  }
+  H5_LOUD;
+  return f < 0 ? -1 : (int64_t)f;
+}
+
+void bcg_checkpoint_close(int64_t file) {
+  if (file < 0) return;
+  H5_QUIET;
+  H5Fclose((hid_t)file);
+  H5_LOUD;
+}

@@ -1,0 +1,3 @@
+/* an invalid plugin name */
+#define B_NAME "Bad-Name"
+#include "broken.h"
