@@ -60,6 +60,19 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
 int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xob,
                              bcg_real *xb, bcg_real *ab);
 
+/* Simulation parameters from a validated config's [sim] section (control
+ * step = substeps * dt; dt = control_dt / substeps). need_G is taken from the
+ * contact plugin's capabilities, if one is selected. Returns 0, or -1 with a
+ * message naming the key. */
+typedef struct bcg_config bcg_config;
+int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg_simparams *sp, char *err,
+                              size_t errlen);
+
+/* Create the [contact] plugin instance of a config (NULL ops when the config
+ * has no [contact] section). Returns 0 or -1 with a message. */
+int bcg_contact_from_config(const bcg_config *cfg, const bcg_model *model, const bcg_contact_ops **ops,
+                            void **self, char *err, size_t errlen);
+
 /* Convert the gradient of a function of raw qpos coordinates into the
  * tangent adjoint at q (quaternions: q <- q * exp(delta)). */
 void bcg_qgrad_to_tangent(const bcg_mdata *m, const bcg_real *q, const bcg_real *gq, bcg_real *tg);

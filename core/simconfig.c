@@ -1,0 +1,62 @@
+/* core/simconfig.c - simulation parameters and the contact plugin from a
+ * validated configuration. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bcg/config.h"
+#include "bcg/loader.h"
+#include "bcg/sim.h"
+
+int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg_simparams *sp, char *err,
+                              size_t errlen) {
+  const bcg_mdata *m = &model->m;
+  bcg_simparams_default(model, sp);
+  int ns = (int)bcg_config_get_int(cfg, "sim", "substeps");
+  double cdt = bcg_config_get_real(cfg, "sim", "control_dt");
+  sp->substeps = ns;
+  sp->dt = (bcg_real)(cdt / ns);
+  if (sp->dt > 0.05) {
+    bcg_config_errorf(cfg, "sim", "control_dt", err, errlen,
+                      "substep length control_dt / substeps = %g s is too long for a stable explicit step", sp->dt);
+    return -1;
+  }
+  sp->actuation = strcmp(bcg_config_get_string(cfg, "sim", "actuation"), "pd") == 0 ? BCG_ACTUATION_PD
+                                                                                   : BCG_ACTUATION_MOTOR;
+  double kp = bcg_config_get_real(cfg, "sim", "kp"), kd = bcg_config_get_real(cfg, "sim", "kd");
+  int lim = bcg_config_get_bool(cfg, "sim", "pd_torque_limit");
+  for (int i = 0; i < m->nu; i++) {
+    sp->kp[i] = (bcg_real)(kp * m->act_gear[i] / 100);
+    sp->kd[i] = (bcg_real)(kd * m->act_gear[i] / 100);
+    if (!lim) sp->tau_max[i] = 0;
+  }
+  sp->action_scale = (bcg_real)bcg_config_get_real(cfg, "sim", "action_scale");
+  sp->lim_k = (bcg_real)bcg_config_get_real(cfg, "sim", "joint_limit_stiffness");
+  sp->lim_width = (bcg_real)bcg_config_get_real(cfg, "sim", "joint_limit_width");
+  sp->lim_d = (bcg_real)bcg_config_get_real(cfg, "sim", "joint_limit_damping");
+  sp->margin = (bcg_real)bcg_config_get_real(cfg, "sim", "contact_margin");
+  sp->mu = (bcg_real)bcg_config_get_real(cfg, "sim", "friction");
+  sp->ncmax = (int)bcg_config_get_int(cfg, "sim", "max_contacts");
+  const bcg_plugin *pl = bcg_config_plugin(cfg, BCG_KIND_CONTACT);
+  sp->need_G = pl && (pl->desc->caps & BCG_CAP_NEEDS_DELASSUS) ? 1 : 0;
+  return 0;
+}
+
+int bcg_contact_from_config(const bcg_config *cfg, const bcg_model *model, const bcg_contact_ops **ops,
+                            void **self, char *err, size_t errlen) {
+  *ops = NULL;
+  *self = NULL;
+  const bcg_plugin *pl = bcg_config_plugin(cfg, BCG_KIND_CONTACT);
+  if (!pl) return 0;
+  const bcg_contact_ops *o = (const bcg_contact_ops *)pl->desc->ops;
+  char perr[1024] = "";
+  void *s = o->create(bcg_services_host(), bcg_config_section(cfg, "contact"), model, perr, sizeof perr);
+  if (!s) {
+    snprintf(err, errlen, "%s: contact plugin '%s' failed to start: %s", pl->path, pl->desc->name,
+             perr[0] ? perr : "no reason given");
+    return -1;
+  }
+  *ops = o;
+  *self = s;
+  return 0;
+}
