@@ -124,22 +124,25 @@ bcg_kind bcg_section_kind(const char *section) {
 
 /* ---- Levenshtein suggestions ------------------------------------------------ */
 
+/* Optimal-string-alignment distance: Levenshtein plus adjacent transpositions
+ * ("cdua" is one edit from "cuda"), the typo users make most. */
 int bcg_levenshtein(const char *a, const char *b) {
   size_t n = strlen(a), m = strlen(b);
   if (n > 128 || m > 128) return (int)(n > m ? n : m);
-  int prev[129], cur[129];
-  for (size_t j = 0; j <= m; j++) prev[j] = (int)j;
-  for (size_t i = 1; i <= n; i++) {
-    cur[0] = (int)i;
+  int d[129][129];
+  for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
     for (size_t j = 1; j <= m; j++) {
-      int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-      int del = prev[j] + 1, ins = cur[j - 1] + 1;
-      int v = sub < del ? sub : del;
-      cur[j] = v < ins ? v : ins;
+      int cost = a[i - 1] != b[j - 1];
+      int v = d[i - 1][j - 1] + cost;
+      if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+        v = d[i - 2][j - 2] + 1;
+      d[i][j] = v;
     }
-    memcpy(prev, cur, (m + 1) * sizeof(int));
-  }
-  return prev[m];
+  return d[n][m];
 }
 
 const char *bcg_closest(const char *word, const char *const *cands, int n) {
