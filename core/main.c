@@ -25,7 +25,9 @@ static const struct command {
      "the learner. This build stops before the learner loop (not implemented yet)."},
     {"eval", unavailable, "RUN_DIR [section.key=value ...]", "evaluate a trained policy (planned)",
      "Planned: evaluates a run's checkpoint in bcg or MuJoCo and writes eval.h5."},
-    {"bench", unavailable, "[CONFIG]", "benchmark the simulator (planned)", "Planned: simulator benchmarks."},
+    {"bench", bcg_cmd_bench, "[--model MJCF] [--envs N] [--seconds S]", "physics steps/s beside MuJoCo mj_step",
+     "Physics steps per second (forward and forward+backward) per contact model on the CPU, one thread and all\n"
+     "threads, beside MuJoCo's mj_step on the same model and state measured in the same run, as ratios."},
     {"plugins", bcg_cmd_plugins, "", "list the plugins found",
      "Lists every plugin found on the search path ($BCG_PLUGIN_PATH, the build tree's\n"
      "plugins/, PREFIX/lib/bcg/plugins) with kind, name, file and description;\n"

@@ -326,15 +326,21 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
         if (g != 0)
           for (int d = 0; d < nv; d++) A->Jb[r][d] += g * w->K[s][d];
       }
-    for (int r = 0; r < n3; r++)
+    /* Hb -= K^T (Gb K): one row of T = Gb K at a time (O(n3 nv (n3 + nv))) */
+    for (int r = 0; r < n3; r++) {
+      real_t T[BCG_MAX_DOF];
+      for (int j = 0; j < nv; j++) T[j] = 0;
       for (int s = 0; s < n3; s++) {
         real_t g = Gb[r * N3 + s];
-        if (g == 0) continue;
-        for (int i = 0; i < nv; i++) {
-          real_t gi = g * w->K[r][i];
-          for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= gi * w->K[s][j];
-        }
+        if (g != 0)
+          for (int j = 0; j < nv; j++) T[j] += g * w->K[s][j];
       }
+      for (int i = 0; i < nv; i++) {
+        real_t ki = w->K[r][i];
+        if (ki != 0)
+          for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= ki * T[j];
+      }
+    }
   }
   /* v0 = J uS, c = J ufree */
   for (int r = 0; r < n3; r++) {
