@@ -91,16 +91,19 @@ static const slot contact_slots[] = {S(bcg_contact_ops, create),
                                      {offsetof(bcg_contact_ops, solve_cuda), "solve_cuda", 1},
                                      {offsetof(bcg_contact_ops, solve_vjp_cuda), "solve_vjp_cuda", 1}};
 static const slot estimator_slots[] = {S(bcg_estimator_ops, create),   S(bcg_estimator_ops, destroy),
-                                       S(bcg_estimator_ops, forward),  S(bcg_estimator_ops, backward),
-                                       S(bcg_estimator_ops, reset_tape), S(bcg_estimator_ops, samples)};
+                                       S(bcg_estimator_ops, begin),    S(bcg_estimator_ops, forward),
+                                       S(bcg_estimator_ops, backward), S(bcg_estimator_ops, reset_envs),
+                                       S(bcg_estimator_ops, stats)};
 static const slot learner_slots[] = {S(bcg_learner_ops, create), S(bcg_learner_ops, destroy),
                                      S(bcg_learner_ops, iterate), S(bcg_learner_ops, save),
-                                     S(bcg_learner_ops, load)};
+                                     S(bcg_learner_ops, load),    S(bcg_learner_ops, act)};
+/* task update() is optional */
 static const slot task_slots[] = {S(bcg_task_ops, create),      S(bcg_task_ops, destroy),
                                   S(bcg_task_ops, obs_dim),     S(bcg_task_ops, act_dim),
                                   S(bcg_task_ops, reset),       S(bcg_task_ops, observe),
-                                  S(bcg_task_ops, reward),      S(bcg_task_ops, observe_vjp),
+                                  S(bcg_task_ops, observe_vjp), S(bcg_task_ops, reward),
                                   S(bcg_task_ops, reward_vjp)};
+#define NSLOTS(a) (sizeof(a) / sizeof((a)[0]))
 #undef S
 
 static int valid_name(const char *s, size_t max) {
@@ -169,10 +172,12 @@ int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
   const slot *slots;
   size_t nslots, size;
   switch ((bcg_kind)d->kind) {
-    case BCG_KIND_CONTACT: slots = contact_slots, nslots = 6, size = sizeof(bcg_contact_ops); break;
-    case BCG_KIND_ESTIMATOR: slots = estimator_slots, nslots = 6, size = sizeof(bcg_estimator_ops); break;
-    case BCG_KIND_LEARNER: slots = learner_slots, nslots = 5, size = sizeof(bcg_learner_ops); break;
-    default: slots = task_slots, nslots = 9, size = sizeof(bcg_task_ops); break;
+    case BCG_KIND_CONTACT: slots = contact_slots, nslots = NSLOTS(contact_slots), size = sizeof(bcg_contact_ops); break;
+    case BCG_KIND_ESTIMATOR:
+      slots = estimator_slots, nslots = NSLOTS(estimator_slots), size = sizeof(bcg_estimator_ops);
+      break;
+    case BCG_KIND_LEARNER: slots = learner_slots, nslots = NSLOTS(learner_slots), size = sizeof(bcg_learner_ops); break;
+    default: slots = task_slots, nslots = NSLOTS(task_slots), size = sizeof(bcg_task_ops); break;
   }
   uint32_t got;
   memcpy(&got, d->ops, sizeof got); /* every ops struct starts with uint32_t size */

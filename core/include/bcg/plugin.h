@@ -132,57 +132,79 @@ typedef struct bcg_contact_ops {
 
 /* ---- gradient estimators -------------------------------------------------- */
 
+/* States are passed explicitly (see bcg/env.h): x [nenv][nx] with nx = nq+nv
+ * (qpos then qvel), state adjoints [nenv][2nv] (tangent q_bar, then u_bar). */
+typedef struct bcg_estimator_stats {
+  uint64_t samples;     /* simulated control steps, every branch counted */
+  uint64_t transitions; /* environment transitions taken (forward calls x envs) */
+  uint64_t triggered;   /* transitions that bundled / truncated */
+} bcg_estimator_stats;
+
 typedef struct bcg_estimator_ops {
   uint32_t size;
-  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_env *env,
-                  char *err, size_t errlen);
+  /* horizon: most forward steps between two begin() calls that backward()
+   * will be asked about (0: forward only, no tape) */
+  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_env *env, int horizon, char *err,
+                  size_t errlen);
   void (*destroy)(void *self);
-  /* advance every environment from x_t to x_{t+1} under actions a_t */
-  int (*forward)(void *self, int t, const bcg_real *actions);
-  /* given the adjoint of x_{t+1} (in/out: replaced by the adjoint of x_t),
-   * accumulate the adjoint of a_t into act_bar */
-  int (*backward)(void *self, int t, bcg_real *x_bar, bcg_real *act_bar);
-  /* forget the tape (start of a new horizon) */
-  void (*reset_tape)(void *self);
-  /* simulated control steps so far (every branch step is one sample) */
-  uint64_t (*samples)(const void *self);
+  /* start a new horizon: forget the tape and end every bundle */
+  int (*begin)(void *self);
+  /* advance every environment from x_t to x_{t+1} under a_t (t counts from begin) */
+  int (*forward)(void *self, int t, const bcg_real *x, const bcg_real *a, bcg_real *xn);
+  /* given the adjoint of x_{t+1}, write the adjoint of x_t and accumulate (+=)
+   * the adjoint of a_t; called for t = T-1 down to 0 */
+  int (*backward)(void *self, int t, const bcg_real *xn_bar, bcg_real *x_bar, bcg_real *a_bar);
+  /* these environments were reset after step t: end their bundles (the
+   * learner cuts their adjoints itself) */
+  int (*reset_envs)(void *self, const int *envs, int n);
+  void (*stats)(const void *self, bcg_estimator_stats *out);
 } bcg_estimator_ops;
 
 /* ---- learners ---------------------------------------------------------------- */
 
-typedef struct bcg_learner_stats bcg_learner_stats; /* defined by the training loop */
-typedef struct bcg_trainer bcg_trainer;             /* host context for a run */
+typedef struct bcg_learner_stats bcg_learner_stats; /* bcg/train.h */
+typedef struct bcg_trainer bcg_trainer;             /* bcg/train.h */
 
 typedef struct bcg_learner_ops {
   uint32_t size;
-  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_trainer *tr,
-                  char *err, size_t errlen);
+  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_trainer *tr, char *err, size_t errlen);
   void (*destroy)(void *self);
   /* one iteration: collect, compute losses, update; fills stats */
   int (*iterate)(void *self, bcg_learner_stats *stats);
-  /* checkpoint I/O through the host's checkpoint handle (an HDF5 group id) */
+  /* checkpoint I/O into an open HDF5 group (hid_t as int64) */
   int (*save)(void *self, int64_t group);
   int (*load)(void *self, int64_t group);
+  /* mean action of the policy for observations obs [n][obs_dim] (evaluation) */
+  int (*act)(void *self, const bcg_real *obs, int n, bcg_real *a);
 } bcg_learner_ops;
 
 /* ---- tasks --------------------------------------------------------------------- */
 
+/* Per-environment episode step counters tep are owned by the caller and
+ * passed in; tasks keep no per-rollout mutable state that a backward pass
+ * would need (reference phases chosen at reset are constants of an episode). */
 typedef struct bcg_task_ops {
   uint32_t size;
-  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_env *env,
-                  char *err, size_t errlen);
+  void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_env *env, char *err, size_t errlen);
   void (*destroy)(void *self);
   int (*obs_dim)(const void *self);
   int (*act_dim)(const void *self);
-  /* reset the listed environments (reference-state initialisation etc.) */
-  int (*reset)(void *self, const int *envs, int n);
-  /* observation, reward and termination of every environment at step t */
-  int (*observe)(void *self, int t, bcg_real *obs);
-  int (*reward)(void *self, int t, const bcg_real *actions, bcg_real *rew, int *done);
-  /* VJPs: accumulate into the state adjoint x_bar and the action adjoint */
-  int (*observe_vjp)(void *self, int t, const bcg_real *obs_bar, bcg_real *x_bar);
-  int (*reward_vjp)(void *self, int t, const bcg_real *actions, const bcg_real *rew_bar,
-                    bcg_real *x_bar, bcg_real *act_bar);
+  /* reset the listed environments: write their initial states into the rows
+   * of x [nenv][nx] and set tep[e] = 0; draw is a counter for the random
+   * stream (reproducible: same draw, same states) */
+  int (*reset)(void *self, const int *envs, int n, uint64_t draw, bcg_real *x, int *tep);
+  /* observation of state x under the previous action prev_a [nenv][nu] */
+  int (*observe)(void *self, const bcg_real *x, const bcg_real *prev_a, const int *tep, bcg_real *obs);
+  /* accumulate (+=) the adjoints of x and prev_a given obs_bar */
+  int (*observe_vjp)(void *self, const bcg_real *x, const bcg_real *prev_a, const int *tep,
+                     const bcg_real *obs_bar, bcg_real *x_bar, bcg_real *prev_a_bar);
+  /* reward of the transition that ended in x under action a (tep already
+   * counts it); done[e]: 0 running, 1 terminated (no bootstrap), 2 time limit */
+  int (*reward)(void *self, const bcg_real *x, const bcg_real *a, const int *tep, bcg_real *rew, int *done);
+  int (*reward_vjp)(void *self, const bcg_real *x, const bcg_real *a, const int *tep, const bcg_real *rew_bar,
+                    bcg_real *x_bar, bcg_real *a_bar);
+  /* optional (may be NULL): once per learner iteration (e.g. train ADD's discriminator) */
+  int (*update)(void *self, int64_t iteration);
 } bcg_task_ops;
 
 /* ---- the descriptor ----------------------------------------------------------- */

@@ -1,0 +1,57 @@
+/* bcg/env.h - the batched environment shared by tasks, estimators and
+ * learners.
+ *
+ * An env owns the model, the batched simulator (with its contact plugin) and
+ * nothing that changes during a rollout except bookkeeping: states are passed
+ * explicitly between the learner, the estimator and the task, so that every
+ * backward pass reads what its forward saved (never the env's "current"
+ * state). A state is x = (q[nq], u[nv]) per environment, stride nx = nq+nv;
+ * its adjoint is (q_bar[nv] in tangent coordinates, u_bar[nv]), stride 2 nv. */
+#ifndef BCG_ENV_H
+#define BCG_ENV_H
+
+#include <stdint.h>
+#include "bcg/model.h"
+#include "bcg/plugin.h"
+#include "bcg/sim.h"
+
+BCG_BEGIN_DECLS
+
+struct bcg_env {
+  const bcg_model *model;
+  bcg_sim *sim;        /* CPU batched stepper, capacity >= nenv * max_branches */
+  void *cuda_sim;      /* bcg_cuda_sim when device = cuda, else NULL */
+  int device;          /* 0 cpu, 1 cuda */
+  int nenv, nq, nv, nu, nx;
+  uint64_t seed;
+  bcg_real control_dt; /* seconds per control step */
+  /* the contact model */
+  const bcg_contact_ops *contact_ops;
+  void *contact;
+  /* the task (set after the task plugin is created) */
+  const bcg_task_ops *task_ops;
+  void *task;
+  /* domain randomisation hooks may edit a per-env copy of the model later */
+};
+
+/* The rollout interface of the estimators, in terms of explicit states:
+ *   est->forward(t, x_t, a_t, x_{t+1})
+ *   est->backward(t, xbar_{t+1}, xbar_t, abar_t)
+ * with per-environment contact diagnostics of the transition in
+ * env->sim->maxfn / maxpen / bad after forward. */
+
+/* Default substep-level helpers for estimators: one control step of every
+ * environment in a state batch (x: [n][nx]) with tape (may be NULL), and its
+ * adjoint from the tape. */
+int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
+int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
+                     bcg_real *xb, bcg_real *ab);
+/* reals of tape one control step of n environments needs */
+size_t bcg_env_tape_size(const bcg_env *env, int n);
+
+/* x (+) delta per environment: q by tangent displacement dq, u + du */
+void bcg_env_perturb(const bcg_env *env, const bcg_real *x, const bcg_real *dq, const bcg_real *du, bcg_real *xo);
+
+BCG_END_DECLS
+
+#endif
