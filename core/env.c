@@ -3,8 +3,77 @@
  * adjoint. */
 #include "bcg/env.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "bcg/config.h"
+
+bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bcg_contact_ops *contact_ops,
+                             void *contact, int nenv, uint64_t seed, int own, char *err, size_t errlen) {
+  bcg_env *env = calloc(1, sizeof *env);
+  if (!env) return snprintf(err, errlen, "out of memory"), NULL;
+  env->model = model;
+  env->own = own;
+  env->contact_ops = contact_ops;
+  env->contact = contact;
+  env->nenv = nenv;
+  env->nq = model->m.nq;
+  env->nv = model->m.nv;
+  env->nu = model->m.nu;
+  env->nx = env->nq + env->nv;
+  env->seed = seed;
+  env->control_dt = sp->dt * sp->substeps;
+  env->sim = bcg_sim_create(model, sp, nenv, contact_ops, contact, err, errlen);
+  if (!env->sim) {
+    env->own = 0; /* the caller keeps what it passed */
+    free(env);
+    return NULL;
+  }
+  return env;
+}
+
+bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errlen) {
+  const char *path = bcg_config_get_string(cfg, "model", "path");
+  char merr[1024];
+  bcg_model *model = bcg_model_load(path, merr, sizeof merr);
+  if (!model) {
+    bcg_config_errorf(cfg, "model", "path", err, errlen, "%s", merr);
+    return NULL;
+  }
+  bcg_simparams sp;
+  const bcg_contact_ops *ops = NULL;
+  void *self = NULL;
+  if (bcg_simparams_from_config(cfg, model, &sp, err, errlen) ||
+      bcg_contact_from_config(cfg, model, &ops, &self, err, errlen)) {
+    bcg_model_free(model);
+    return NULL;
+  }
+  if (strcmp(bcg_config_get_string(cfg, "run", "device"), "cuda") == 0) {
+    bcg_config_errorf(cfg, "run", "device", err, errlen,
+                      "the CUDA backend is not wired into training yet (use device = cpu)");
+    if (ops) ops->destroy(self);
+    bcg_model_free(model);
+    return NULL;
+  }
+  bcg_env *env = bcg_env_create_from(model, &sp, ops, self, nenv, (uint64_t)bcg_config_get_int(cfg, "run", "seed"),
+                                     1, err, errlen);
+  if (!env) {
+    if (ops) ops->destroy(self);
+    bcg_model_free(model);
+  }
+  return env;
+}
+
+void bcg_env_free(bcg_env *env) {
+  if (!env) return;
+  bcg_sim_free(env->sim);
+  if (env->own) {
+    if (env->contact_ops && env->contact) env->contact_ops->destroy(env->contact);
+    bcg_model_free((bcg_model *)env->model);
+  }
+  free(env);
+}
 
 size_t bcg_env_tape_size(const bcg_env *env, int n) {
   return (size_t)env->sim->sp.substeps * n * env->nx;

@@ -31,8 +31,20 @@ struct bcg_env {
   /* the task (set after the task plugin is created) */
   const bcg_task_ops *task_ops;
   void *task;
-  /* domain randomisation hooks may edit a per-env copy of the model later */
+  int own; /* frees model and contact instance */
 };
+
+typedef struct bcg_config bcg_config;
+
+/* Build an env from a validated config: [model] path, [sim] keys, the
+ * [contact] plugin, [run] seed and device, with room for nenv environments.
+ * The task is not created here (env->task stays NULL). */
+bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errlen);
+/* Build an env from parts (tests, tools). The env takes ownership of model
+ * and of the contact instance when own != 0. */
+bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bcg_contact_ops *contact_ops,
+                             void *contact, int nenv, uint64_t seed, int own, char *err, size_t errlen);
+void bcg_env_free(bcg_env *env);
 
 /* The rollout interface of the estimators, in terms of explicit states:
  *   est->forward(t, x_t, a_t, x_{t+1})
