@@ -22,6 +22,10 @@ static int iterate(void *p, bcg_learner_stats *st) {
 }
 static int save(void *p, int64_t g) { return 0; }
 static int load(void *p, int64_t g) { return 0; }
+static int act(void *p, const bcg_real *obs, int n, bcg_real *a) {
+  for (int i = 0; i < n; i++) a[i] = 0; /* one action dimension */
+  return 0;
+}
 
 static const bcg_key_spec keys[] = {
     {"layers", BCG_KEY_LIST, "256,128", 1, 4096, NULL, "hidden layer sizes (test)"},
@@ -29,7 +33,7 @@ static const bcg_key_spec keys[] = {
     {"name_tag", BCG_KEY_STRING, "x", 0, 0, NULL, "free text (test)"},
 };
 
-static const bcg_learner_ops ops = {sizeof(bcg_learner_ops), create, destroy, iterate, save, load};
+static const bcg_learner_ops ops = {sizeof(bcg_learner_ops), create, destroy, iterate, save, load, act};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_LEARNER, "test_learner", "counts iterations (test plugin)"),

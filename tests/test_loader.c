@@ -1,0 +1,332 @@
+/* test_loader.c - the plugin registry: good plugins of all four kinds, and one
+ * deliberately broken plugin per failure, each with its exact message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bcg/config.h"
+#include "bcg/loader.h"
+#include "testutil.h"
+
+static char err[4096];
+
+static const char *plug(const char *name) {
+  static char buf[4][512];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/tests/plugins/%s.so", bcg_test_build_dir(), name);
+  return buf[k];
+}
+
+/* Loading NAME.so alone fails with exactly "<file>: <cause>". */
+static void expect_fail(const char *name, const char *cause) {
+  bcg_registry *r = bcg_registry_new();
+  const char *p = plug(name);
+  CU_ASSERT_EQUAL(bcg_registry_load_file(r, p, err, sizeof err), -1);
+  char want[2048];
+  snprintf(want, sizeof want, "%s: %s", p, cause);
+  if (strcmp(err, want)) printf("\n  got:  %s\n  want: %s\n", err, want);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  CU_ASSERT_EQUAL(bcg_registry_count(r), 0);
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 1);
+  CU_ASSERT_STRING_EQUAL(bcg_registry_error(r, 0), want);
+  bcg_registry_free(r);
+}
+
+static void test_good(void) {
+  bcg_registry *r = bcg_registry_new();
+  const char *names[] = {"test_contact", "test_estimator", "test_learner", "test_task"};
+  for (int i = 0; i < 4; i++) {
+    int rc = bcg_registry_load_file(r, plug(names[i]), err, sizeof err);
+    if (rc) printf("\n  %s\n", err);
+    CU_ASSERT_EQUAL(rc, 0);
+  }
+  CU_ASSERT_EQUAL(bcg_registry_count(r), 4);
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 0);
+  for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK; k++) {
+    const bcg_plugin *p = bcg_registry_find(r, (bcg_kind)k, names[k - 1]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->desc->kind, (uint32_t)k);
+    CU_ASSERT_STRING_EQUAL(p->path, plug(names[k - 1]));
+    CU_ASSERT_PTR_NOT_NULL(p->handle);
+  }
+  CU_ASSERT_PTR_NULL(bcg_registry_find(r, BCG_KIND_TASK, "test_contact"));
+  CU_ASSERT_PTR_NULL(bcg_registry_find(r, BCG_KIND_CONTACT, "nope"));
+  /* the same file again is not a duplicate */
+  CU_ASSERT_EQUAL(bcg_registry_load_file(r, plug("test_contact"), err, sizeof err), 0);
+  CU_ASSERT_EQUAL(bcg_registry_count(r), 4);
+  char names_buf[256];
+  bcg_registry_names(r, BCG_KIND_LEARNER, names_buf, sizeof names_buf);
+  CU_ASSERT_STRING_EQUAL(names_buf, "test_learner");
+  bcg_registry_free(r);
+}
+
+static void test_missing_and_not_elf(void) {
+  bcg_registry *r = bcg_registry_new();
+  CU_ASSERT_EQUAL(bcg_registry_load_file(r, "/nonexistent/x.so", err, sizeof err), -1);
+  CU_ASSERT_STRING_EQUAL(err, "/nonexistent/x.so: cannot load: No such file or directory");
+  char dir[] = "/tmp/bcg_test_loader_XXXXXX";
+  CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+  char p[256];
+  snprintf(p, sizeof p, "%s/x.so", dir);
+  FILE *f = fopen(p, "w");
+  fputs("this is not an ELF file, just some text that is long enough to have a header\n", f);
+  fclose(f);
+  CU_ASSERT_EQUAL(bcg_registry_load_file(r, p, err, sizeof err), -1);
+  char want[512];
+  snprintf(want, sizeof want, "%s: not a loadable shared object: invalid ELF header", p);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  /* a directory named like a plugin */
+  snprintf(p, sizeof p, "%s/d.so", dir);
+  mkdir(p, 0700);
+  CU_ASSERT_EQUAL(bcg_registry_load_file(r, p, err, sizeof err), -1);
+  snprintf(want, sizeof want, "%s: cannot load: not a regular file", p);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 3);
+  CU_ASSERT_EQUAL(bcg_registry_count(r), 0);
+  /* scanning the directory collects both failures */
+  bcg_registry *r2 = bcg_registry_new();
+  CU_ASSERT_EQUAL(bcg_registry_scan_dir(r2, dir, 1), 0);
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r2), 2);
+  bcg_registry_free(r2);
+  rmdir(p);
+  snprintf(p, sizeof p, "%s/x.so", dir);
+  unlink(p);
+  rmdir(dir);
+  bcg_registry_free(r);
+}
+
+static void test_broken(void) {
+  char want[512];
+  expect_fail("bad_nosym", "not a bcg plugin: no symbol bcg_plugin_entry");
+  expect_fail("bad_abi", "plugin ABI version 99, this bcg expects 1 (rebuild the plugin against this bcg)");
+  snprintf(want, sizeof want, "descriptor size %zu, expected %zu (built against another plugin.h)",
+           sizeof(bcg_plugin_desc) - 8, sizeof(bcg_plugin_desc));
+  expect_fail("bad_desc_size", want);
+#ifdef BCG_REAL_FLOAT
+  expect_fail("bad_precision",
+              "built for double precision (sizeof(bcg_real) = 8), this bcg uses float (4); rebuild it with REAL=float");
+#else
+  expect_fail("bad_precision",
+              "built for float precision (sizeof(bcg_real) = 4), this bcg uses double (8); rebuild it with REAL=double");
+#endif
+  expect_fail("bad_nullfn", "plugin 'bad_nullfn': contact ops entry 'solve_vjp' is NULL");
+  expect_fail("bad_cuda",
+              "plugin 'bad_cuda': contact ops entry 'solve_cuda' is NULL (mandatory with the cuda capability)");
+  expect_fail("bad_default", "plugin 'bad_default': key 'kappa': bad default: 5000 is out of range [1, 1000]");
+  expect_fail("bad_name", "invalid plugin name 'Bad-Name' (must match [a-z0-9_]+, at most 31 characters)");
+  snprintf(want, sizeof want, "plugin 'bad_ops_size': contact ops size 8, expected %zu", sizeof(bcg_contact_ops));
+  expect_fail("bad_ops_size", want);
+  expect_fail("bad_kind", "invalid plugin kind 9");
+  expect_fail("bad_null_desc", "bcg_plugin_entry returned NULL");
+}
+
+static void test_duplicate(void) {
+  bcg_registry *r = bcg_registry_new();
+  CU_ASSERT_EQUAL(bcg_registry_load_file(r, plug("test_contact"), err, sizeof err), 0);
+  CU_ASSERT_EQUAL(bcg_registry_load_file(r, plug("twin_contact"), err, sizeof err), -1);
+  char want[1024];
+  snprintf(want, sizeof want, "%s: duplicate contact plugin 'test_contact' (already loaded from %s)",
+           plug("twin_contact"), plug("test_contact"));
+  CU_ASSERT_STRING_EQUAL(err, want);
+  CU_ASSERT_EQUAL(bcg_registry_count(r), 1);
+  /* the first one stays */
+  CU_ASSERT_STRING_EQUAL(bcg_registry_find(r, BCG_KIND_CONTACT, "test_contact")->path, plug("test_contact"));
+  bcg_registry_free(r);
+}
+
+static void test_scan(void) {
+  bcg_registry *r = bcg_registry_new();
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/tests/plugins", bcg_test_build_dir());
+  CU_ASSERT_EQUAL(bcg_registry_scan_dir(r, dir, 1), 4);
+  CU_ASSERT_EQUAL(bcg_registry_count(r), 4);
+  /* every bad_*.so and twin_contact.so is reported, in name order */
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 12);
+  CU_ASSERT_PTR_NOT_NULL(strstr(bcg_registry_error(r, 0), "bad_abi.so: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(bcg_registry_error(r, 11), "twin_contact.so: duplicate contact plugin"));
+  for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK; k++) {
+    int n = 0;
+    for (int i = 0; i < bcg_registry_count(r); i++) n += bcg_registry_get(r, i)->desc->kind == (uint32_t)k;
+    CU_ASSERT_EQUAL(n, 1);
+  }
+  CU_ASSERT_PTR_NULL(bcg_registry_get(r, 4));
+  /* a missing directory: silent unless required */
+  CU_ASSERT_EQUAL(bcg_registry_scan_dir(r, "/nonexistent/dir", 0), 0);
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 12);
+  CU_ASSERT_EQUAL(bcg_registry_scan_dir(r, "/nonexistent/dir", 1), 0);
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 13);
+  CU_ASSERT_STRING_EQUAL(bcg_registry_error(r, 12),
+                         "/nonexistent/dir: cannot read plugin directory: No such file or directory");
+  bcg_registry_free(r);
+}
+
+static void test_default_search(void) {
+  char dir[512], env[1200];
+  snprintf(dir, sizeof dir, "%s/tests/plugins", bcg_test_build_dir());
+  snprintf(env, sizeof env, "/nonexistent/a:%s", dir);
+  setenv("BCG_PLUGIN_PATH", env, 1);
+  char path[4096];
+  bcg_plugin_search_path(path, sizeof path);
+  CU_ASSERT_EQUAL(strncmp(path, env, strlen(env)), 0);
+  /* the build tree's plugins/ comes next, then the prefix */
+  char tree[600];
+  snprintf(tree, sizeof tree, "/plugins:");
+  CU_ASSERT_PTR_NOT_NULL(strstr(path + strlen(env), tree));
+  CU_ASSERT_PTR_NOT_NULL(strstr(path, "/lib/bcg/plugins"));
+  bcg_registry *r = bcg_registry_new();
+  CU_ASSERT(bcg_registry_scan_default(r) >= 4);
+  CU_ASSERT_PTR_NOT_NULL(bcg_registry_find(r, BCG_KIND_TASK, "test_task"));
+  CU_ASSERT_STRING_EQUAL(bcg_registry_error(r, 0),
+                         "/nonexistent/a: cannot read plugin directory: No such file or directory");
+  bcg_registry_free(r);
+  unsetenv("BCG_PLUGIN_PATH");
+}
+
+/* Descriptor checks on in-process descriptors. */
+static int dummy_fn(void) { return 0; }
+static void test_desc_checks(void) {
+  static bcg_contact_ops ops;
+  ops.size = sizeof ops;
+  void (*f)(void) = (void (*)(void))dummy_fn;
+  memcpy(&ops.create, &f, sizeof f);
+  memcpy(&ops.destroy, &f, sizeof f);
+  memcpy(&ops.solve, &f, sizeof f);
+  memcpy(&ops.solve_vjp, &f, sizeof f);
+  bcg_key_spec keys[2] = {{"a", BCG_KEY_INT, "1", 0, 10, NULL, "h"}, {"b", BCG_KEY_CHOICE, "x", 0, 0, "x|y", "h"}};
+  bcg_plugin_desc d = {BCG_PLUGIN_HEADER(BCG_KIND_CONTACT, "inproc", "in-process"), keys, 2, 0, &ops};
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
+  keys[1].name = "a";
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': key 'a' declared twice");
+  keys[1].name = "plugin";
+  bcg_plugin_desc_check(&d, err, sizeof err);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': key 'plugin' is reserved");
+  keys[1].name = "b";
+  keys[1].def = "zzz";
+  bcg_plugin_desc_check(&d, err, sizeof err);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': key 'b': bad default: 'zzz' is not one of x|y");
+  keys[1].def = "x";
+  keys[1].choices = "x||y";
+  bcg_plugin_desc_check(&d, err, sizeof err);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': key 'b': malformed choices 'x||y'");
+  keys[1].choices = "x|y";
+  keys[0].min = 5, keys[0].max = 1;
+  bcg_plugin_desc_check(&d, err, sizeof err);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': key 'a': invalid range [5, 1]");
+  keys[0].min = 0, keys[0].max = 10;
+  keys[0].def = NULL; /* required: fine */
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
+  keys[0].type = (bcg_key_type)42;
+  bcg_plugin_desc_check(&d, err, sizeof err);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': key 'a': invalid type 42");
+  keys[0].type = BCG_KEY_INT;
+  d.nkeys = 3;
+  d.keys = NULL;
+  bcg_plugin_desc_check(&d, err, sizeof err);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': declares 3 keys but keys is NULL");
+  d.keys = keys, d.nkeys = 2;
+  d.ops = NULL;
+  bcg_plugin_desc_check(&d, err, sizeof err);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': no function table (ops is NULL)");
+  d.ops = &ops;
+  d.description = "two\nlines";
+  bcg_plugin_desc_check(&d, err, sizeof err);
+  CU_ASSERT_STRING_EQUAL(err, "plugin 'inproc': description missing or not one line");
+  d.description = "ok";
+  bcg_registry *r = bcg_registry_new();
+  CU_ASSERT_EQUAL(bcg_registry_add(r, &d, "(builtin)", err, sizeof err), 0);
+  CU_ASSERT_PTR_NULL(bcg_registry_find(r, BCG_KIND_CONTACT, "inproc")->handle);
+  CU_ASSERT_EQUAL(bcg_registry_add(r, &d, "(builtin2)", err, sizeof err), -1);
+  CU_ASSERT_STRING_EQUAL(err, "(builtin2): duplicate contact plugin 'inproc' (already loaded from (builtin))");
+  bcg_registry_free(r);
+}
+
+/* The good plugins work through their function tables with a real config. */
+static void test_use_plugins(void) {
+  bcg_registry *r = bcg_registry_new();
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/tests/plugins", bcg_test_build_dir());
+  bcg_registry_scan_dir(r, dir, 1);
+  char path[] = "/tmp/bcg_test_loader_cfg_XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  const char *text =
+      "[contact]\nplugin = test_contact\n[estimator]\nplugin = test_estimator\nbranches = 3\n"
+      "[learner]\nplugin = test_learner\nlayers = 8,4\n[task]\nplugin = test_task\nmotion = walk\nnenv = 3\n";
+  CU_ASSERT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+  close(fd);
+  bcg_config *cfg = NULL;
+  CU_ASSERT_EQUAL_FATAL(bcg_config_load_with(&cfg, r, path, 0, NULL, err, sizeof err), 0);
+  unlink(path);
+  const bcg_services *svc = bcg_services_host();
+
+  const bcg_contact_ops *c = bcg_config_plugin(cfg, BCG_KIND_CONTACT)->desc->ops;
+  void *cs = c->create(svc, bcg_config_section(cfg, "contact"), NULL, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cs);
+  bcg_real lam[2 * 3 * 3], fn[2 * 3];
+  for (int i = 0; i < 18; i++) lam[i] = 1;
+  for (int i = 0; i < 6; i++) fn[i] = 1;
+  bcg_contact_batch b = {0};
+  b.nenv = 2, b.ncon = 3, b.lam = lam, b.fn = fn;
+  CU_ASSERT_EQUAL(c->solve(cs, &b), 0);
+  int zero = 1;
+  for (int i = 0; i < 18; i++) zero &= lam[i] == 0;
+  for (int i = 0; i < 6; i++) zero &= fn[i] == 0;
+  CU_ASSERT(zero);
+  c->destroy(cs);
+
+  const bcg_estimator_ops *e = bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR)->desc->ops;
+  void *es = e->create(svc, bcg_config_section(cfg, "estimator"), NULL, 4, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(es);
+  bcg_real x[2] = {1, 2}, xn[2] = {0, 0};
+  CU_ASSERT_EQUAL(e->begin(es), 0);
+  e->forward(es, 0, x, NULL, xn);
+  e->forward(es, 1, xn, NULL, xn);
+  CU_ASSERT(xn[0] == 1 && xn[1] == 2);
+  bcg_estimator_stats st;
+  e->stats(es, &st);
+  CU_ASSERT_EQUAL(st.samples, 6);
+  CU_ASSERT_EQUAL(st.transitions, 2);
+  e->destroy(es);
+
+  const bcg_learner_ops *l = bcg_config_plugin(cfg, BCG_KIND_LEARNER)->desc->ops;
+  void *ls = l->create(svc, bcg_config_section(cfg, "learner"), NULL, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ls);
+  CU_ASSERT_EQUAL(l->iterate(ls, NULL), 0);
+  l->destroy(ls);
+
+  const bcg_task_ops *t = bcg_config_plugin(cfg, BCG_KIND_TASK)->desc->ops;
+  void *ts = t->create(svc, bcg_config_section(cfg, "task"), NULL, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ts);
+  CU_ASSERT_EQUAL(t->obs_dim(ts), 4);
+  bcg_real rew[3] = {1, 1, 1};
+  int done[3] = {1, 1, 1};
+  t->reward(ts, NULL, NULL, NULL, rew, done);
+  CU_ASSERT(rew[0] == 0 && rew[2] == 0 && done[1] == 0);
+  t->destroy(ts);
+
+  bcg_config_free(cfg);
+  bcg_registry_free(r);
+}
+
+static void test_names(void) {
+  CU_ASSERT_STRING_EQUAL(bcg_kind_name(BCG_KIND_ESTIMATOR), "estimator");
+  CU_ASSERT_STRING_EQUAL(bcg_kind_name((bcg_kind)7), "?");
+  CU_ASSERT_EQUAL(bcg_kind_parse("learner"), BCG_KIND_LEARNER);
+  CU_ASSERT_EQUAL(bcg_kind_parse("x"), 0);
+  char b[128];
+  bcg_caps_desc(BCG_CAP_CUDA | BCG_CAP_NEEDS_DELASSUS, b, sizeof b);
+  CU_ASSERT_STRING_EQUAL(b, "needs_delassus cuda");
+  bcg_caps_desc(0, b, sizeof b);
+  CU_ASSERT_STRING_EQUAL(b, "none");
+  CU_ASSERT_PTR_NOT_NULL(bcg_registry_global());
+}
+
+BCG_TESTS({"good plugins of all kinds", test_good}, {"missing file, not ELF", test_missing_and_not_elf},
+          {"broken plugins", test_broken}, {"duplicate name", test_duplicate}, {"scan a directory", test_scan},
+          {"default search path", test_default_search}, {"descriptor checks", test_desc_checks},
+          {"use the good plugins", test_use_plugins}, {"names", test_names});
+BCG_RUN("loader")
