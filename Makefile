@@ -53,6 +53,8 @@ ifeq ($(CUDA),1)
 CFLAGS += -DBCG_HAVE_CUDA
 NVCCFLAGS += -DBCG_HAVE_CUDA
 LDLIBS_CORE += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
+# nvcc objects are C++ (exception personality, static-init guards) but are linked by $(CC)
+LDLIBS_CORE += -lstdc++
 endif
 
 CORE_SRC := $(filter-out core/main.c,$(wildcard core/*.c))
@@ -122,6 +124,9 @@ $(BUILD)/plugins/$(basename $(notdir $(1))).so: $(BUILD)/obj/$(basename $(1)).o 
 	$(CC) -shared -o $$@ $$(filter %.o,$$^) -L$(BUILD) -lbcg $(RPATH_PLUG) $(LDLIBS_CORE)
 endef
 $(foreach s,$(PLUGIN_SRC),$(eval $(call plugin_rule,$(s))))
+# A plugin's nvcc object is rebuilt whenever its gcc object is (which tracks
+# the source and every header it includes through -MMD).
+$(foreach s,$(PLUGIN_SRC),$(eval $(BUILD)/obj/plugin-cu/$(basename $(notdir $(s))).o: $(BUILD)/obj/$(basename $(s)).o))
 
 $(BUILD)/tests/plugins/%.so: tests/plugins/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)

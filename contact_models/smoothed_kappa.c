@@ -1,0 +1,547 @@
+/* contact_models/smoothed_kappa.c - the analytically smoothed hard contact
+ * (DESIGN.md section 5), and, compiled with BCG_CONTACT_HARD (hard.c includes
+ * this file), the hard contact with binary activation.
+ *
+ * Per environment, for its na active contacts (contact frame: normal first):
+ *
+ *   s_i = 1 / (1 + exp(clip(kappa * g_i, -100, 50)))     (hard: s_i = [g_i <= 0])
+ *   p_i = -G_ii^-1 c_i                                   (3x3 block solve)
+ *   `iterations` projected Gauss-Seidel sweeps over i = 0..na-1 in order:
+ *     y_i = c_i + sum_j w_ij G_ij p_j,   w_ij = s_j (j != i), 1 (j == i)
+ *     p_i <- proj_i(p_i - R_i y_i)
+ *       reference: R_i = r_i I, r_i = 1 / (1 + sum_j det G_ij)   (published heuristic)
+ *       block:     R_i = G_ii^-1                                  (block Gauss-Seidel)
+ *     proj_i: p_n <= 0 -> 0; |p_t| > mu_i p_n -> p_t scaled onto radius mu_i p_n
+ *   lam_i = s_i p_i,  fn_i = lam_n / dt
+ *
+ * The VJP recomputes the forward, storing the value of p_i before every update
+ * (a per-call scratch tape of iterations * ncon * 3 reals per environment), and
+ * runs the exact adjoint of the unrolled iterations backwards: projection
+ * branches as taken, the weights s_j through the gaps (zero for hard and where
+ * the clip is active), r_i through the block determinants (reference) and
+ * G_ii^-1 through G_ii (block, and the initialisation of both solvers).
+ *
+ * One source for CPU and GPU: the per-environment functions are BCG_HD; the
+ * host part (#ifndef __CUDACC__) has the descriptor and OpenMP loops, the
+ * CUDA part (#ifdef __CUDACC__, compiled by nvcc -x cu into the same .so) has
+ * one-thread-per-environment kernels and their extern "C" launchers. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/plugin.h"
+
+#ifdef BCG_CONTACT_HARD
+#define PGS_NAME "hard"
+#define PGS_DESCR "hard contact: projected Gauss-Seidel on the Delassus system, binary activation"
+#else
+#define PGS_NAME "smoothed_kappa"
+#define PGS_DESCR "smoothed hard contact: projected Gauss-Seidel with sigmoid activation of stiffness kappa"
+#endif
+
+typedef bcg_real real;
+
+/* The instance; shared by both compilations (the CUDA launchers read it). */
+typedef struct pgs_cfg {
+  real kappa; /* sigmoid stiffness, 1/m (unused by hard) */
+  int iters;  /* Gauss-Seidel sweeps */
+  int block;  /* 1: block step G_ii^-1, 0: reference scalar step */
+  int hard;   /* binary activation */
+} pgs_cfg;
+
+/* Per-environment scratch, in reals: s, ds, r [ncon] each, Gi [9 ncon] (the
+ * inverted diagonal blocks), p [3 ncon]; the VJP adds pb [3 ncon], sb, rb
+ * [ncon] each, Gib [9 ncon] and the tape [iters * 3 * ncon]. */
+BCG_HD size_t pgs_work_size(int ncon, int iters, int vjp) {
+  size_t n = (size_t)ncon * (3 + 9 + 3);
+  if (vjp) n += (size_t)ncon * (3 + 2 + 9) + (size_t)iters * 3 * (size_t)ncon;
+  return n;
+}
+
+/* ---- 3x3 helpers (row stride ld) --------------------------------------------- */
+
+/* cofactor matrix C (C_ab = d det A / d A_ab); returns det A */
+BCG_HD real pgs_cof3(const real *A, int ld, real C[9]) {
+  const real a00 = A[0], a01 = A[1], a02 = A[2];
+  const real a10 = A[ld], a11 = A[ld + 1], a12 = A[ld + 2];
+  const real a20 = A[2 * ld], a21 = A[2 * ld + 1], a22 = A[2 * ld + 2];
+  C[0] = a11 * a22 - a12 * a21;
+  C[1] = a12 * a20 - a10 * a22;
+  C[2] = a10 * a21 - a11 * a20;
+  C[3] = a02 * a21 - a01 * a22;
+  C[4] = a00 * a22 - a02 * a20;
+  C[5] = a01 * a20 - a00 * a21;
+  C[6] = a01 * a12 - a02 * a11;
+  C[7] = a02 * a10 - a00 * a12;
+  C[8] = a00 * a11 - a01 * a10;
+  return a00 * C[0] + a01 * C[1] + a02 * C[2];
+}
+
+BCG_HD void pgs_inv3(const real *A, int ld, real Ai[9]) {
+  real C[9];
+  const real d = pgs_cof3(A, ld, C);
+  const real id = (real)1 / d;
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 3; b++) Ai[3 * a + b] = C[3 * b + a] * id;
+}
+
+/* ---- activation ------------------------------------------------------------------ */
+
+BCG_HD void pgs_weight(const pgs_cfg *cf, real g, real *s, real *ds) {
+  if (cf->hard) {
+    *s = g <= 0 ? (real)1 : (real)0;
+    *ds = 0;
+    return;
+  }
+  real z = cf->kappa * g;
+  int clipped = 0;
+  if (z < (real)-100) { z = (real)-100; clipped = 1; }
+  else if (z > (real)50) { z = (real)50; clipped = 1; }
+  const real sv = (real)1 / ((real)1 + exp(z));
+  *s = sv;
+  *ds = clipped ? (real)0 : -cf->kappa * sv * ((real)1 - sv);
+}
+
+/* ---- friction-disc projection and its VJP --------------------------------------- */
+
+BCG_HD void pgs_proj(const real q[3], real mu, real p[3]) {
+  if (q[0] <= 0) { p[0] = p[1] = p[2] = 0; return; }
+  const real t = sqrt(q[1] * q[1] + q[2] * q[2]);
+  const real lim = mu * q[0];
+  if (t > lim) {
+    const real sc = lim / t;
+    p[0] = q[0]; p[1] = q[1] * sc; p[2] = q[2] * sc;
+  } else {
+    p[0] = q[0]; p[1] = q[1]; p[2] = q[2];
+  }
+}
+
+/* qb = (d proj / d q)^T pb at q, the branch taken by pgs_proj */
+BCG_HD void pgs_proj_vjp(const real q[3], real mu, const real pb[3], real qb[3]) {
+  if (q[0] <= 0) { qb[0] = qb[1] = qb[2] = 0; return; }
+  const real t = sqrt(q[1] * q[1] + q[2] * q[2]);
+  const real lim = mu * q[0];
+  if (t > lim) {
+    const real u1 = q[1] / t, u2 = q[2] / t, sc = lim / t;
+    const real ub = u1 * pb[1] + u2 * pb[2];
+    qb[0] = pb[0] + mu * ub;
+    qb[1] = sc * (pb[1] - u1 * ub);
+    qb[2] = sc * (pb[2] - u2 * ub);
+  } else {
+    qb[0] = pb[0]; qb[1] = pb[1]; qb[2] = pb[2];
+  }
+}
+
+/* ---- one environment ---------------------------------------------------------------- */
+
+/* Scratch views of one environment. */
+typedef struct pgs_work {
+  real *s, *ds, *r, *Gi, *p;
+  real *pb, *sb, *rb, *Gib, *tape;
+} pgs_work;
+
+BCG_HD pgs_work pgs_work_view(real *w, int ncon, int iters, int vjp) {
+  pgs_work v;
+  v.s = w; w += ncon;
+  v.ds = w; w += ncon;
+  v.r = w; w += ncon;
+  v.Gi = w; w += 9 * ncon;
+  v.p = w; w += 3 * ncon;
+  if (vjp) {
+    v.pb = w; w += 3 * ncon;
+    v.sb = w; w += ncon;
+    v.rb = w; w += ncon;
+    v.Gib = w; w += 9 * ncon;
+    v.tape = w;
+  } else {
+    v.pb = v.sb = v.rb = v.Gib = v.tape = NULL;
+  }
+  return v;
+}
+
+/* y = c_i + sum_j w_ij G_ij p_j */
+BCG_HD void pgs_residual(int i, int na, int ld, const real *G, const real *ci, const real *s,
+                         const real *p, real y[3]) {
+  y[0] = ci[0]; y[1] = ci[1]; y[2] = ci[2];
+  for (int j = 0; j < na; j++) {
+    const real wj = j == i ? (real)1 : s[j];
+    if (wj == 0) continue; /* an exactly-zero weight contributes exactly nothing */
+    const real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
+    const real *pj = p + 3 * j;
+    for (int a = 0; a < 3; a++)
+      y[a] += wj * (Gij[a * ld] * pj[0] + Gij[a * ld + 1] * pj[1] + Gij[a * ld + 2] * pj[2]);
+  }
+}
+
+/* q = p_i - R_i y */
+BCG_HD void pgs_step(const pgs_cfg *cf, const pgs_work *w, int i, const real y[3], real q[3]) {
+  const real *pi = w->p + 3 * i;
+  if (cf->block) {
+    const real *Gi = w->Gi + 9 * i;
+    for (int a = 0; a < 3; a++) q[a] = pi[a] - (Gi[3 * a] * y[0] + Gi[3 * a + 1] * y[1] + Gi[3 * a + 2] * y[2]);
+  } else {
+    for (int a = 0; a < 3; a++) q[a] = pi[a] - w->r[i] * y[a];
+  }
+}
+
+/* Forward solve of one environment. G, gap, c, mu, lam, fn point at the
+ * environment's slices. With tape (w->tape != NULL) the pre-update p_i of every
+ * (sweep, contact) is recorded. w->p holds the final p afterwards. */
+BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, const real *gap,
+                          const real *c, const real *G, const real *mu, real *lam, real *fn,
+                          const pgs_work *w) {
+  const int ld = 3 * ncon;
+  for (int i = 0; i < na; i++) {
+    pgs_weight(cf, gap[i], &w->s[i], &w->ds[i]);
+    pgs_inv3(G + (size_t)(3 * i) * ld + 3 * i, ld, w->Gi + 9 * i);
+    if (!cf->block) {
+      real sum = 1, C[9];
+      for (int j = 0; j < na; j++) sum += pgs_cof3(G + (size_t)(3 * i) * ld + 3 * j, ld, C);
+      w->r[i] = (real)1 / sum;
+    }
+  }
+  for (int i = 0; i < na; i++) {
+    const real *Gi = w->Gi + 9 * i, *ci = c + 3 * i;
+    for (int a = 0; a < 3; a++)
+      w->p[3 * i + a] = -(Gi[3 * a] * ci[0] + Gi[3 * a + 1] * ci[1] + Gi[3 * a + 2] * ci[2]);
+  }
+  for (int k = 0; k < cf->iters; k++)
+    for (int i = 0; i < na; i++) {
+      real y[3], q[3];
+      if (w->tape) {
+        real *t = w->tape + 3 * ((size_t)k * na + i);
+        t[0] = w->p[3 * i]; t[1] = w->p[3 * i + 1]; t[2] = w->p[3 * i + 2];
+      }
+      pgs_residual(i, na, ld, G, c + 3 * i, w->s, w->p, y);
+      pgs_step(cf, w, i, y, q);
+      pgs_proj(q, mu[i], w->p + 3 * i);
+    }
+  for (int i = 0; i < na; i++) {
+    for (int a = 0; a < 3; a++) lam[3 * i + a] = w->s[i] * w->p[3 * i + a];
+    fn[i] = lam[3 * i] / dt;
+  }
+  for (int i = na; i < ncon; i++) {
+    lam[3 * i] = lam[3 * i + 1] = lam[3 * i + 2] = 0;
+    fn[i] = 0;
+  }
+}
+
+/* VJP of one environment: accumulates into gap_bar, c_bar, G_bar (G_bar may be
+ * NULL). lam/fn are scratch outputs of the recomputed forward. */
+BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, const real *gap,
+                        const real *c, const real *G, const real *mu, const real *lam_bar,
+                        real *gap_bar, real *c_bar, real *G_bar, real *lam, real *fn,
+                        const pgs_work *w) {
+  const int ld = 3 * ncon;
+  pgs_env_solve(cf, na, ncon, dt, gap, c, G, mu, lam, fn, w);
+  /* lam_i = s_i p_i */
+  for (int i = 0; i < na; i++) {
+    const real *lb = lam_bar + 3 * i, *pi = w->p + 3 * i;
+    for (int a = 0; a < 3; a++) w->pb[3 * i + a] = w->s[i] * lb[a];
+    w->sb[i] = lb[0] * pi[0] + lb[1] * pi[1] + lb[2] * pi[2];
+    w->rb[i] = 0;
+    for (int a = 0; a < 9; a++) w->Gib[9 * i + a] = 0;
+  }
+  /* the sweeps, backwards */
+  for (int k = cf->iters - 1; k >= 0; k--)
+    for (int i = na - 1; i >= 0; i--) {
+      const real *t = w->tape + 3 * ((size_t)k * na + i);
+      real *pi = w->p + 3 * i, *pbi = w->pb + 3 * i;
+      real y[3], q[3], qb[3], yb[3];
+      pi[0] = t[0]; pi[1] = t[1]; pi[2] = t[2]; /* state before this update */
+      pgs_residual(i, na, ld, G, c + 3 * i, w->s, w->p, y);
+      pgs_step(cf, w, i, y, q);
+      pgs_proj_vjp(q, mu[i], pbi, qb);
+      /* q = p_i - R_i y: the old p_i's adjoint starts at qb */
+      pbi[0] = qb[0]; pbi[1] = qb[1]; pbi[2] = qb[2];
+      if (cf->block) {
+        const real *Gi = w->Gi + 9 * i;
+        real *Gib = w->Gib + 9 * i;
+        for (int b = 0; b < 3; b++) yb[b] = -(Gi[b] * qb[0] + Gi[3 + b] * qb[1] + Gi[6 + b] * qb[2]);
+        for (int a = 0; a < 3; a++)
+          for (int b = 0; b < 3; b++) Gib[3 * a + b] -= qb[a] * y[b];
+      } else {
+        for (int a = 0; a < 3; a++) yb[a] = -w->r[i] * qb[a];
+        w->rb[i] -= qb[0] * y[0] + qb[1] * y[1] + qb[2] * y[2];
+      }
+      /* y = c_i + sum_j w_ij G_ij p_j */
+      for (int a = 0; a < 3; a++) c_bar[3 * i + a] += yb[a];
+      for (int j = 0; j < na; j++) {
+        const int self = j == i;
+        const real wj = self ? (real)1 : w->s[j];
+        if (wj == 0 && cf->hard) continue; /* as in the forward; s has no adjoint for hard */
+        const real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
+        const real *pj = w->p + 3 * j;
+        real *pbj = w->pb + 3 * j;
+        if (wj != 0) {
+          for (int b = 0; b < 3; b++)
+            pbj[b] += wj * (Gij[b] * yb[0] + Gij[ld + b] * yb[1] + Gij[2 * ld + b] * yb[2]);
+          if (G_bar) {
+            real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
+            for (int a = 0; a < 3; a++)
+              for (int b = 0; b < 3; b++) Gbij[a * ld + b] += wj * yb[a] * pj[b];
+          }
+        }
+        if (!self) {
+          real gp = 0;
+          for (int a = 0; a < 3; a++)
+            gp += yb[a] * (Gij[a * ld] * pj[0] + Gij[a * ld + 1] * pj[1] + Gij[a * ld + 2] * pj[2]);
+          w->sb[j] += gp;
+        }
+      }
+    }
+  /* p_i = -Gi_i c_i */
+  for (int i = 0; i < na; i++) {
+    const real *Gi = w->Gi + 9 * i, *pbi = w->pb + 3 * i, *ci = c + 3 * i;
+    real *Gib = w->Gib + 9 * i;
+    for (int b = 0; b < 3; b++) c_bar[3 * i + b] -= Gi[b] * pbi[0] + Gi[3 + b] * pbi[1] + Gi[6 + b] * pbi[2];
+    for (int a = 0; a < 3; a++)
+      for (int b = 0; b < 3; b++) Gib[3 * a + b] -= pbi[a] * ci[b];
+  }
+  if (G_bar)
+    for (int i = 0; i < na; i++) {
+      /* Gi = G_ii^-1: G_ii_bar = -Gi^T Gib Gi^T */
+      const real *Gi = w->Gi + 9 * i, *Gib = w->Gib + 9 * i;
+      real T[9];
+      for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+          T[3 * a + b] = Gib[3 * a] * Gi[b * 3] + Gib[3 * a + 1] * Gi[b * 3 + 1] + Gib[3 * a + 2] * Gi[b * 3 + 2];
+      real *Gbii = G_bar + (size_t)(3 * i) * ld + 3 * i;
+      for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+          Gbii[a * ld + b] -= Gi[a] * T[b] + Gi[3 + a] * T[3 + b] + Gi[6 + a] * T[6 + b];
+      /* r_i = 1 / (1 + sum_j det G_ij) */
+      if (!cf->block) {
+        const real sbar = -w->r[i] * w->r[i] * w->rb[i];
+        if (sbar != 0)
+          for (int j = 0; j < na; j++) {
+            real C[9];
+            const real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
+            real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
+            pgs_cof3(Gij, ld, C);
+            for (int a = 0; a < 3; a++)
+              for (int b = 0; b < 3; b++) Gbij[a * ld + b] += sbar * C[3 * a + b];
+          }
+      }
+    }
+  for (int i = 0; i < na; i++) gap_bar[i] += w->sb[i] * w->ds[i];
+}
+
+BCG_HD int pgs_nactive(const int *nactive, int e, int ncon) {
+  int na = nactive[e];
+  return na < 0 ? 0 : (na > ncon ? ncon : na);
+}
+
+/* ======================================================================== host == */
+#ifndef __CUDACC__
+
+#ifdef BCG_HAVE_CUDA
+__attribute__((visibility("hidden"))) int pgs_solve_cuda(void *self, bcg_contact_batch *b,
+                                                         void *stream);
+__attribute__((visibility("hidden"))) int pgs_solve_vjp_cuda(void *self,
+                                                             const bcg_contact_batch *b,
+                                                             bcg_contact_adjoint *adj,
+                                                             void *stream);
+#endif
+
+static const bcg_key_spec pgs_keys[] = {
+#ifndef BCG_CONTACT_HARD
+    {"kappa", BCG_KEY_REAL, "300", 1, 1e7, NULL,
+     "sigmoid stiffness, 1/m: s = 1/(1+exp(kappa*g)); 300 is the paper's training value "
+     "(50, 100 ablations; large kappa approaches hard)"},
+#endif
+    {"iterations", BCG_KEY_INT, "10", 1, 1000, NULL,
+     "projected Gauss-Seidel sweeps per substep (fixed, so the adjoint is exact); 10 as in the paper"},
+    {"solver", BCG_KEY_CHOICE, "block", 0, 0, "reference|block",
+     "Gauss-Seidel step: block = G_ii^-1 (converges with many contacts; default), "
+     "reference = the published 1/(1+sum_j det G_ij) heuristic"},
+};
+
+static void *pgs_create(const bcg_services *svc, const bcg_params *params,
+                        const bcg_model *model, char *err, size_t errlen) {
+  (void)model;
+  pgs_cfg *cf = (pgs_cfg *)calloc(1, sizeof *cf);
+  if (!cf) {
+    if (err && errlen) snprintf(err, errlen, PGS_NAME ": out of memory");
+    return NULL;
+  }
+  /* without services (unit use) the declared defaults apply */
+  cf->kappa = 300;
+  cf->iters = 10;
+  cf->block = 1;
+#ifdef BCG_CONTACT_HARD
+  cf->hard = 1;
+#else
+  cf->hard = 0;
+#endif
+  if (svc && params) {
+#ifndef BCG_CONTACT_HARD
+    if (svc->get_real) cf->kappa = (real)svc->get_real(params, "kappa");
+#endif
+    if (svc->get_int) cf->iters = (int)svc->get_int(params, "iterations");
+    if (svc->get_string) {
+      const char *s = svc->get_string(params, "solver");
+      if (s && strcmp(s, "reference") == 0) cf->block = 0;
+      else if (s && strcmp(s, "block") == 0) cf->block = 1;
+      else {
+        if (err && errlen)
+          snprintf(err, errlen, PGS_NAME ": solver '%s' is not one of reference|block", s ? s : "(null)");
+        free(cf);
+        return NULL;
+      }
+    }
+  }
+  if (cf->iters < 1 || !(cf->kappa > 0)) {
+    if (err && errlen) snprintf(err, errlen, PGS_NAME ": iterations must be >= 1 and kappa > 0");
+    free(cf);
+    return NULL;
+  }
+  return cf;
+}
+
+static void pgs_destroy(void *self) { free(self); }
+
+static int pgs_solve(void *self, bcg_contact_batch *b) {
+  const pgs_cfg *cf = (const pgs_cfg *)self;
+  if (b->nenv <= 0 || b->ncon <= 0) return 0;
+  const size_t ws = pgs_work_size(b->ncon, cf->iters, 0);
+  real *work = (real *)malloc((size_t)b->nenv * ws * sizeof(real));
+  if (!work) return -1;
+  const int ncon = b->ncon;
+  const size_t gsz = (size_t)9 * ncon * ncon;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < b->nenv; e++) {
+    const pgs_work w = pgs_work_view(work + (size_t)e * ws, ncon, cf->iters, 0);
+    pgs_env_solve(cf, pgs_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
+                  b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
+                  b->lam + (size_t)e * 3 * ncon, b->fn + (size_t)e * ncon, &w);
+  }
+  free(work);
+  return 0;
+}
+
+static int pgs_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *adj) {
+  const pgs_cfg *cf = (const pgs_cfg *)self;
+  if (b->nenv <= 0 || b->ncon <= 0) return 0;
+  const int ncon = b->ncon;
+  const size_t ws = pgs_work_size(ncon, cf->iters, 1) + (size_t)4 * ncon; /* + lam, fn */
+  real *work = (real *)malloc((size_t)b->nenv * ws * sizeof(real));
+  if (!work) return -1;
+  const size_t gsz = (size_t)9 * ncon * ncon;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < b->nenv; e++) {
+    real *we = work + (size_t)e * ws;
+    const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, cf->iters, 1);
+    pgs_env_vjp(cf, pgs_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
+                b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
+                adj->lam_bar + (size_t)e * 3 * ncon, adj->gap_bar + (size_t)e * ncon,
+                adj->c_bar + (size_t)e * 3 * ncon, adj->G_bar ? adj->G_bar + (size_t)e * gsz : NULL,
+                we, we + 3 * ncon, &w);
+  }
+  free(work);
+  return 0;
+}
+
+static const bcg_contact_ops pgs_ops = {
+    .size = sizeof(bcg_contact_ops),
+    .create = pgs_create,
+    .destroy = pgs_destroy,
+    .solve = pgs_solve,
+    .solve_vjp = pgs_solve_vjp,
+#ifdef BCG_HAVE_CUDA
+    .solve_cuda = pgs_solve_cuda,
+    .solve_vjp_cuda = pgs_solve_vjp_cuda,
+#else
+    .solve_cuda = NULL,
+    .solve_vjp_cuda = NULL,
+#endif
+};
+
+static const bcg_plugin_desc pgs_desc = {
+    BCG_PLUGIN_HEADER(BCG_KIND_CONTACT, PGS_NAME, PGS_DESCR),
+    pgs_keys,
+    BCG_NKEYS(pgs_keys),
+    BCG_CAP_NEEDS_DELASSUS | BCG_CAP_DIFFERENTIABLE
+#ifdef BCG_HAVE_CUDA
+        | BCG_CAP_CUDA
+#endif
+    ,
+    &pgs_ops,
+};
+
+BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &pgs_desc; }
+
+#endif /* !__CUDACC__ */
+
+/* ======================================================================== CUDA == */
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+
+__global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const int *nactive,
+                                 const real *gap, const real *c, const real *G, const real *mu,
+                                 real *lam, real *fn, real *work, size_t ws) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= nenv) return;
+  const size_t gsz = (size_t)9 * ncon * ncon;
+  const pgs_work w = pgs_work_view(work + (size_t)e * ws, ncon, cf.iters, 0);
+  pgs_env_solve(&cf, pgs_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
+                c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
+                lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, &w);
+}
+
+__global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const int *nactive,
+                               const real *gap, const real *c, const real *G, const real *mu,
+                               const real *lam_bar, real *gap_bar, real *c_bar, real *G_bar,
+                               real *work, size_t ws) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= nenv) return;
+  const size_t gsz = (size_t)9 * ncon * ncon;
+  real *we = work + (size_t)e * ws;
+  const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, cf.iters, 1);
+  pgs_env_vjp(&cf, pgs_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
+              c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
+              lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
+              c_bar + (size_t)e * 3 * ncon, G_bar ? G_bar + (size_t)e * gsz : NULL, we,
+              we + 3 * ncon, &w);
+}
+
+#define PGS_THREADS 64
+
+extern "C" __attribute__((visibility("hidden"))) int pgs_solve_cuda(void *self,
+                                                                    bcg_contact_batch *b,
+                                                                    void *stream) {
+  const pgs_cfg *cf = (const pgs_cfg *)self;
+  if (b->nenv <= 0 || b->ncon <= 0) return 0;
+  cudaStream_t st = (cudaStream_t)stream;
+  const size_t ws = pgs_work_size(b->ncon, cf->iters, 0);
+  real *work = NULL;
+  if (cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
+    return -1;
+  const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
+  pgs_solve_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap,
+                                               b->c, b->G, b->mu, b->lam, b->fn, work, ws);
+  const cudaError_t err = cudaGetLastError();
+  cudaFreeAsync(work, st);
+  return err == cudaSuccess ? 0 : -1;
+}
+
+extern "C" __attribute__((visibility("hidden"))) int pgs_solve_vjp_cuda(
+    void *self, const bcg_contact_batch *b, bcg_contact_adjoint *adj, void *stream) {
+  const pgs_cfg *cf = (const pgs_cfg *)self;
+  if (b->nenv <= 0 || b->ncon <= 0) return 0;
+  cudaStream_t st = (cudaStream_t)stream;
+  const size_t ws = pgs_work_size(b->ncon, cf->iters, 1) + (size_t)4 * b->ncon;
+  real *work = NULL;
+  if (cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
+    return -1;
+  const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
+  pgs_vjp_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap,
+                                             b->c, b->G, b->mu, adj->lam_bar, adj->gap_bar,
+                                             adj->c_bar, adj->G_bar, work, ws);
+  const cudaError_t err = cudaGetLastError();
+  cudaFreeAsync(work, st);
+  return err == cudaSuccess ? 0 : -1;
+}
+#endif /* __CUDACC__ */
