@@ -168,13 +168,13 @@ int bcg_h5_read_str(int64_t loc, const char *name, char *buf, size_t len, char *
     goto out;
   }
   size_t n = H5Tget_size(t);
-  char *tmp = calloc(n + 1, 1);
+  char *tmp = calloc(n + 2, 1);
   if (!tmp) {
     setf(err, errlen, "out of memory");
     goto out;
   }
-  mt = H5Tcopy(H5T_C_S1);
-  H5Tset_size(mt, n);
+  mt = H5Tcopy(H5T_C_S1); /* NULLTERM: room for the terminator */
+  H5Tset_size(mt, n + 1);
   if (H5Aread(a, mt, tmp) < 0) {
     free(tmp);
     h5_fail((hid_t)loc, name, "reading attribute", err, errlen);
