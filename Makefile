@@ -137,7 +137,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/testutil.o $(LIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE) -lcunit
 
 # Deliberately broken plugin variants built from one source with defines.
-TEST_PLUGIN_FLAGS_bad_precision := $(if $(REALDEF),,-DBCG_REAL_FLOAT)
+TEST_PLUGIN_FLAGS_bad_precision := $(if $(REALDEF),-UBCG_REAL_FLOAT,-DBCG_REAL_FLOAT)
 
 tests-build: all $(TESTS) $(TEST_PLUGINS)
 
