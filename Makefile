@@ -121,7 +121,7 @@ $(BIN): $(BUILD)/obj/core/main.o $(LIB)
 define plugin_rule
 $(BUILD)/plugins/$(basename $(notdir $(1))).so: $(BUILD)/obj/$(basename $(1)).o $(if $(filter 1,$(CUDA)),$(if $(shell grep -l __CUDACC__ $(1)),$(BUILD)/obj/plugin-cu/$(basename $(notdir $(1))).o)) $(LIB)
 	@mkdir -p $$(dir $$@)
-	$(CC) -shared -o $$@ $$(filter %.o,$$^) -L$(BUILD) -lbcg $(RPATH_PLUG) $(LDLIBS_CORE)
+	$(CC) -shared -o $$@ $$(filter %.o,$$^) -L$(BUILD) -lbcg $$(RPATH_PLUG) $(LDLIBS_CORE)
 endef
 $(foreach s,$(PLUGIN_SRC),$(eval $(call plugin_rule,$(s))))
 # A plugin's nvcc object is rebuilt whenever its gcc object is (which tracks

@@ -151,6 +151,22 @@ BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
   }
 }
 
+/* Joint damping and PD gains are integrated linearly implicitly, as MuJoCo's
+ * Euler integrator treats joint damping: the velocity update solves
+ * (H + dt (D + Kd) + dt^2/2 Kp) du = dt (tau(q_M, u_S) - b), i.e. the damping
+ * and PD forces are evaluated at the end of the substep to first order
+ * (q_E = q_M + dt/2 u_E for the position gain). A constant diagonal, so the
+ * adjoint is unchanged apart from using the same matrix. Without it, stiff PD
+ * gains acting on a foot held by the floor (a small effective inertia) go
+ * unstable at dt = 5 ms. */
+BCG_HD real_t bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, int d) {
+  real_t h = sp->dt, v = h * m->dof_damping[d];
+  if (sp->actuation == BCG_ACTUATION_PD)
+    for (int i = 0; i < m->nu; i++)
+      if (m->act_dof[i] == d) v += h * sp->kd[i] + (real_t)0.5 * h * h * sp->kp[i];
+  return v;
+}
+
 /* ---- contacts ------------------------------------------------------------ */
 
 /* World point of contact slot i (lowest point of its sphere), relative to o. */
@@ -195,7 +211,7 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
   bcg_integrate(m, qS, uS, h / 2, w->qM);
   bcg_kinematics(m, w->qM, &w->k);
   bcg_crba(m, &w->k, w->L, &w->cw);
-  for (int d = 0; d < nv; d++) w->L[d * nv + d] += m->dof_armature[d];
+  for (int d = 0; d < nv; d++) w->L[d * nv + d] += m->dof_armature[d] + bcg_implicit_diag(m, sp, d);
   if (bcg_chol(w->L, nv)) w->status = BCG_STEP_NOT_SPD;
   bcg_rnea(m, &w->k, uS, 0, sp->gravity, w->b, &w->rw);
   for (int d = 0; d < nv; d++) w->tau[d] = 0;
