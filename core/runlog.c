@@ -566,8 +566,13 @@ int bcg_runlog_close(bcg_runlog *log, char *err, size_t errlen) {
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
+/* The checkpoint is built in memory (HDF5's core driver, no backing store) and
+ * written to PATH.tmp by plain write() calls at commit. So every disk error
+ * (a full disk, a file size limit) is ours to report cleanly, and HDF5 never
+ * holds a half-written file it cannot close. */
 struct bcg_checkpoint {
   hid_t file;
+  int fd; /* PATH.tmp, created by begin() */
   char path[PATH_MAX];
   char tmp[PATH_MAX + 8];
 };
@@ -575,27 +580,41 @@ struct bcg_checkpoint {
 bcg_checkpoint *bcg_checkpoint_begin(const char *path, char *err, size_t errlen) {
   H5_QUIET;
   bcg_checkpoint *ck = calloc(1, sizeof *ck);
+  hid_t fapl = -1;
   if (!ck) {
     setf(err, errlen, "out of memory");
-    H5_LOUD;
-    return NULL;
+    goto fail;
   }
+  ck->file = -1;
   snprintf(ck->path, sizeof ck->path, "%s", path);
   snprintf(ck->tmp, sizeof ck->tmp, "%s.tmp", path);
-  unlink(ck->tmp); /* a stale one from a crash */
-  ck->file = H5Fcreate(ck->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ck->fd = open(ck->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (ck->fd < 0) {
+    setf(err, errlen, "checkpoint %s: cannot create %s: %s", path, ck->tmp, strerror(errno));
+    goto fail;
+  }
+  fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_fapl_core(fapl, 1 << 20, 0);
+  ck->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  H5Pclose(fapl);
   if (ck->file < 0) {
     char c[512];
-    setf(err, errlen, "checkpoint %s: cannot create %s: %s", path, ck->tmp, h5_cause(c));
-    free(ck);
-    ck = NULL;
-  } else {
-    char e2[64];
-    write_str_attr(ck->file, "bcg_version", BCG_VERSION, e2, sizeof e2);
-    write_str_attr(ck->file, "precision", BCG_REAL_NAME, e2, sizeof e2);
+    setf(err, errlen, "checkpoint %s: cannot create: %s", path, h5_cause(c));
+    goto fail;
   }
+  char e2[64];
+  write_str_attr(ck->file, "bcg_version", BCG_VERSION, e2, sizeof e2);
+  write_str_attr(ck->file, "precision", BCG_REAL_NAME, e2, sizeof e2);
   H5_LOUD;
   return ck;
+fail:
+  if (ck && ck->fd >= 0) {
+    close(ck->fd);
+    unlink(ck->tmp);
+  }
+  free(ck);
+  H5_LOUD;
+  return NULL;
 }
 
 int64_t bcg_checkpoint_root(const bcg_checkpoint *ck) { return (int64_t)ck->file; }
@@ -605,35 +624,49 @@ void bcg_checkpoint_abort(bcg_checkpoint *ck) {
   H5_QUIET;
   if (ck->file >= 0) H5Fclose(ck->file);
   H5Eclear2(H5E_DEFAULT);
+  close(ck->fd);
   unlink(ck->tmp);
   free(ck);
   H5_LOUD;
+}
+
+static int write_all(int fd, const char *buf, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, buf, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    buf += w, n -= (size_t)w;
+  }
+  return 0;
 }
 
 int bcg_checkpoint_commit(bcg_checkpoint *ck, char *err, size_t errlen) {
   H5_QUIET;
   char c[512];
   int rc = -1;
-  if (H5Fflush(ck->file, H5F_SCOPE_GLOBAL) < 0) {
-    setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
-         h5_cause(c));
-    H5Fclose(ck->file);
-    H5Eclear2(H5E_DEFAULT);
+  char *image = NULL;
+  ssize_t size = -1;
+  if (H5Fflush(ck->file, H5F_SCOPE_GLOBAL) >= 0) size = H5Fget_file_image(ck->file, NULL, 0);
+  if (size > 0 && (image = malloc((size_t)size)) && H5Fget_file_image(ck->file, image, (size_t)size) != size) size = -1;
+  if (size <= 0 || !image) {
+    setf(err, errlen, "checkpoint %s: building the file failed: %s; the previous checkpoint is unchanged", ck->path,
+         image ? h5_cause(c) : "out of memory");
     goto out;
   }
-  if (H5Fclose(ck->file) < 0) {
+  if (write_all(ck->fd, image, (size_t)size) != 0 || fsync(ck->fd) != 0) {
     setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
-         h5_cause(c));
-    goto out;
-  }
-  int fd = open(ck->tmp, O_RDONLY);
-  if (fd < 0 || fsync(fd) != 0) {
-    setf(err, errlen, "checkpoint %s: fsync of %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
          strerror(errno));
-    if (fd >= 0) close(fd);
     goto out;
   }
-  close(fd);
+  int fd = ck->fd;
+  ck->fd = -1;
+  if (close(fd) != 0) {
+    setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
+         strerror(errno));
+    goto out;
+  }
   if (rename(ck->tmp, ck->path) != 0) {
     setf(err, errlen, "checkpoint %s: rename from %s failed: %s; the previous checkpoint is unchanged", ck->path,
          ck->tmp, strerror(errno));
@@ -654,6 +687,10 @@ int bcg_checkpoint_commit(bcg_checkpoint *ck, char *err, size_t errlen) {
   }
   rc = 0;
 out:
+  free(image);
+  H5Fclose(ck->file); /* in memory: cannot fail on the disk */
+  H5Eclear2(H5E_DEFAULT);
+  if (ck->fd >= 0) close(ck->fd);
   if (rc) unlink(ck->tmp);
   free(ck);
   H5_LOUD;

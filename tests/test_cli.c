@@ -243,10 +243,9 @@ static void test_train(void) {
   CU_ASSERT_EQUAL(run("train %s", q), 1);
   char want[1024];
   snprintf(want, sizeof want,
-           "bcg: error: %s: [estimator]: training needs this section with 'plugin = NAME' (available: "
-           "test_estimator)\n",
-           q);
-  CU_ASSERT_STRING_EQUAL(out, want);
+           "bcg: error: %s: [estimator]: training needs this section with 'plugin = NAME' (available: ", q);
+  CU_ASSERT_EQUAL(strncmp(out, want, strlen(want)), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "test_estimator"));
 }
 
 static void test_cleanup(void) {

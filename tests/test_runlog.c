@@ -256,7 +256,7 @@ static void test_checkpoint(void) {
   CU_ASSERT_EQUAL(bcg_checkpoint_open("/nonexistent/ck.h5", err, sizeof err), -1);
   CU_ASSERT_EQUAL(strncmp(err, "checkpoint /nonexistent/ck.h5: cannot open: ", 44), 0);
   CU_ASSERT_PTR_NULL(bcg_checkpoint_begin("/nonexistent/ck.h5", err, sizeof err));
-  CU_ASSERT_EQUAL(strncmp(err, "checkpoint /nonexistent/ck.h5: cannot create /nonexistent/ck.h5.tmp: ", 69), 0);
+  CU_ASSERT_STRING_EQUAL(err, "checkpoint /nonexistent/ck.h5: cannot create /nonexistent/ck.h5.tmp: No such file or directory");
 }
 
 /* A full disk (simulated by RLIMIT_FSIZE): commit fails with a message naming
@@ -290,7 +290,7 @@ static void test_checkpoint_full_disk(void) {
   signal(SIGXFSZ, oldsig);
   CU_ASSERT_EQUAL(rc, -1);
   char want[1400];
-  snprintf(want, sizeof want, "checkpoint %s: writing %s failed: I/O error: File too large; the previous checkpoint is unchanged", path, tmp);
+  snprintf(want, sizeof want, "checkpoint %s: writing %s failed: File too large; the previous checkpoint is unchanged", path, tmp);
   if (strcmp(err, want)) printf("\n  got:  %s\n  want: %s\n", err, want);
   CU_ASSERT_STRING_EQUAL(err, want);
   CU_ASSERT_EQUAL(access(tmp, F_OK), -1);
