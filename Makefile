@@ -79,7 +79,7 @@ RPATH_BIN := -Wl,-rpath,'$$ORIGIN'
 RPATH_PLUG := -Wl,-rpath,'$$ORIGIN/..'
 RPATH_TEST := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all deps test test-asan demo bench check-learning install clean cuda-note flags
+.PHONY: motions all deps test test-asan demo bench check-learning install clean cuda-note flags
 all: cuda-note $(LIB) $(BIN) $(PLUGINS)
 
 cuda-note:
@@ -140,6 +140,15 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/testutil.o $(LIB)
 TEST_PLUGIN_FLAGS_bad_precision := $(if $(REALDEF),-UBCG_REAL_FLOAT,-DBCG_REAL_FLOAT)
 
 tests-build: all $(TESTS) $(TEST_PLUGINS)
+
+# Reference motions shipped in models/motions/ (CSV + PNG strips), made by
+# tools/motiongen.c from its keyframe tables with libbcg's kinematics.
+$(BUILD)/motiongen: tools/motiongen.c tasks/motion.h $(LIB)
+	$(CC) $(CFLAGS) -Wno-override-init -o $@ $< -L$(BUILD) -lbcg $(RPATH_BIN) $(LDLIBS_CORE) -lz
+
+motions: $(BUILD)/motiongen
+	@mkdir -p models/motions
+	$(BUILD)/motiongen /usr/share/mujoco/model/humanoid/humanoid.xml models/motions
 
 DEBIAN_PACKAGES := libmujoco-dev libmujoco-samples libiniparser-dev libhdf5-dev hdf5-tools \
   libcunit1-dev libopenblas-dev pkg-config valgrind

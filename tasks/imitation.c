@@ -1,0 +1,468 @@
+/* tasks/imitation.c - track a reference motion (qpos frames in MuJoCo's
+ * layout, CSV or HDF5; tasks/motion.h and tasks/README.md describe the
+ * formats) with a differentiable tracking reward. Roots and joints as in
+ * task_util.h (free root: heading frame; planar roots: world frame).
+ *
+ * Reference time of an environment: tau = phase[e] + tep[e] * control_dt,
+ * where phase[e] is drawn at reset (reference-state initialisation, rsi) and
+ * is a constant of the episode. The reference state at tau is the
+ * interpolated motion (slerp for quaternions) and its central-difference
+ * velocity (motion.h).
+ *
+ * Observation (obs_dim = 13 + 2 nj + nu + 3 nk + nf (9 + nj + 3 nk)):
+ *   proprioception (task_util.h: root height, root 6D in the heading frame,
+ *     root linear / angular velocity in the heading frame, joint positions,
+ *     joint velocities, previous action)
+ *   key bodies: Hi (p_b - p_root) for each key body b (3 each)
+ *   for each future offset f (control steps; reference at tau + f dt):
+ *     Hi (p^_root - p_root)                       3
+ *     6D of Hi R^_root                            6
+ *     q^_j - q_j for every joint                  nj
+ *     Hi (p^_b - p_b) for each key body b         3 nk
+ *   Hi = Rz(-heading of the current root); ^ marks the reference; p world.
+ *
+ * Reward of the transition ending in x under a, reference at tau:
+ *   e_pos  = mean_b |p_b - p^_b|^2                  over all bodies b >= 1
+ *   e_rot  = mean_b (3 - tr(R^_b^T R_b))            = 2 (1 - cos angle) ~ angle^2
+ *   e_jpos = mean_j (q_j - q^_j)^2,  e_jvel = mean_j (u_j - u^_j)^2
+ *   e_root = |p_r - p^_r|^2 + (3 - tr(R^_r^T R_r)) + 0.1 |v_r - v^_r|^2 + 0.1 |w_r - w^_r|^2
+ *   r = sum_i w_i exp(-scale_i e_i) - w_action |a|^2
+ * Done: 1 when the root height < term_height or the tracking error
+ * E = mean_b |p_b - p^_b| > max_error; 2 at episode_seconds or, without loop,
+ * at the end of the clip.
+ *
+ * Not provided (see tasks/README.md): an action-rate penalty |a - prev_a|^2
+ * (reward() does not receive the previous action, so it cannot be exact
+ * under the ABI), the ADD reward, and domain randomisation (friction, masses,
+ * pushes change the simulation, which a task cannot do faithfully: they
+ * belong in [sim]). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/env.h"
+#include "bcg/plugin.h"
+#include "bcg/rng.h"
+#include "bcg/step.h"
+#include "motion.h"
+#include "task_util.h"
+
+#define MAX_FUT 16
+#define MAX_KEY 16
+
+typedef struct ws {
+  bcg_kin k, kr;
+  tu_adj a;
+  real_t qr[BCG_MAX_Q], ur[BCG_MAX_DOF];
+} ws;
+
+typedef struct imit {
+  bcg_env *env;
+  const bcg_model *model;
+  const bcg_mdata *m;
+  tu_layout L;
+  bcg_motion mo;
+  int nenv, nq, nv, nu, nx, odim, pdim;
+  int loop, rsi, ep_steps;
+  double dt, w[5], sc[5], w_action, term_h, max_err;
+  int nf, fut[MAX_FUT], nk, key[MAX_KEY];
+  double *phase; /* [nenv] */
+  ws *w_;        /* [nenv] */
+} imit;
+
+enum { T_POS, T_ROT, T_JPOS, T_JVEL, T_ROOT };
+
+static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, char *err, size_t errlen) {
+  imit *s = calloc(1, sizeof *s);
+  if (!s) return snprintf(err, errlen, "out of memory"), NULL;
+  s->env = env;
+  s->model = env->model;
+  s->m = &env->model->m;
+  if (tu_layout_init(&s->L, env->model, err, errlen)) return free(s), NULL;
+  s->nenv = env->nenv;
+  s->nq = env->nq;
+  s->nv = env->nv;
+  s->nu = env->nu;
+  s->nx = env->nx;
+  s->dt = env->control_dt;
+  /* the motion */
+  const char *path = svc->get_string(p, "motion");
+  const char *qo = svc->get_string(p, "quat_order");
+  int quat = strcmp(qo, "wxyz") == 0 ? BCG_QUAT_WXYZ : strcmp(qo, "xyzw") == 0 ? BCG_QUAT_XYZW : BCG_QUAT_FILE;
+  if (!path || !*path) return free(s), snprintf(err, errlen, "[task] motion: no motion file given"), NULL;
+  char merr[1400];
+  if (bcg_motion_load(&s->mo, s->model, path, svc->get_real(p, "fps"), quat, merr, sizeof merr)) {
+    snprintf(err, errlen, "[task] motion: %s", merr);
+    free(s);
+    return NULL;
+  }
+  s->loop = svc->get_bool(p, "loop");
+  s->rsi = svc->get_bool(p, "rsi");
+  static const char *wk[5] = {"w_body_pos", "w_body_rot", "w_joint_pos", "w_joint_vel", "w_root"};
+  static const char *sk[5] = {"scale_body_pos", "scale_body_rot", "scale_joint_pos", "scale_joint_vel",
+                              "scale_root"};
+  for (int i = 0; i < 5; i++) {
+    s->w[i] = svc->get_real(p, wk[i]);
+    s->sc[i] = svc->get_real(p, sk[i]);
+  }
+  s->w_action = svc->get_real(p, "w_action");
+  s->term_h = svc->get_real(p, "term_height");
+  s->max_err = svc->get_real(p, "max_error");
+  s->ep_steps = (int)ceil(svc->get_real(p, "episode_seconds") / s->dt - 1e-9);
+  if (s->ep_steps < 1) s->ep_steps = 1;
+  long fl[MAX_FUT];
+  s->nf = svc->get_list(p, "future", fl, MAX_FUT);
+  for (int i = 0; i < s->nf; i++) s->fut[i] = (int)fl[i];
+  /* key bodies */
+  const char *kb = svc->get_string(p, "key_bodies");
+  const bcg_mdata *m = s->m;
+  if (strcmp(kb, "auto") == 0) {
+    for (int b = 1; b < m->nbody && s->nk < MAX_KEY; b++) {
+      int leaf = 1;
+      for (int c = b + 1; c < m->nbody; c++)
+        if (m->body_parent[c] == b) leaf = 0;
+      if (leaf && b != s->L.root) s->key[s->nk++] = b;
+    }
+  } else if (strcmp(kb, "none") != 0) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", kb);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+      int b = bcg_model_body_id(s->model, t);
+      if (b <= 0 || s->nk >= MAX_KEY) {
+        snprintf(err, errlen, "[task] key_bodies: %s '%s' (model %s)", b <= 0 ? "no body" : "too many bodies at",
+                 t, s->model->path);
+        bcg_motion_free(&s->mo);
+        free(s);
+        return NULL;
+      }
+      s->key[s->nk++] = b;
+    }
+  }
+  s->pdim = tu_proprio_dim(&s->L, s->nu);
+  s->odim = s->pdim + 3 * s->nk + s->nf * (9 + s->L.nj + 3 * s->nk);
+  s->phase = calloc(s->nenv, sizeof(double));
+  s->w_ = malloc(sizeof(ws) * s->nenv);
+  if (!s->phase || !s->w_) {
+    free(s->phase), free(s->w_), bcg_motion_free(&s->mo), free(s);
+    return snprintf(err, errlen, "out of memory"), NULL;
+  }
+  return s;
+}
+
+static void destroy(void *p) {
+  imit *s = p;
+  if (!s) return;
+  bcg_motion_free(&s->mo);
+  free(s->phase);
+  free(s->w_);
+  free(s);
+}
+static int obs_dim(const void *p) { return ((const imit *)p)->odim; }
+static int act_dim(const void *p) { return ((const imit *)p)->nu; }
+
+/* reference state at time t into w->qr, w->ur and its kinematics into w->kr */
+static void ref_at(const imit *s, ws *w, double t) {
+  double q[BCG_MAX_Q], u[BCG_MAX_DOF];
+  bcg_motion_state(&s->mo, s->m, t, s->loop, q, u);
+  for (int i = 0; i < s->nq; i++) w->qr[i] = (real_t)q[i];
+  for (int i = 0; i < s->nv; i++) w->ur[i] = (real_t)u[i];
+  bcg_kinematics(s->m, w->qr, &w->kr);
+}
+
+static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, int *tep) {
+  imit *s = p;
+  double D = bcg_motion_duration(&s->mo);
+  double span = s->loop ? D : fmax(0.0, D - fmin(1.0, 0.5 * D));
+  for (int i = 0; i < n; i++) {
+    int e = envs[i];
+    if (e < 0 || e >= s->nenv) return -1;
+    double ph = 0;
+    if (s->rsi) ph = span * (1.0 - (double)bcg_rng_uniform(s->env->seed, BCG_RNG_RESET, (uint32_t)e, (uint32_t)draw, 0));
+    s->phase[e] = ph;
+    double q[BCG_MAX_Q], u[BCG_MAX_DOF];
+    bcg_motion_state(&s->mo, s->m, ph, s->loop, q, u);
+    bcg_real *xe = x + (size_t)e * s->nx;
+    for (int c = 0; c < s->nq; c++) xe[c] = (bcg_real)q[c];
+    for (int d = 0; d < s->nv; d++) xe[s->nq + d] = (bcg_real)u[d];
+    tep[e] = 0;
+  }
+  return 0;
+}
+
+static inline void wpos(const bcg_kin *k, int b, real_t *o) { v3_add(o, k->p[b], k->o); }
+
+static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, int tep, bcg_real *o) {
+  ws *w = &s->w_[e];
+  const bcg_mdata *m = s->m;
+  bcg_kin *k = &w->k;
+  int r = s->L.root, nj = s->L.nj;
+  bcg_kinematics(m, q, k);
+  tu_proprio(&s->L, m, k, q, q + s->nq, pa, o);
+  o += s->pdim;
+  real_t Hi[9], d[3], pr[3];
+  tu_heading(&s->L, k->R[r], Hi);
+  wpos(k, r, pr);
+  for (int i = 0; i < s->nk; i++) {
+    v3_sub(d, k->p[s->key[i]], k->p[r]);
+    m3_mulv(o, Hi, d);
+    o += 3;
+  }
+  for (int f = 0; f < s->nf; f++) {
+    ref_at(s, w, s->phase[e] + (tep + s->fut[f]) * s->dt);
+    real_t ph[3], Rh[9];
+    wpos(&w->kr, r, ph);
+    v3_sub(d, ph, pr);
+    m3_mulv(o, Hi, d);
+    m3_mul(Rh, Hi, w->kr.R[r]);
+    tu_6d(Rh, o + 3);
+    o += 9;
+    for (int j = 0; j < nj; j++) o[j] = w->qr[s->L.jq[j]] - q[s->L.jq[j]];
+    o += nj;
+    for (int i = 0; i < s->nk; i++) {
+      real_t a[3], b[3];
+      wpos(&w->kr, s->key[i], a);
+      wpos(k, s->key[i], b);
+      v3_sub(d, a, b);
+      m3_mulv(o, Hi, d);
+      o += 3;
+    }
+  }
+}
+
+static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, bcg_real *obs) {
+  imit *s = p;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++)
+    observe_one(s, e, x + (size_t)e * s->nx, prev_a ? prev_a + (size_t)e * s->nu : NULL, tep[e],
+                obs + (size_t)e * s->odim);
+  return 0;
+}
+
+static void observe_vjp_one(imit *s, int e, const bcg_real *q, int tep, const bcg_real *ob, bcg_real *xb,
+                            bcg_real *pab) {
+  ws *w = &s->w_[e];
+  const bcg_mdata *m = s->m;
+  bcg_kin *k = &w->k;
+  tu_adj *A = &w->a;
+  int r = s->L.root, nj = s->L.nj;
+  bcg_kinematics(m, q, k);
+  tu_adj_zero(A);
+  tu_proprio_vjp(&s->L, m, k, q + s->nq, ob, A, pab);
+  ob += s->pdim;
+  real_t Hi[9], d[3], db[3], pr[3];
+  tu_heading(&s->L, k->R[r], Hi);
+  wpos(k, r, pr);
+  for (int i = 0; i < s->nk; i++) {
+    int b = s->key[i];
+    v3_sub(d, k->p[b], k->p[r]);
+    v3_zero(db);
+    tu_mv_vjp(Hi, d, ob, A->Hib, db);
+    v3_addto(A->pb[b], db);
+    v3_addscl(A->pb[r], db, -1);
+    ob += 3;
+  }
+  for (int f = 0; f < s->nf; f++) {
+    ref_at(s, w, s->phase[e] + (tep + s->fut[f]) * s->dt);
+    real_t ph[3];
+    wpos(&w->kr, r, ph);
+    v3_sub(d, ph, pr);
+    v3_zero(db);
+    tu_mv_vjp(Hi, d, ob, A->Hib, db);
+    v3_addscl(A->pb[r], db, -1);
+    /* 6D(Hi Rr^): Hib += Rhb Rr^T */
+    real_t Rhb[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, T[9];
+    tu_6d_vjp(ob + 3, Rhb);
+    m3_mulT(T, Rhb, w->kr.R[r]);
+    for (int i = 0; i < 9; i++) A->Hib[i] += T[i];
+    ob += 9;
+    for (int j = 0; j < nj; j++) A->qb[s->L.jd[j]] -= ob[j];
+    ob += nj;
+    for (int i = 0; i < s->nk; i++) {
+      real_t a[3], b[3];
+      wpos(&w->kr, s->key[i], a);
+      wpos(k, s->key[i], b);
+      v3_sub(d, a, b);
+      v3_zero(db);
+      tu_mv_vjp(Hi, d, ob, A->Hib, db);
+      v3_addscl(A->pb[s->key[i]], db, -1);
+      ob += 3;
+    }
+  }
+  tu_adj_finish(&s->L, m, k, A, xb);
+}
+
+static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, const bcg_real *ob,
+                       bcg_real *xb, bcg_real *pab) {
+  imit *s = p;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++)
+    observe_vjp_one(s, e, x + (size_t)e * s->nx, tep[e], ob + (size_t)e * s->odim, xb + (size_t)e * 2 * s->nv,
+                    pab ? pab + (size_t)e * s->nu : NULL);
+  return 0;
+}
+
+/* tracking errors (e[5]) and E_track of state q,u against w's reference */
+static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, double *e, double *etrack) {
+  const bcg_mdata *m = s->m;
+  const bcg_kin *k = &w->k, *kr = &w->kr;
+  int nb = m->nbody - 1, nj = s->L.nj, r = s->L.root;
+  double ep = 0, er = 0, et = 0;
+  for (int b = 1; b < m->nbody; b++) {
+    real_t a[3], c[3], d[3];
+    wpos(k, b, a);
+    wpos(kr, b, c);
+    v3_sub(d, a, c);
+    double d2 = v3_dot(d, d);
+    ep += d2;
+    et += sqrt(d2);
+    double tr = 0;
+    for (int i = 0; i < 9; i++) tr += kr->R[b][i] * k->R[b][i];
+    er += 3 - tr;
+  }
+  e[T_POS] = ep / nb;
+  e[T_ROT] = er / nb;
+  *etrack = et / nb;
+  double jp = 0, jv = 0;
+  for (int j = 0; j < nj; j++) {
+    double dq = q[s->L.jq[j]] - w->qr[s->L.jq[j]], du = u[s->L.jd[j]] - w->ur[s->L.jd[j]];
+    jp += dq * dq;
+    jv += du * du;
+  }
+  e[T_JPOS] = nj ? jp / nj : 0;
+  e[T_JVEL] = nj ? jv / nj : 0;
+  real_t a[3], c[3], d[3], v[3], wv[3], vr[3], wr[3];
+  wpos(k, r, a);
+  wpos(kr, r, c);
+  v3_sub(d, a, c);
+  double tr = 0;
+  for (int i = 0; i < 9; i++) tr += kr->R[r][i] * k->R[r][i];
+  tu_root_vel(&s->L, k, u, v, wv);
+  tu_root_vel(&s->L, kr, w->ur, vr, wr);
+  double dv2 = 0, dw2 = 0;
+  for (int i = 0; i < 3; i++) dv2 += (v[i] - vr[i]) * (v[i] - vr[i]), dw2 += (wv[i] - wr[i]) * (wv[i] - wr[i]);
+  e[T_ROOT] = v3_dot(d, d) + (3 - tr) + 0.1 * dv2 + 0.1 * dw2;
+}
+
+static int reward(void *p, const bcg_real *x, const bcg_real *a, const int *tep, bcg_real *rew, int *done) {
+  imit *s = p;
+  double D = bcg_motion_duration(&s->mo);
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++) {
+    ws *w = &s->w_[e];
+    const bcg_real *q = x + (size_t)e * s->nx, *ae = a + (size_t)e * s->nu;
+    double tau = s->phase[e] + tep[e] * s->dt, err[5], et;
+    bcg_kinematics(s->m, q, &w->k);
+    ref_at(s, w, tau);
+    errors(s, w, q, q + s->nq, err, &et);
+    double r = 0, aa = 0;
+    for (int i = 0; i < 5; i++) r += s->w[i] * exp(-s->sc[i] * err[i]);
+    for (int i = 0; i < s->nu; i++) aa += ae[i] * ae[i];
+    rew[e] = (bcg_real)(r - s->w_action * aa);
+    double h = w->k.p[s->L.root][2] + w->k.o[2];
+    if (!(h >= s->term_h) || !(et <= s->max_err)) done[e] = 1;
+    else if (tep[e] >= s->ep_steps || (!s->loop && tau >= D - 1e-9)) done[e] = 2;
+    else done[e] = 0;
+  }
+  return 0;
+}
+
+static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae, int tep, real_t g, bcg_real *xb,
+                           bcg_real *ab) {
+  ws *w = &s->w_[e];
+  const bcg_mdata *m = s->m;
+  bcg_kin *k = &w->k;
+  const bcg_kin *kr = &w->kr;
+  tu_adj *A = &w->a;
+  const bcg_real *u = q + s->nq;
+  int nb = m->nbody - 1, nj = s->L.nj, r = s->L.root;
+  double err[5], et, c[5];
+  bcg_kinematics(m, q, k);
+  ref_at(s, w, s->phase[e] + tep * s->dt);
+  errors(s, w, q, u, err, &et);
+  for (int i = 0; i < 5; i++) c[i] = -g * s->w[i] * s->sc[i] * exp(-s->sc[i] * err[i]); /* dr/de_i */
+  tu_adj_zero(A);
+  for (int b = 1; b < m->nbody; b++) {
+    real_t pa[3], pc[3], d[3], Rb[9];
+    wpos(k, b, pa);
+    wpos(kr, b, pc);
+    v3_sub(d, pa, pc);
+    v3_addscl(A->pb[b], d, c[T_POS] * 2.0 / nb);
+    for (int i = 0; i < 9; i++) Rb[i] = -c[T_ROT] / nb * kr->R[b][i];
+    tu_rot_adj(k->R[b], Rb, A->tb[b]);
+  }
+  for (int j = 0; j < nj; j++) {
+    int qa = s->L.jq[j], da = s->L.jd[j];
+    A->qb[da] += c[T_JPOS] * 2.0 / nj * (q[qa] - w->qr[qa]);
+    A->ub[da] += c[T_JVEL] * 2.0 / nj * (u[da] - w->ur[da]);
+  }
+  real_t pa[3], pc[3], d[3], v[3], wv[3], vr[3], wr[3], vb[3], wb[3];
+  wpos(k, r, pa);
+  wpos(kr, r, pc);
+  v3_sub(d, pa, pc);
+  v3_addscl(A->pb[r], d, 2 * c[T_ROOT]);
+  for (int i = 0; i < 9; i++) A->Rb[i] -= c[T_ROOT] * kr->R[r][i];
+  tu_root_vel(&s->L, k, u, v, wv);
+  tu_root_vel(&s->L, kr, w->ur, vr, wr);
+  for (int i = 0; i < 3; i++) {
+    vb[i] = c[T_ROOT] * 0.2 * (v[i] - vr[i]);
+    wb[i] = c[T_ROOT] * 0.2 * (wv[i] - wr[i]);
+  }
+  tu_root_vel_vjp(&s->L, k, u, vb, wb, A);
+  if (ab)
+    for (int i = 0; i < s->nu; i++) ab[i] += -2 * g * s->w_action * ae[i];
+  tu_adj_finish(&s->L, m, k, A, xb);
+}
+
+static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const int *tep, const bcg_real *rb,
+                      bcg_real *xb, bcg_real *ab) {
+  imit *s = p;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++)
+    reward_vjp_one(s, e, x + (size_t)e * s->nx, a + (size_t)e * s->nu, tep[e], rb[e], xb + (size_t)e * 2 * s->nv,
+                   ab ? ab + (size_t)e * s->nu : NULL);
+  return 0;
+}
+
+static const bcg_key_spec keys[] = {
+    {"motion", BCG_KEY_STRING, NULL, 0, 0, NULL,
+     "reference motion: CSV (one qpos frame per line, header '# fps=30 quat=wxyz') or HDF5 (.h5: dataset qpos "
+     "[T][nq], attribute fps); see tasks/README.md"},
+    {"fps", BCG_KEY_REAL, "0", 0, 10000, NULL, "frame rate of the motion (0: from the file)"},
+    {"quat_order", BCG_KEY_CHOICE, "file", 0, 0, "file|wxyz|xyzw",
+     "order of quaternions in the file (file: its header's quat key, else wxyz)"},
+    {"loop", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "repeat the clip (the root's horizontal pose continues from the last frame); false: done at its end"},
+    {"rsi", BCG_KEY_BOOL, "true", 0, 0, NULL,
+     "reference-state initialisation: reset at a uniformly random phase of the clip (else at its start)"},
+    {"episode_seconds", BCG_KEY_REAL, "10", 0.01, 1e6, NULL, "time limit of an episode (s)"},
+    {"future", BCG_KEY_LIST, "1,2,3", 1, 100, NULL,
+     "reference frames in the observation, in control steps ahead (paper: t+1..t+3)"},
+    {"key_bodies", BCG_KEY_STRING, "auto", 0, 0, NULL,
+     "bodies whose positions enter the observation: comma-separated names, auto (leaf bodies) or none"},
+    {"w_body_pos", BCG_KEY_REAL, "0.3", 0, 1e6, NULL, "weight of exp(-scale mean_b |p_b - p^_b|^2)"},
+    {"scale_body_pos", BCG_KEY_REAL, "40", 0, 1e6, NULL, "scale of the body-position error (1/m^2)"},
+    {"w_body_rot", BCG_KEY_REAL, "0.2", 0, 1e6, NULL, "weight of exp(-scale mean_b (3 - tr(R^_b^T R_b)))"},
+    {"scale_body_rot", BCG_KEY_REAL, "5", 0, 1e6, NULL, "scale of the body-orientation error (~1/rad^2)"},
+    {"w_joint_pos", BCG_KEY_REAL, "0.2", 0, 1e6, NULL, "weight of exp(-scale mean_j (q_j - q^_j)^2)"},
+    {"scale_joint_pos", BCG_KEY_REAL, "5", 0, 1e6, NULL, "scale of the joint-position error (1/rad^2)"},
+    {"w_joint_vel", BCG_KEY_REAL, "0.1", 0, 1e6, NULL, "weight of exp(-scale mean_j (u_j - u^_j)^2)"},
+    {"scale_joint_vel", BCG_KEY_REAL, "0.1", 0, 1e6, NULL, "scale of the joint-velocity error (s^2/rad^2)"},
+    {"w_root", BCG_KEY_REAL, "0.2", 0, 1e6, NULL,
+     "weight of exp(-scale (|dp|^2 + (3 - tr) + 0.1 |dv|^2 + 0.1 |dw|^2)) of the root"},
+    {"scale_root", BCG_KEY_REAL, "5", 0, 1e6, NULL, "scale of the root error"},
+    {"w_action", BCG_KEY_REAL, "0", 0, 1e6, NULL, "weight of the action cost |a|^2"},
+    {"term_height", BCG_KEY_REAL, "0.6", -1e6, 1e6, NULL,
+     "terminate when the root origin is below this height (m)"},
+    {"max_error", BCG_KEY_REAL, "0.5", 0, 1e6, NULL,
+     "terminate when the mean body-position error exceeds this (m)"},
+};
+
+static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
+                                 observe_vjp, reward, reward_vjp, NULL};
+
+static const bcg_plugin_desc desc = {
+    BCG_PLUGIN_HEADER(BCG_KIND_TASK, "imitation", "track a reference motion (CSV/HDF5 qpos frames)"),
+    keys, BCG_NKEYS(keys), BCG_CAP_DIFFERENTIABLE, &ops};
+
+BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }

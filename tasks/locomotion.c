@@ -1,0 +1,243 @@
+/* tasks/locomotion.c - run forward (world +x) at a commanded speed, upright
+ * and alive. Works on models with a free root (humanoid.xml) and on planar
+ * models whose root is a chain of slide/hinge joints (models/biped2d.xml);
+ * see task_util.h for what "root" and "joints" mean.
+ *
+ * Observation (tu_proprio, 13 + 2 nj + nu):
+ *   [0]      root height (world z of the root body origin, m)
+ *   [1..6]   root orientation 6D: first two columns of Hi R (heading frame;
+ *            world frame without a free root)
+ *   [7..9]   root linear velocity (heading frame)
+ *   [10..12] root angular velocity (heading frame)
+ *   then     nj joint positions, nj joint velocities, nu previous action
+ *
+ * Reward of the transition ending in x under action a:
+ *   w_speed * exp(-speed_scale * (vx - target_speed)^2)   vx: root x velocity
+ * + w_upright * Rz_z                                       root z axis, world z
+ * + w_alive
+ * - w_action * |a|^2
+ * - w_energy * sum_i |a_i * qvel[dof_i]|                   actuator i's dof
+ * The energy term is a power proxy: under actuation = motor it is |torque *
+ * velocity| / gear; under pd it weighs targets by velocities (set it to 0).
+ * Done: 1 when the root height < fall_height, 2 at episode_seconds.
+ *
+ * Reset: the model's qpos0 with seeded Gaussian noise (reset_noise) on joint
+ * positions and all velocities, then the root is lowered or raised so that
+ * the lowest contact point touches the floor (free root: qpos z; planar
+ * root: its slide joint along z, if any). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/env.h"
+#include "bcg/plugin.h"
+#include "bcg/rng.h"
+#include "bcg/step.h"
+#include "task_util.h"
+
+typedef struct loco {
+  bcg_env *env;
+  const bcg_mdata *m;
+  tu_layout L;
+  int nenv, nq, nv, nu, nx, odim;
+  double target, w_speed, speed_scale, w_upright, w_alive, w_action, w_energy, fall, noise;
+  int ep_steps;
+  int zq;      /* qpos address that moves the root vertically, -1 if none */
+  double zsgn; /* d(height)/d(q[zq]) */
+  bcg_kin *k;  /* [nenv] */
+  tu_adj *adj; /* [nenv] */
+} loco;
+
+static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, char *err, size_t errlen) {
+  loco *s = calloc(1, sizeof *s);
+  if (!s) return snprintf(err, errlen, "out of memory"), NULL;
+  s->env = env;
+  s->m = &env->model->m;
+  if (tu_layout_init(&s->L, env->model, err, errlen)) return free(s), NULL;
+  s->nenv = env->nenv;
+  s->nq = env->nq;
+  s->nv = env->nv;
+  s->nu = env->nu;
+  s->nx = env->nx;
+  s->odim = tu_proprio_dim(&s->L, s->nu);
+  s->target = svc->get_real(p, "target_speed");
+  s->w_speed = svc->get_real(p, "w_speed");
+  s->speed_scale = svc->get_real(p, "speed_scale");
+  s->w_upright = svc->get_real(p, "w_upright");
+  s->w_alive = svc->get_real(p, "w_alive");
+  s->w_action = svc->get_real(p, "w_action");
+  s->w_energy = svc->get_real(p, "w_energy");
+  s->fall = svc->get_real(p, "fall_height");
+  s->noise = svc->get_real(p, "reset_noise");
+  double sec = svc->get_real(p, "episode_seconds");
+  s->ep_steps = (int)ceil(sec / env->control_dt - 1e-9);
+  if (s->ep_steps < 1) s->ep_steps = 1;
+  const bcg_mdata *m = s->m;
+  s->zq = -1;
+  if (s->L.free_root) {
+    s->zq = m->jnt_qposadr[m->body_jntadr[s->L.root]] + 2;
+    s->zsgn = 1;
+  } else {
+    for (int jj = 0; jj < m->body_jntnum[s->L.root]; jj++) {
+      int j = m->body_jntadr[s->L.root] + jj;
+      if (m->jnt_type[j] == BCG_JNT_SLIDE && fabs(m->jnt_axis[j][2]) > 0.99) {
+        s->zq = m->jnt_qposadr[j];
+        s->zsgn = m->jnt_axis[j][2] > 0 ? 1 : -1;
+        break;
+      }
+    }
+  }
+  s->k = malloc(sizeof(bcg_kin) * s->nenv);
+  s->adj = malloc(sizeof(tu_adj) * s->nenv);
+  if (!s->k || !s->adj) {
+    free(s->k), free(s->adj), free(s);
+    return snprintf(err, errlen, "out of memory"), NULL;
+  }
+  return s;
+}
+
+static void destroy(void *p) {
+  loco *s = p;
+  if (!s) return;
+  free(s->k);
+  free(s->adj);
+  free(s);
+}
+static int obs_dim(const void *p) { return ((const loco *)p)->odim; }
+static int act_dim(const void *p) { return ((const loco *)p)->nu; }
+
+static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, int *tep) {
+  loco *s = p;
+  const bcg_mdata *m = s->m;
+  for (int i = 0; i < n; i++) {
+    int e = envs[i];
+    if (e < 0 || e >= s->nenv) return -1;
+    bcg_real *q = x + (size_t)e * s->nx, *u = q + s->nq;
+    bcg_real z[2 * BCG_MAX_DOF];
+    bcg_rng_fill_normal(z, s->L.nj + s->nv, s->env->seed, BCG_RNG_RESET, (uint32_t)e, (uint32_t)draw);
+    for (int c = 0; c < s->nq; c++) q[c] = m->qpos0[c];
+    for (int j = 0; j < s->L.nj; j++) q[s->L.jq[j]] += s->noise * z[j];
+    for (int d = 0; d < s->nv; d++) u[d] = s->noise * z[s->L.nj + d];
+    if (s->zq >= 0 && m->has_floor && m->ncp > 0) {
+      bcg_kin *k = &s->k[e];
+      bcg_kinematics(m, q, k);
+      real_t lo = 1e30;
+      for (int c = 0; c < m->ncp; c++) {
+        real_t pc[3];
+        bcg_contact_point(m, k, c, pc);
+        if (pc[2] + k->o[2] < lo) lo = pc[2] + k->o[2];
+      }
+      q[s->zq] -= s->zsgn * (lo - m->floor_z);
+    }
+    tep[e] = 0;
+  }
+  return 0;
+}
+
+static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, bcg_real *obs) {
+  loco *s = p;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++) {
+    const bcg_real *q = x + (size_t)e * s->nx;
+    bcg_kinematics(s->m, q, &s->k[e]);
+    tu_proprio(&s->L, s->m, &s->k[e], q, q + s->nq, prev_a ? prev_a + (size_t)e * s->nu : NULL,
+               obs + (size_t)e * s->odim);
+  }
+  return 0;
+}
+
+static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, const bcg_real *ob,
+                       bcg_real *xb, bcg_real *pab) {
+  loco *s = p;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++) {
+    const bcg_real *q = x + (size_t)e * s->nx;
+    bcg_kin *k = &s->k[e];
+    tu_adj *a = &s->adj[e];
+    bcg_kinematics(s->m, q, k);
+    tu_adj_zero(a);
+    tu_proprio_vjp(&s->L, s->m, k, q + s->nq, ob + (size_t)e * s->odim, a, pab ? pab + (size_t)e * s->nu : NULL);
+    tu_adj_finish(&s->L, s->m, k, a, xb + (size_t)e * 2 * s->nv);
+  }
+  return 0;
+}
+
+static double sgn(double v) { return v > 0 ? 1 : (v < 0 ? -1 : 0); }
+
+static int reward(void *p, const bcg_real *x, const bcg_real *a, const int *tep, bcg_real *rew, int *done) {
+  loco *s = p;
+  const bcg_mdata *m = s->m;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++) {
+    const bcg_real *q = x + (size_t)e * s->nx, *u = q + s->nq, *ae = a + (size_t)e * s->nu;
+    bcg_kin *k = &s->k[e];
+    bcg_kinematics(m, q, k);
+    real_t v[3], w[3];
+    tu_root_vel(&s->L, k, u, v, w);
+    double dv = v[0] - s->target, r = s->w_speed * exp(-s->speed_scale * dv * dv);
+    r += s->w_upright * k->R[s->L.root][8] + s->w_alive;
+    double aa = 0, en = 0;
+    for (int i = 0; i < s->nu; i++) {
+      aa += ae[i] * ae[i];
+      en += fabs(ae[i] * u[m->act_dof[i]]);
+    }
+    r -= s->w_action * aa + s->w_energy * en;
+    rew[e] = (bcg_real)r;
+    double h = k->p[s->L.root][2] + k->o[2];
+    done[e] = !(h >= s->fall) ? 1 : (tep[e] >= s->ep_steps ? 2 : 0);
+  }
+  return 0;
+}
+
+static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const int *tep, const bcg_real *rb,
+                      bcg_real *xb, bcg_real *ab) {
+  loco *s = p;
+  const bcg_mdata *m = s->m;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++) {
+    const bcg_real *q = x + (size_t)e * s->nx, *u = q + s->nq, *ae = a + (size_t)e * s->nu;
+    bcg_kin *k = &s->k[e];
+    tu_adj *A = &s->adj[e];
+    real_t g = rb[e];
+    bcg_kinematics(m, q, k);
+    tu_adj_zero(A);
+    real_t v[3], w[3], vb[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
+    tu_root_vel(&s->L, k, u, v, w);
+    double dv = v[0] - s->target;
+    vb[0] = g * s->w_speed * exp(-s->speed_scale * dv * dv) * (-2 * s->speed_scale * dv);
+    tu_root_vel_vjp(&s->L, k, u, vb, wb, A);
+    A->Rb[8] += g * s->w_upright;
+    for (int i = 0; i < s->nu; i++) {
+      int d = m->act_dof[i];
+      double sg = sgn(ae[i] * u[d]);
+      if (ab) ab[(size_t)e * s->nu + i] += g * (-2 * s->w_action * ae[i] - s->w_energy * sg * u[d]);
+      A->ub[d] += g * (-s->w_energy * sg * ae[i]);
+    }
+    tu_adj_finish(&s->L, m, k, A, xb + (size_t)e * 2 * s->nv);
+  }
+  return 0;
+}
+
+static const bcg_key_spec keys[] = {
+    {"target_speed", BCG_KEY_REAL, "2.0", -10, 10, NULL, "commanded root speed along world +x (m/s)"},
+    {"w_speed", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "weight of exp(-speed_scale (vx - target_speed)^2)"},
+    {"speed_scale", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "scale of the speed error (s^2/m^2)"},
+    {"w_upright", BCG_KEY_REAL, "0.5", 0, 1e6, NULL, "weight of the world z component of the root's z axis"},
+    {"w_alive", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "alive bonus per control step"},
+    {"w_action", BCG_KEY_REAL, "0.01", 0, 1e6, NULL, "weight of the action cost |a|^2"},
+    {"w_energy", BCG_KEY_REAL, "0.001", 0, 1e6, NULL,
+     "weight of the power proxy sum |a_i qvel_i| over actuated dofs (meaningful with actuation = motor)"},
+    {"fall_height", BCG_KEY_REAL, "0.8", 0, 10, NULL, "terminate when the root origin drops below this height (m)"},
+    {"episode_seconds", BCG_KEY_REAL, "10", 0.01, 1e6, NULL, "time limit of an episode (s)"},
+    {"reset_noise", BCG_KEY_REAL, "0.02", 0, 1, NULL,
+     "std of the Gaussian noise on joint positions (rad, m) and all velocities at reset"},
+};
+
+static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
+                                 observe_vjp, reward, reward_vjp, NULL};
+
+static const bcg_plugin_desc desc = {
+    BCG_PLUGIN_HEADER(BCG_KIND_TASK, "locomotion", "run forward at a commanded speed, upright and alive"),
+    keys, BCG_NKEYS(keys), BCG_CAP_DIFFERENTIABLE, &ops};
+
+BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }

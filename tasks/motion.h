@@ -1,0 +1,545 @@
+/* tasks/motion.h - reference motions: loading (CSV, HDF5), interpolation and
+ * reference velocities. Header-only (static functions) so that the imitation
+ * plugin, tools/motiongen.c and tests/test_tasks.c share one implementation.
+ *
+ * A motion is a sequence of qpos frames in MuJoCo's layout for one model, at a
+ * fixed rate. Quaternions (free and ball joints) are stored w x y z in memory.
+ *
+ * CSV format (one frame per line, tasks/README.md has the full description):
+ *
+ *   # fps=30 quat=wxyz          keys in comment lines: fps, quat (wxyz|xyzw)
+ *   root_x,root_y,...,knee,...  optional header row of column names
+ *   0.0,0.0,1.28,1,0,0,0,...    nq numbers per line: qpos in MuJoCo's order
+ *
+ * Lines starting with '#' and empty lines are skipped. Header keys may also
+ * appear as `# fps: 30`. With quat=xyzw every quaternion of the row (the free
+ * root's, and ball joints') is read x y z w. If a header row of names is
+ * given, a hinge/slide column must carry its joint's name (a layout check);
+ * the 7 (free) and 4 (ball) columns of quaternion joints are not checked by
+ * name. Any count or name mismatch is an error naming the file and line.
+ *
+ * HDF5 format: dataset "qpos" [T][nq] (any float type), attribute "fps" on
+ * the dataset or on the file's root group, optional string attribute "quat"
+ * ("wxyz" or "xyzw", default wxyz). */
+#ifndef BCG_TASKS_MOTION_H
+#define BCG_TASKS_MOTION_H
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hdf5.h>
+
+#include "bcg/dyn.h"
+#include "bcg/model.h"
+
+enum { BCG_QUAT_FILE = 0, BCG_QUAT_WXYZ = 1, BCG_QUAT_XYZW = 2 };
+
+typedef struct bcg_motion {
+  int nframes, nq;
+  double fps;
+  double *qpos; /* [nframes][nq], quaternions w x y z, normalised */
+  char path[1024];
+  /* loop transform (free root only): one clip maps the first frame's root
+   * horizontal pose onto the last one's: yaw dpsi about z, then xy shift */
+  double loop_dpsi, loop_dxy[2];
+} bcg_motion;
+
+static inline double bcg_motion_duration(const bcg_motion *mo) {
+  return mo->nframes > 1 ? (mo->nframes - 1) / mo->fps : 0.0;
+}
+
+static inline void bcg_motion_free(bcg_motion *mo) {
+  if (mo) free(mo->qpos), mo->qpos = NULL;
+}
+
+/* ---- small quaternion helpers (double, whatever bcg_real is) ------------- */
+
+static inline void mo_qmul(double *r, const double *a, const double *b) {
+  double w = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3];
+  double x = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2];
+  double y = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1];
+  double z = a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0];
+  r[0] = w; r[1] = x; r[2] = y; r[3] = z;
+}
+static inline void mo_qnormalize(double *q) {
+  double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+  if (n < 1e-12) { q[0] = 1; q[1] = q[2] = q[3] = 0; return; }
+  for (int i = 0; i < 4; i++) q[i] /= n;
+}
+static inline void mo_qexp(double *q, const double *phi) {
+  double th = sqrt(phi[0] * phi[0] + phi[1] * phi[1] + phi[2] * phi[2]), s;
+  if (th < 1e-6) { s = 0.5 - th * th / 48; q[0] = 1 - th * th / 8; }
+  else { s = sin(th / 2) / th; q[0] = cos(th / 2); }
+  q[1] = s * phi[0]; q[2] = s * phi[1]; q[3] = s * phi[2];
+}
+static inline void mo_q2mat(double *R, const double *q) {
+  double w = q[0], x = q[1], y = q[2], z = q[3];
+  R[0] = 1 - 2 * (y * y + z * z); R[1] = 2 * (x * y - w * z);     R[2] = 2 * (x * z + w * y);
+  R[3] = 2 * (x * y + w * z);     R[4] = 1 - 2 * (x * x + z * z); R[5] = 2 * (y * z - w * x);
+  R[6] = 2 * (x * z - w * y);     R[7] = 2 * (y * z + w * x);     R[8] = 1 - 2 * (x * x + y * y);
+}
+
+static inline void mo_quat_conj_mul(double *r, const double *a, const double *b) { /* a^-1 b */
+  double ac[4] = {a[0], -a[1], -a[2], -a[3]};
+  mo_qmul(r, ac, b);
+}
+/* log map of a unit quaternion: rotation vector */
+static inline void mo_quat_log(double *phi, const double *q) {
+  double w = q[0], x = q[1], y = q[2], z = q[3];
+  if (w < 0) w = -w, x = -x, y = -y, z = -z;
+  double n = sqrt(x * x + y * y + z * z);
+  double s = n < 1e-12 ? 2.0 / (w > 0 ? w : 1) : 2 * atan2(n, w) / n;
+  phi[0] = s * x; phi[1] = s * y; phi[2] = s * z;
+}
+static inline void mo_slerp(double *r, const double *a, const double *b, double t) {
+  double bb[4] = {b[0], b[1], b[2], b[3]};
+  if (a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] < 0)
+    for (int i = 0; i < 4; i++) bb[i] = -bb[i];
+  double d[4], phi[3], e[4];
+  mo_quat_conj_mul(d, a, bb);
+  mo_quat_log(phi, d);
+  for (int i = 0; i < 3; i++) phi[i] *= t;
+  mo_qexp(e, phi);
+  mo_qmul(r, a, e);
+  mo_qnormalize(r);
+}
+/* heading (yaw) of a rotation: angle of the body x axis in the xy plane */
+static inline double mo_quat_heading(const double *q) {
+  double R[9];
+  mo_q2mat(R, q);
+  return atan2(R[3], R[0]);
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+static inline int mo_is_quat_joint(int type) { return type == BCG_JNT_FREE || type == BCG_JNT_BALL; }
+
+/* normalise quaternions, reorder xyzw -> wxyz; line (0: unknown) for errors */
+static inline int mo_fix_row(const bcg_model *model, double *row, int xyzw, const char *path, int line,
+                             char *err, size_t errlen) {
+  const bcg_mdata *m = &model->m;
+  for (int j = 0; j < m->njnt; j++) {
+    if (!mo_is_quat_joint(m->jnt_type[j])) continue;
+    double *q = row + m->jnt_qposadr[j] + (m->jnt_type[j] == BCG_JNT_FREE ? 3 : 0);
+    if (xyzw) {
+      double t[4] = {q[3], q[0], q[1], q[2]};
+      memcpy(q, t, sizeof t);
+    }
+    double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+    if (!(n > 1e-6) || !isfinite(n)) {
+      snprintf(err, errlen, "%s:%d: quaternion of joint '%s' has norm %g", path, line, model->jnt_name[j], n);
+      return -1;
+    }
+    for (int i = 0; i < 4; i++) q[i] /= n;
+  }
+  for (int i = 0; i < m->nq; i++)
+    if (!isfinite(row[i])) {
+      snprintf(err, errlen, "%s:%d: column %d is not finite", path, line, i + 1);
+      return -1;
+    }
+  return 0;
+}
+
+/* expected name of qpos column c (hinge/slide: the joint name), or NULL */
+static inline const char *mo_column_joint(const bcg_model *model, int c, int *jnt) {
+  const bcg_mdata *m = &model->m;
+  for (int j = 0; j < m->njnt; j++) {
+    int a = m->jnt_qposadr[j], n = m->jnt_type[j] == BCG_JNT_FREE ? 7 : m->jnt_type[j] == BCG_JNT_BALL ? 4 : 1;
+    if (c >= a && c < a + n) {
+      *jnt = j;
+      return n == 1 ? model->jnt_name[j] : NULL;
+    }
+  }
+  *jnt = -1;
+  return NULL;
+}
+
+static inline char *mo_trim(char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  char *e = s + strlen(s);
+  while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+  return s;
+}
+
+static inline void mo_finish(bcg_motion *mo, const bcg_model *model) {
+  const bcg_mdata *m = &model->m;
+  mo->loop_dpsi = 0;
+  mo->loop_dxy[0] = mo->loop_dxy[1] = 0;
+  if (bcg_has_free_root(m) && mo->nframes > 1) {
+    int a = m->jnt_qposadr[m->body_jntadr[1]];
+    const double *f0 = mo->qpos, *f1 = mo->qpos + (size_t)(mo->nframes - 1) * mo->nq;
+    double dpsi = mo_quat_heading(f1 + a + 3) - mo_quat_heading(f0 + a + 3);
+    double c = cos(dpsi), s = sin(dpsi);
+    mo->loop_dpsi = dpsi;
+    mo->loop_dxy[0] = f1[a] - (c * f0[a] - s * f0[a + 1]);
+    mo->loop_dxy[1] = f1[a + 1] - (s * f0[a] + c * f0[a + 1]);
+  }
+}
+
+static inline int bcg_motion_load_csv(bcg_motion *mo, const bcg_model *model, const char *path, double fps,
+                                      int quat, char *err, size_t errlen) {
+  const bcg_mdata *m = &model->m;
+  int nq = m->nq;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  double file_fps = 0;
+  int file_quat = 0, cap = 256, n = 0, line = 0, seen_data = 0, rc = -1;
+  double *q = malloc(sizeof(double) * nq * cap);
+  char *buf = malloc(1 << 16);
+  if (!q || !buf) {
+    snprintf(err, errlen, "%s: out of memory", path);
+    goto done;
+  }
+  while (fgets(buf, 1 << 16, f)) {
+    line++;
+    char *s = mo_trim(buf);
+    if (!*s) continue;
+    if (*s == '#') { /* header keys */
+      for (char *t = s + 1; *t;) {
+        while (*t && (isspace((unsigned char)*t) || *t == ',')) t++;
+        char key[32], val[64];
+        int used = 0;
+        if (sscanf(t, " %31[a-zA-Z_] %*[=:] %63[^ \t,]%n", key, val, &used) == 2 && used > 0) {
+          if (strcmp(key, "fps") == 0) {
+            char *end;
+            file_fps = strtod(val, &end);
+            if (*end || !(file_fps > 0)) {
+              snprintf(err, errlen, "%s:%d: fps '%s' is not a positive number", path, line, val);
+              goto done;
+            }
+          } else if (strcmp(key, "quat") == 0 || strcmp(key, "quat_order") == 0) {
+            if (strcmp(val, "wxyz") == 0) file_quat = BCG_QUAT_WXYZ;
+            else if (strcmp(val, "xyzw") == 0) file_quat = BCG_QUAT_XYZW;
+            else {
+              snprintf(err, errlen, "%s:%d: quat '%s' is not wxyz or xyzw", path, line, val);
+              goto done;
+            }
+          }
+          t += used;
+        } else {
+          while (*t && !isspace((unsigned char)*t)) t++;
+        }
+      }
+      continue;
+    }
+    /* split on commas (whitespace around fields allowed) */
+    char *fields[BCG_MAX_Q + 2];
+    int nf = 0;
+    for (char *t = s;;) {
+      char *c = strchr(t, ',');
+      if (nf < BCG_MAX_Q + 2) fields[nf] = mo_trim(t);
+      nf++;
+      if (!c) break;
+      *c = 0;
+      t = c + 1;
+    }
+    if (nf != nq) {
+      snprintf(err, errlen,
+               "%s:%d: %d columns, but model %s has nq = %d (one qpos frame per line in MuJoCo's order)", path,
+               line, nf, model->path, nq);
+      goto done;
+    }
+    char *end;
+    strtod(fields[0], &end);
+    int numeric = (end != fields[0]);
+    if (!numeric) {
+      if (seen_data || n > 0) {
+        snprintf(err, errlen, "%s:%d: column 1 '%s' is not a number", path, line, fields[0]);
+        goto done;
+      }
+      seen_data = 1;
+      for (int c = 0; c < nq; c++) {
+        int j;
+        const char *want = mo_column_joint(model, c, &j);
+        if (want && strcmp(want, fields[c]) != 0) {
+          snprintf(err, errlen, "%s:%d: column %d is '%s' but qpos[%d] of model %s is joint '%s'", path, line,
+                   c + 1, fields[c], c, model->path, want);
+          goto done;
+        }
+      }
+      continue;
+    }
+    seen_data = 1;
+    if (n == cap) {
+      cap *= 2;
+      double *nqp = realloc(q, sizeof(double) * nq * cap);
+      if (!nqp) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto done;
+      }
+      q = nqp;
+    }
+    double *row = q + (size_t)n * nq;
+    for (int c = 0; c < nq; c++) {
+      row[c] = strtod(fields[c], &end);
+      if (end == fields[c] || *mo_trim(end)) {
+        snprintf(err, errlen, "%s:%d: column %d '%s' is not a number", path, line, c + 1, fields[c]);
+        goto done;
+      }
+    }
+    int order = quat ? quat : (file_quat ? file_quat : BCG_QUAT_WXYZ);
+    if (mo_fix_row(model, row, order == BCG_QUAT_XYZW, path, line, err, errlen)) goto done;
+    n++;
+  }
+  if (n < 2) {
+    snprintf(err, errlen, "%s: %d frames (need at least 2)", path, n);
+    goto done;
+  }
+  if (fps <= 0) fps = file_fps;
+  if (!(fps > 0)) {
+    snprintf(err, errlen, "%s: no frame rate (add a header line '# fps=30' or set the task's fps key)", path);
+    goto done;
+  }
+  mo->nframes = n;
+  mo->nq = nq;
+  mo->fps = fps;
+  mo->qpos = q;
+  q = NULL;
+  snprintf(mo->path, sizeof mo->path, "%s", path);
+  mo_finish(mo, model);
+  rc = 0;
+done:
+  free(q);
+  free(buf);
+  fclose(f);
+  return rc;
+}
+
+static inline int mo_h5_read_real_attr(hid_t obj, const char *name, double *out) {
+  if (H5Aexists(obj, name) <= 0) return -1;
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  if (a < 0) return -1;
+  int rc = H5Aread(a, H5T_NATIVE_DOUBLE, out) < 0 ? -1 : 0;
+  H5Aclose(a);
+  return rc;
+}
+static inline int mo_h5_read_str_attr(hid_t obj, const char *name, char *out, size_t len) {
+  if (H5Aexists(obj, name) <= 0) return -1;
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  if (a < 0) return -1;
+  hid_t t = H5Aget_type(a);
+  int rc = -1;
+  if (H5Tget_class(t) == H5T_STRING) {
+    if (H5Tis_variable_str(t) > 0) {
+      char *s = NULL;
+      hid_t mt = H5Tcopy(H5T_C_S1);
+      H5Tset_size(mt, H5T_VARIABLE);
+      if (H5Aread(a, mt, &s) >= 0 && s) {
+        snprintf(out, len, "%s", s);
+        H5free_memory(s);
+        rc = 0;
+      }
+      H5Tclose(mt);
+    } else {
+      size_t sz = H5Tget_size(t);
+      char *s = calloc(sz + 1, 1);
+      hid_t mt = H5Tcopy(H5T_C_S1);
+      H5Tset_size(mt, sz);
+      if (s && H5Aread(a, mt, s) >= 0) {
+        snprintf(out, len, "%s", mo_trim(s));
+        rc = 0;
+      }
+      free(s);
+      H5Tclose(mt);
+    }
+  }
+  H5Tclose(t);
+  H5Aclose(a);
+  return rc;
+}
+
+static inline int bcg_motion_load_h5(bcg_motion *mo, const bcg_model *model, const char *path, double fps,
+                                     int quat, char *err, size_t errlen) {
+  const bcg_mdata *m = &model->m;
+  H5E_auto2_t old_fn;
+  void *old_data;
+  H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  int rc = -1;
+  double *q = NULL;
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), d = -1, sp = -1;
+  if (f < 0) {
+    snprintf(err, errlen, "%s: cannot open as HDF5", path);
+    goto done;
+  }
+  if (H5Lexists(f, "qpos", H5P_DEFAULT) <= 0 || (d = H5Dopen2(f, "qpos", H5P_DEFAULT)) < 0) {
+    snprintf(err, errlen, "%s: no dataset 'qpos' ([frames][nq])", path);
+    goto done;
+  }
+  sp = H5Dget_space(d);
+  hsize_t dims[2] = {0, 0};
+  if (H5Sget_simple_extent_ndims(sp) != 2 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0) {
+    snprintf(err, errlen, "%s: dataset 'qpos' is not 2-D ([frames][nq])", path);
+    goto done;
+  }
+  if ((int)dims[1] != m->nq) {
+    snprintf(err, errlen, "%s: dataset 'qpos' has %d columns, but model %s has nq = %d", path, (int)dims[1],
+             model->path, m->nq);
+    goto done;
+  }
+  if (dims[0] < 2) {
+    snprintf(err, errlen, "%s: dataset 'qpos' has %d frames (need at least 2)", path, (int)dims[0]);
+    goto done;
+  }
+  q = malloc(sizeof(double) * dims[0] * dims[1]);
+  if (!q || H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, q) < 0) {
+    snprintf(err, errlen, "%s: cannot read dataset 'qpos'", path);
+    goto done;
+  }
+  double file_fps = 0;
+  if (mo_h5_read_real_attr(d, "fps", &file_fps) && mo_h5_read_real_attr(f, "fps", &file_fps)) file_fps = 0;
+  char qs[32] = "";
+  int file_quat = 0;
+  if (!mo_h5_read_str_attr(d, "quat", qs, sizeof qs) || !mo_h5_read_str_attr(f, "quat", qs, sizeof qs)) {
+    if (strcmp(qs, "wxyz") == 0) file_quat = BCG_QUAT_WXYZ;
+    else if (strcmp(qs, "xyzw") == 0) file_quat = BCG_QUAT_XYZW;
+    else {
+      snprintf(err, errlen, "%s: attribute quat '%s' is not wxyz or xyzw", path, qs);
+      goto done;
+    }
+  }
+  int order = quat ? quat : (file_quat ? file_quat : BCG_QUAT_WXYZ);
+  for (hsize_t i = 0; i < dims[0]; i++) {
+    if (mo_fix_row(model, q + i * dims[1], order == BCG_QUAT_XYZW, path, (int)i + 1, err, errlen)) goto done;
+  }
+  if (fps <= 0) fps = file_fps;
+  if (!(fps > 0)) {
+    snprintf(err, errlen, "%s: no frame rate (attribute 'fps' on 'qpos' or the task's fps key)", path);
+    goto done;
+  }
+  mo->nframes = (int)dims[0];
+  mo->nq = m->nq;
+  mo->fps = fps;
+  mo->qpos = q;
+  q = NULL;
+  snprintf(mo->path, sizeof mo->path, "%s", path);
+  mo_finish(mo, model);
+  rc = 0;
+done:
+  free(q);
+  if (sp >= 0) H5Sclose(sp);
+  if (d >= 0) H5Dclose(d);
+  if (f >= 0) H5Fclose(f);
+  H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+  return rc;
+}
+
+/* Load by extension: .h5/.hdf5 as HDF5, anything else as CSV. fps <= 0 takes
+ * the file's rate; quat BCG_QUAT_FILE takes the file's order (default wxyz). */
+static inline int bcg_motion_load(bcg_motion *mo, const bcg_model *model, const char *path, double fps, int quat,
+                                  char *err, size_t errlen) {
+  memset(mo, 0, sizeof *mo);
+  const char *dot = strrchr(path, '.');
+  if (dot && (strcmp(dot, ".h5") == 0 || strcmp(dot, ".hdf5") == 0))
+    return bcg_motion_load_h5(mo, model, path, fps, quat, err, errlen);
+  return bcg_motion_load_csv(mo, model, path, fps, quat, err, errlen);
+}
+
+/* ---- sampling --------------------------------------------------------------- */
+
+/* qpos at time t (s). Linear between frames, slerp for quaternions. With loop,
+ * time wraps and every completed cycle applies the loop transform to a free
+ * root (yaw about z, horizontal shift), and adds the first-to-last offset to
+ * root slide joints with a horizontal axis; without loop, t is clamped. */
+static inline void bcg_motion_qpos(const bcg_motion *mo, const bcg_mdata *m, double t, int loop, double *q) {
+  double D = bcg_motion_duration(mo);
+  long cyc = 0;
+  if (loop && D > 0) {
+    cyc = (long)floor(t / D);
+    t -= cyc * D;
+  } else {
+    t = t < 0 ? 0 : (t > D ? D : t);
+  }
+  double f = t * mo->fps;
+  int i = (int)floor(f);
+  if (i > mo->nframes - 2) i = mo->nframes - 2;
+  if (i < 0) i = 0;
+  double al = f - i;
+  if (al > 1) al = 1;
+  const double *a = mo->qpos + (size_t)i * mo->nq, *b = a + mo->nq;
+  for (int c = 0; c < mo->nq; c++) q[c] = (1 - al) * a[c] + al * b[c];
+  for (int j = 0; j < m->njnt; j++) {
+    if (!mo_is_quat_joint(m->jnt_type[j])) continue;
+    int o = m->jnt_qposadr[j] + (m->jnt_type[j] == BCG_JNT_FREE ? 3 : 0);
+    mo_slerp(q + o, a + o, b + o, al);
+  }
+  if (cyc == 0) return;
+  const double *f0 = mo->qpos, *f1 = mo->qpos + (size_t)(mo->nframes - 1) * mo->nq;
+  if (bcg_has_free_root(m)) {
+    int r = m->jnt_qposadr[m->body_jntadr[1]];
+    double c = cos(mo->loop_dpsi), s = sin(mo->loop_dpsi);
+    for (long k = 0; k < (cyc > 0 ? cyc : -cyc); k++) {
+      double x = q[r], y = q[r + 1], qz[4];
+      if (cyc > 0) {
+        q[r] = c * x - s * y + mo->loop_dxy[0];
+        q[r + 1] = s * x + c * y + mo->loop_dxy[1];
+        double h[3] = {0, 0, mo->loop_dpsi};
+        mo_qexp(qz, h);
+      } else {
+        x -= mo->loop_dxy[0];
+        y -= mo->loop_dxy[1];
+        q[r] = c * x + s * y;
+        q[r + 1] = -s * x + c * y;
+        double h[3] = {0, 0, -mo->loop_dpsi};
+        mo_qexp(qz, h);
+      }
+      double qr[4];
+      mo_qmul(qr, qz, q + r + 3);
+      mo_qnormalize(qr);
+      memcpy(q + r + 3, qr, sizeof qr);
+    }
+  } else if (m->nbody > 1) {
+    int b = 1;
+    while (b < m->nbody && m->body_jntnum[b] == 0) b++;
+    for (int jj = 0; b < m->nbody && jj < m->body_jntnum[b]; jj++) {
+      int j = m->body_jntadr[b] + jj, a2 = m->jnt_qposadr[j];
+      if (m->jnt_type[j] == BCG_JNT_SLIDE && fabs(m->jnt_axis[j][2]) < 1e-9)
+        q[a2] += cyc * (f1[a2] - f0[a2]);
+    }
+  }
+}
+
+/* qpos and qvel at time t: velocities are central differences of the
+ * interpolated motion over half a frame each side (one-sided at the ends of
+ * a clip that does not loop); the free root's angular velocity is in its body
+ * frame (MuJoCo's convention), ball joints likewise. */
+static inline void bcg_motion_state(const bcg_motion *mo, const bcg_mdata *m, double t, int loop, double *q,
+                                    double *u) {
+  bcg_motion_qpos(mo, m, t, loop, q);
+  if (!u) return;
+  double D = bcg_motion_duration(mo), h = 0.5 / mo->fps;
+  double t0 = t - h, t1 = t + h;
+  if (!loop) {
+    double tc = t < 0 ? 0 : (t > D ? D : t);
+    t0 = tc - h < 0 ? 0 : tc - h;
+    t1 = tc + h > D ? D : tc + h;
+  }
+  double qa[BCG_MAX_Q], qb[BCG_MAX_Q], dt = t1 - t0;
+  bcg_motion_qpos(mo, m, t0, loop, qa);
+  bcg_motion_qpos(mo, m, t1, loop, qb);
+  for (int j = 0; j < m->njnt; j++) {
+    int qa0 = m->jnt_qposadr[j], da = m->jnt_dofadr[j], type = m->jnt_type[j];
+    if (type == BCG_JNT_FREE || type == BCG_JNT_BALL) {
+      if (type == BCG_JNT_FREE) {
+        for (int i = 0; i < 3; i++) u[da + i] = (qb[qa0 + i] - qa[qa0 + i]) / dt;
+        qa0 += 3;
+        da += 3;
+      }
+      double d[4], phi[3];
+      mo_quat_conj_mul(d, qa + qa0, qb + qa0);
+      mo_quat_log(phi, d);
+      for (int i = 0; i < 3; i++) u[da + i] = phi[i] / dt;
+    } else {
+      u[da] = (qb[qa0] - qa[qa0]) / dt;
+    }
+  }
+}
+
+#endif

@@ -1,0 +1,224 @@
+/* tasks/task_util.h - what the imitation and locomotion tasks share: the
+ * root / joint layout of a model, the heading frame, the proprioceptive
+ * observation, and the adjoint bookkeeping that turns pose adjoints into
+ * state adjoints through bcg_kinematics_vjp. Header-only, BCG_HD.
+ *
+ * Root. The root is the first body with joints (body 1 on MuJoCo models); its
+ * parent must be the world. With a free joint the root's orientation and
+ * velocities are expressed in the heading frame (yaw of the root's x axis);
+ * without one (planar models such as models/biped2d.xml: slide x, slide z,
+ * hinge y) the heading is undefined and the world frame is used.
+ * Root velocities are those of the root body's origin (linear, world) and its
+ * angular velocity (world), computed from the root's dofs: for a free root
+ * this is exactly qvel[0:3] and R qvel[3:6].
+ *
+ * Joints. Every hinge/slide coordinate outside the root is a "joint" of the
+ * observation and the reward; ball joints outside the root are refused. */
+#ifndef BCG_TASKS_UTIL_H
+#define BCG_TASKS_UTIL_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "bcg/dyn.h"
+#include "bcg/model.h"
+
+typedef struct tu_layout {
+  int root;      /* root body */
+  int free_root; /* root has a free joint (heading frame used) */
+  int rdof0, nrdof; /* the root body's dofs */
+  int nj;        /* joint coordinates outside the root */
+  int jq[BCG_MAX_DOF], jd[BCG_MAX_DOF], jnt[BCG_MAX_DOF];
+} tu_layout;
+
+static inline int tu_layout_init(tu_layout *L, const bcg_model *model, char *err, size_t errlen) {
+  const bcg_mdata *m = &model->m;
+  memset(L, 0, sizeof *L);
+  int r = 1;
+  while (r < m->nbody && m->body_jntnum[r] == 0) r++;
+  if (r >= m->nbody) return snprintf(err, errlen, "model %s has no joints", model->path), -1;
+  if (m->body_parent[r] != 0)
+    return snprintf(err, errlen, "model %s: the first body with joints ('%s') is not a child of the world",
+                    model->path, model->body_name[r]), -1;
+  L->root = r;
+  int j0 = m->body_jntadr[r];
+  L->free_root = m->jnt_type[j0] == BCG_JNT_FREE;
+  L->rdof0 = m->jnt_dofadr[j0];
+  L->nrdof = 0;
+  for (int jj = 0; jj < m->body_jntnum[r]; jj++) L->nrdof += bcg_jnt_ndof(m->jnt_type[j0 + jj]);
+  for (int j = 0; j < m->njnt; j++) {
+    if (m->jnt_body[j] == r) continue;
+    if (m->jnt_type[j] != BCG_JNT_HINGE && m->jnt_type[j] != BCG_JNT_SLIDE)
+      return snprintf(err, errlen, "model %s: joint '%s' is a free/ball joint outside the root (not supported)",
+                      model->path, model->jnt_name[j]), -1;
+    L->jq[L->nj] = m->jnt_qposadr[j];
+    L->jd[L->nj] = m->jnt_dofadr[j];
+    L->jnt[L->nj] = j;
+    L->nj++;
+  }
+  return 0;
+}
+
+/* ---- rotations --------------------------------------------------------------- */
+
+/* tb += vee(Rb R^T): the world-rotation adjoint of a raw 3x3 adjoint Rb */
+BCG_HD void tu_rot_adj(const real_t *R, const real_t *Rb, real_t *tb) {
+  real_t N[9];
+  m3_mulT(N, Rb, R);
+  tb[0] += N[7] - N[5];
+  tb[1] += N[2] - N[6];
+  tb[2] += N[3] - N[1];
+}
+
+/* Hi = Rz(-psi), psi = atan2(R10, R00) (identity without a free root) */
+BCG_HD void tu_heading(const tu_layout *L, const real_t *R, real_t *Hi) {
+  for (int i = 0; i < 9; i++) Hi[i] = (i % 4 == 0) ? 1 : 0;
+  if (!L->free_root) return;
+  real_t psi = atan2(R[3], R[0]), c = cos(psi), s = sin(psi);
+  Hi[0] = c; Hi[1] = s; Hi[3] = -s; Hi[4] = c;
+}
+/* Rb += d<Hib, Hi>/dR */
+BCG_HD void tu_heading_vjp(const tu_layout *L, const real_t *R, const real_t *Hib, real_t *Rb) {
+  if (!L->free_root) return;
+  real_t psi = atan2(R[3], R[0]), c = cos(psi), s = sin(psi);
+  real_t psib = Hib[0] * -s + Hib[1] * c + Hib[3] * -c + Hib[4] * -s;
+  real_t n = R[0] * R[0] + R[3] * R[3];
+  if (n < (real_t)1e-30) return;
+  Rb[3] += psib * R[0] / n;
+  Rb[0] -= psib * R[3] / n;
+}
+/* y = A x adjoint: Ab += yb x^T, xb += A^T yb (either may be NULL) */
+BCG_HD void tu_mv_vjp(const real_t *A, const real_t *x, const real_t *yb, real_t *Ab, real_t *xb) {
+  if (Ab)
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) Ab[3 * i + j] += yb[i] * x[j];
+  if (xb) {
+    real_t t[3];
+    m3_mulTv(t, A, yb);
+    v3_addto(xb, t);
+  }
+}
+/* 6D of a rotation: its first two columns */
+BCG_HD void tu_6d(const real_t *R, real_t *o) {
+  o[0] = R[0]; o[1] = R[3]; o[2] = R[6]; o[3] = R[1]; o[4] = R[4]; o[5] = R[7];
+}
+BCG_HD void tu_6d_vjp(const real_t *ob, real_t *Rb) {
+  Rb[0] += ob[0]; Rb[3] += ob[1]; Rb[6] += ob[2]; Rb[1] += ob[3]; Rb[4] += ob[4]; Rb[7] += ob[5];
+}
+
+/* ---- root velocity ------------------------------------------------------------ */
+
+BCG_HD void tu_root_vel(const tu_layout *L, const bcg_kin *k, const real_t *u, real_t *v, real_t *w) {
+  real_t V[6] = {0, 0, 0, 0, 0, 0};
+  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) sp_addscl(V, k->cdof[d], u[d]);
+  v3_copy(w, V);
+  v3_copy(v, V + 3);
+  v3_cross_add(v, V, k->p[L->root]);
+}
+
+/* ---- adjoint accumulator ------------------------------------------------------- */
+
+typedef struct tu_adj {
+  real_t tb[BCG_MAX_BODY][3], pb[BCG_MAX_BODY][3];
+  real_t cdofb[BCG_MAX_DOF][6];
+  real_t F[BCG_MAX_BODY][6];
+  real_t Rb[9];  /* raw adjoint of the root rotation matrix */
+  real_t Hib[9]; /* adjoint of the heading rotation Hi */
+  real_t qb[BCG_MAX_DOF], ub[BCG_MAX_DOF]; /* direct tangent / velocity adjoints */
+  real_t qk[BCG_MAX_DOF];
+} tu_adj;
+
+BCG_HD void tu_adj_zero(tu_adj *a) {
+  memset(a->tb, 0, sizeof a->tb);
+  memset(a->pb, 0, sizeof a->pb);
+  memset(a->cdofb, 0, sizeof a->cdofb);
+  memset(a->Rb, 0, sizeof a->Rb);
+  memset(a->Hib, 0, sizeof a->Hib);
+  memset(a->qb, 0, sizeof a->qb);
+  memset(a->ub, 0, sizeof a->ub);
+}
+
+BCG_HD void tu_root_vel_vjp(const tu_layout *L, const bcg_kin *k, const real_t *u, const real_t *vb,
+                            const real_t *wb, tu_adj *a) {
+  real_t V[6] = {0, 0, 0, 0, 0, 0}, Vb[6];
+  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) sp_addscl(V, k->cdof[d], u[d]);
+  /* v = Vl + Vw x p ; w = Vw */
+  v3_copy(Vb, wb);
+  v3_cross_add(Vb, k->p[L->root], vb);
+  v3_copy(Vb + 3, vb);
+  v3_cross_add(a->pb[L->root], vb, V);
+  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) {
+    a->ub[d] += sp_dot(k->cdof[d], Vb);
+    sp_addscl(a->cdofb[d], Vb, u[d]);
+  }
+}
+
+/* Turn the accumulated adjoints into the state adjoint xb (+=, [2nv]). */
+BCG_HD void tu_adj_finish(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, tu_adj *a, real_t *xb) {
+  const real_t *R = k->R[L->root];
+  tu_heading_vjp(L, R, a->Hib, a->Rb);
+  tu_rot_adj(R, a->Rb, a->tb[L->root]);
+  for (int d = 0; d < m->nv; d++) a->qk[d] = 0;
+  bcg_kinematics_vjp(m, k, (const real_t(*)[3])a->tb, (const real_t(*)[3])a->pb,
+                     (const real_t(*)[6])a->cdofb, a->qk, a->F);
+  for (int d = 0; d < m->nv; d++) {
+    xb[d] += a->qk[d] + a->qb[d];
+    xb[m->nv + d] += a->ub[d];
+  }
+}
+
+/* ---- proprioception ------------------------------------------------------------- */
+
+/* root height, root orientation 6D (heading frame), root linear and angular
+ * velocity (heading frame), joint positions, joint velocities, previous action */
+BCG_HD int tu_proprio_dim(const tu_layout *L, int nu) { return 13 + 2 * L->nj + nu; }
+
+BCG_HD void tu_proprio(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, const real_t *q,
+                       const real_t *u, const real_t *pa, real_t *o) {
+  int r = L->root;
+  const real_t *R = k->R[r];
+  real_t Hi[9], Rh[9], v[3], w[3];
+  tu_heading(L, R, Hi);
+  o[0] = k->p[r][2] + k->o[2];
+  m3_mul(Rh, Hi, R);
+  tu_6d(Rh, o + 1);
+  tu_root_vel(L, k, u, v, w);
+  m3_mulv(o + 7, Hi, v);
+  m3_mulv(o + 10, Hi, w);
+  real_t *oj = o + 13;
+  for (int i = 0; i < L->nj; i++) {
+    oj[i] = q[L->jq[i]];
+    oj[L->nj + i] = u[L->jd[i]];
+  }
+  for (int i = 0; i < m->nu; i++) oj[2 * L->nj + i] = pa ? pa[i] : 0;
+}
+
+BCG_HD void tu_proprio_vjp(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, const real_t *u,
+                           const real_t *ob, tu_adj *a, real_t *pab) {
+  int r = L->root;
+  const real_t *R = k->R[r];
+  real_t Hi[9], Rh6b[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, v[3], w[3], vb[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
+  tu_heading(L, R, Hi);
+  a->pb[r][2] += ob[0];
+  tu_6d_vjp(ob + 1, Rh6b);
+  /* Rh = Hi R: Hib += Rhb R^T ; Rb += Hi^T Rhb */
+  real_t T[9];
+  m3_mulT(T, Rh6b, R);
+  for (int i = 0; i < 9; i++) a->Hib[i] += T[i];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      for (int l = 0; l < 3; l++) a->Rb[3 * i + j] += Hi[3 * l + i] * Rh6b[3 * l + j];
+  tu_root_vel(L, k, u, v, w);
+  tu_mv_vjp(Hi, v, ob + 7, a->Hib, vb);
+  tu_mv_vjp(Hi, w, ob + 10, a->Hib, wb);
+  tu_root_vel_vjp(L, k, u, vb, wb, a);
+  const real_t *oj = ob + 13;
+  for (int i = 0; i < L->nj; i++) {
+    a->qb[L->jd[i]] += oj[i];
+    a->ub[L->jd[i]] += oj[L->nj + i];
+  }
+  if (pab)
+    for (int i = 0; i < m->nu; i++) pab[i] += oj[2 * L->nj + i];
+}
+
+#endif
