@@ -141,24 +141,38 @@ static void test_scan(void) {
   bcg_registry *r = bcg_registry_new();
   char dir[512];
   snprintf(dir, sizeof dir, "%s/tests/plugins", bcg_test_build_dir());
-  CU_ASSERT_EQUAL(bcg_registry_scan_dir(r, dir, 1), 4);
-  CU_ASSERT_EQUAL(bcg_registry_count(r), 4);
+  /* other suites may add their own good test plugins to the folder */
+  int loaded = bcg_registry_scan_dir(r, dir, 1);
+  CU_ASSERT(loaded >= 4);
+  CU_ASSERT_EQUAL(bcg_registry_count(r), loaded);
+  const char *good[] = {"test_contact", "test_estimator", "test_learner", "test_task"};
+  for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK; k++)
+    CU_ASSERT_PTR_NOT_NULL(bcg_registry_find(r, (bcg_kind)k, good[k - 1]));
   /* every bad_*.so and twin_contact.so is reported, in name order */
-  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 12);
-  CU_ASSERT_PTR_NOT_NULL(strstr(bcg_registry_error(r, 0), "bad_abi.so: "));
-  CU_ASSERT_PTR_NOT_NULL(strstr(bcg_registry_error(r, 11), "twin_contact.so: duplicate contact plugin"));
-  for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK; k++) {
-    int n = 0;
-    for (int i = 0; i < bcg_registry_count(r); i++) n += bcg_registry_get(r, i)->desc->kind == (uint32_t)k;
-    CU_ASSERT_EQUAL(n, 1);
+  const char *bad[] = {"bad_abi",      "bad_cuda",      "bad_default", "bad_desc_size", "bad_kind",
+                       "bad_name",     "bad_nosym",     "bad_null_desc", "bad_nullfn",  "bad_ops_size",
+                       "bad_precision", "twin_contact"};
+  int nerr = bcg_registry_error_count(r);
+  CU_ASSERT(nerr >= 12);
+  int last = -1, in_order = 1;
+  for (int i = 0; i < 12; i++) {
+    char want[600];
+    snprintf(want, sizeof want, "%s/%s.so: ", dir, bad[i]);
+    int at = -1;
+    for (int j = 0; j < nerr; j++)
+      if (strncmp(bcg_registry_error(r, j), want, strlen(want)) == 0) at = j;
+    CU_ASSERT(at >= 0);
+    in_order &= at > last;
+    last = at;
   }
-  CU_ASSERT_PTR_NULL(bcg_registry_get(r, 4));
+  CU_ASSERT(in_order);
+  CU_ASSERT_PTR_NULL(bcg_registry_get(r, loaded));
   /* a missing directory: silent unless required */
   CU_ASSERT_EQUAL(bcg_registry_scan_dir(r, "/nonexistent/dir", 0), 0);
-  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 12);
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r), nerr);
   CU_ASSERT_EQUAL(bcg_registry_scan_dir(r, "/nonexistent/dir", 1), 0);
-  CU_ASSERT_EQUAL(bcg_registry_error_count(r), 13);
-  CU_ASSERT_STRING_EQUAL(bcg_registry_error(r, 12),
+  CU_ASSERT_EQUAL(bcg_registry_error_count(r), nerr + 1);
+  CU_ASSERT_STRING_EQUAL(bcg_registry_error(r, nerr),
                          "/nonexistent/dir: cannot read plugin directory: No such file or directory");
   bcg_registry_free(r);
 }
