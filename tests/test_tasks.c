@@ -1,0 +1,640 @@
+/* tests/test_tasks.c - the task plugins (tasks/imitation.c, tasks/locomotion.c)
+ * loaded from the build tree through a config, the motion loader
+ * (tasks/motion.h) and the shipped motions (models/motions/). FD checks are
+ * central differences in tangent coordinates, in double. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bcg/config.h"
+#include "bcg/dyn.h"
+#include "bcg/env.h"
+#include "bcg/loader.h"
+#include "bcg/model.h"
+#include "bcg/step.h"
+#include "../tasks/motion.h"
+#include "testutil.h"
+
+#define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
+
+static const char *repo_path(const char *rel, char *buf, size_t len) {
+  if (rel[0] == '/' || access(rel, R_OK) == 0) return snprintf(buf, len, "%s", rel), buf;
+  snprintf(buf, len, "%s/../%s", bcg_test_build_dir(), rel);
+  return buf;
+}
+
+static unsigned long long rs = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+  return (double)(rs >> 11) / 9007199254740992.0;
+}
+static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
+
+/* ---- a task instance from a config ------------------------------------------- */
+
+typedef struct inst {
+  bcg_registry *reg;
+  bcg_config *cfg;
+  bcg_env *env;
+  const bcg_task_ops *ops;
+  void *task;
+  char err[2048];
+} inst;
+
+static void inst_free(inst *I) {
+  if (I->task) I->ops->destroy(I->task);
+  bcg_env_free(I->env);
+  bcg_config_free(I->cfg);
+  bcg_registry_free(I->reg);
+  memset(I, 0, sizeof *I);
+}
+
+/* task_lines: the [task] section's body. Returns 0 or -1 with I->err. */
+static int inst_make(inst *I, const char *model, const char *task_lines, int nenv) {
+  memset(I, 0, sizeof *I);
+  char dir[1024], mp[1024], path[] = "/tmp/bcg_test_tasks_XXXXXX.ini";
+  I->reg = bcg_registry_new();
+  snprintf(dir, sizeof dir, "%s/plugins", bcg_test_build_dir());
+  bcg_registry_scan_dir(I->reg, dir, 1);
+  int fd = mkstemps(path, 4);
+  if (fd < 0) return snprintf(I->err, sizeof I->err, "mkstemps"), -1;
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "[run]\nseed = 5\n[model]\npath = %s\n[task]\n%s\n", repo_path(model, mp, sizeof mp), task_lines);
+  fclose(f);
+  int rc = bcg_config_load_with(&I->cfg, I->reg, path, 0, NULL, I->err, sizeof I->err);
+  unlink(path);
+  if (rc) return -1;
+  I->env = bcg_env_create(I->cfg, nenv, I->err, sizeof I->err);
+  if (!I->env) return -1;
+  const bcg_plugin *pl = bcg_config_plugin(I->cfg, BCG_KIND_TASK);
+  if (!pl) return snprintf(I->err, sizeof I->err, "no task plugin"), -1;
+  I->ops = pl->desc->ops;
+  I->task = I->ops->create(bcg_services_host(), bcg_config_section(I->cfg, "task"), I->env, I->err, sizeof I->err);
+  return I->task ? 0 : -1;
+}
+
+static const char *motion_file(const char *name) {
+  static char buf[8][1024];
+  static int slot;
+  char rel[256];
+  snprintf(rel, sizeof rel, "models/motions/%s", name);
+  char *b = buf[slot++ & 7];
+  return repo_path(rel, b, 1024);
+}
+
+/* ---- motion files --------------------------------------------------------------- */
+
+static bcg_model *load_model(const char *p) {
+  char err[1024], mp[1024];
+  bcg_model *m = bcg_model_load(repo_path(p, mp, sizeof mp), err, sizeof err);
+  if (!m) fprintf(stderr, "%s\n", err);
+  return m;
+}
+
+/* write frames [n][nq] of the humanoid as CSV, quaternions in the given order */
+static void write_csv(const char *path, const bcg_model *model, const double *Q, int n, int xyzw, int header_quat,
+                      int names) {
+  const bcg_mdata *m = &model->m;
+  FILE *f = fopen(path, "w");
+  if (header_quat) fprintf(f, "# fps=30 quat=%s\n", xyzw ? "xyzw" : "wxyz");
+  else fprintf(f, "# fps: 30\n");
+  if (names) {
+    int free_root = bcg_has_free_root(m);
+    for (int j = 0; j < m->njnt; j++) {
+      if (m->jnt_type[j] == BCG_JNT_FREE) fprintf(f, "rx,ry,rz,q0,q1,q2,q3");
+      else fprintf(f, "%s%s", (j || free_root) ? "," : "", model->jnt_name[j]);
+    }
+    fprintf(f, "\n");
+  }
+  for (int i = 0; i < n; i++) {
+    const double *q = Q + (size_t)i * m->nq;
+    for (int c = 0; c < m->nq; c++) {
+      double v = q[c];
+      if (xyzw && bcg_has_free_root(m) && c >= 3 && c < 7) v = c == 6 ? q[3] : q[c + 1];
+      fprintf(f, c ? ",%.17g" : "%.17g", v);
+    }
+    fprintf(f, "\n");
+  }
+  fclose(f);
+}
+
+static void test_csv_quat_orders(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  bcg_motion mo;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
+  int n = 20, nq = model->m.nq;
+  const char *pw = "/tmp/bcg_tt_wxyz.csv", *px = "/tmp/bcg_tt_xyzw.csv", *pn = "/tmp/bcg_tt_xyzw_nohdr.csv";
+  write_csv(pw, model, mo.qpos, n, 0, 1, 1);
+  write_csv(px, model, mo.qpos, n, 1, 1, 0);
+  write_csv(pn, model, mo.qpos, n, 1, 0, 1);
+  bcg_motion a, b, c, d;
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&a, model, pw, 0, BCG_QUAT_FILE, err, sizeof err), 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&b, model, px, 0, BCG_QUAT_FILE, err, sizeof err), 0);
+  /* no quat key in the file: the caller's order decides */
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&c, model, pn, 0, BCG_QUAT_XYZW, err, sizeof err), 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&d, model, pn, 0, BCG_QUAT_FILE, err, sizeof err), 0); /* read as wxyz */
+  double worst = 0, wrong = 0;
+  for (int i = 0; i < n * nq; i++) {
+    worst = fmax(worst, fabs(a.qpos[i] - mo.qpos[i]));
+    worst = fmax(worst, fabs(b.qpos[i] - mo.qpos[i]));
+    worst = fmax(worst, fabs(c.qpos[i] - mo.qpos[i]));
+    wrong = fmax(wrong, fabs(d.qpos[i] - mo.qpos[i]));
+  }
+  CU_ASSERT(worst < 1e-12);
+  CU_ASSERT(wrong > 0.1);
+  CU_ASSERT(a.fps == 30 && c.fps == 30);
+  /* through the plugin: quat_order key */
+  inst I;
+  char lines[2048];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nquat_order = xyzw\n", pn);
+  CU_ASSERT_EQUAL(inst_make(&I, HUMANOID, lines, 1), 0);
+  if (I.err[0]) fprintf(stderr, "%s\n", I.err);
+  inst_free(&I);
+  bcg_motion_free(&mo), bcg_motion_free(&a), bcg_motion_free(&b), bcg_motion_free(&c), bcg_motion_free(&d);
+  unlink(pw), unlink(px), unlink(pn);
+  bcg_model_free(model);
+}
+
+static void test_csv_mismatch(void) {
+  const char *p = "/tmp/bcg_tt_bad.csv";
+  /* a biped2d clip (9 columns) given to the humanoid: error names file and line */
+  FILE *f = fopen(p, "w");
+  fprintf(f, "# fps=30\n# a comment\n0,1.2,0,0,0,0,0,0,0\n");
+  fclose(f);
+  inst I;
+  char lines[1024], want[256];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\n", p);
+  CU_ASSERT_NOT_EQUAL(inst_make(&I, HUMANOID, lines, 1), 0);
+  snprintf(want, sizeof want, "%s:3:", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "nq = 28"));
+  printf("\n  mismatch message: %s\n", I.err);
+  inst_free(&I);
+  /* the right count but a wrong layout (swapped joint names) */
+  bcg_model *model = load_model("models/biped2d.xml");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  f = fopen(p, "w");
+  fprintf(f, "# fps=30\nrootx,rootz,rooty,right_hip,right_knee,right_ankle,left_knee,left_hip,left_ankle\n");
+  fprintf(f, "0,0,0,0,0,0,0,0,0\n0,0,0,0,0,0,0,0,0\n");
+  fclose(f);
+  bcg_motion mo;
+  char err[2048];
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s:2: column 7 is 'left_knee'", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  printf("  layout message: %s\n", err);
+  /* a short row in the middle */
+  f = fopen(p, "w");
+  fprintf(f, "# fps=30\n0,0,0,0,0,0,0,0,0\n\n0,0,0,0,0,0,0,0\n");
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s:4: 8 columns", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  /* no frame rate */
+  f = fopen(p, "w");
+  fprintf(f, "0,0,0,0,0,0,0,0,0\n0,0,0,0,0,0,0,0,0\n");
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "fps"));
+  CU_ASSERT_EQUAL(bcg_motion_load(&mo, model, p, 50, 0, err, sizeof err), 0);
+  bcg_motion_free(&mo);
+  unlink(p);
+  bcg_model_free(model);
+}
+
+static void test_hdf5(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  bcg_motion mo, h;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("jump.csv"), 0, 0, err, sizeof err), 0);
+  const char *p = "/tmp/bcg_tt_motion.h5";
+  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t dims[2] = {(hsize_t)mo.nframes, (hsize_t)mo.nq}, one = 1;
+  hid_t sp = H5Screate_simple(2, dims, NULL);
+  hid_t d = H5Dcreate2(f, "qpos", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, mo.qpos);
+  hid_t as = H5Screate_simple(1, &one, NULL);
+  hid_t a = H5Acreate2(d, "fps", H5T_IEEE_F64LE, as, H5P_DEFAULT, H5P_DEFAULT);
+  double fps = 30;
+  H5Awrite(a, H5T_NATIVE_DOUBLE, &fps);
+  H5Aclose(a), H5Sclose(as), H5Dclose(d), H5Sclose(sp), H5Fclose(f);
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(h.nframes, mo.nframes);
+  CU_ASSERT_EQUAL(h.fps, 30);
+  double worst = 0;
+  for (int i = 0; i < mo.nframes * mo.nq; i++) worst = fmax(worst, fabs(h.qpos[i] - mo.qpos[i]));
+  CU_ASSERT(worst < 1e-15);
+  /* through the plugin too */
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\n", p);
+  CU_ASSERT_EQUAL(inst_make(&I, HUMANOID, lines, 1), 0);
+  inst_free(&I);
+  bcg_motion_free(&mo), bcg_motion_free(&h);
+  unlink(p);
+  bcg_model_free(model);
+}
+
+/* ---- interpolation ------------------------------------------------------------------ */
+
+static void test_interpolation(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  const bcg_mdata *m = &model->m;
+  bcg_motion mo;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("dance.csv"), 0, 0, err, sizeof err), 0);
+  double q[BCG_MAX_Q], u[BCG_MAX_DOF], qa[BCG_MAX_Q], qb[BCG_MAX_Q];
+  /* at frames: the frames */
+  double w = 0;
+  for (int i = 0; i < mo.nframes; i += 37) {
+    bcg_motion_qpos(&mo, m, i / mo.fps, 0, q);
+    for (int c = 0; c < m->nq; c++) w = fmax(w, fabs(q[c] - mo.qpos[(size_t)i * m->nq + c]));
+  }
+  CU_ASSERT(w < 1e-9);
+  /* joint velocities are central differences of the interpolated motion
+   * over half a frame each side */
+  double t = 3.3 + 0.1 / mo.fps, h = 1e-6, worst = 0;
+  bcg_motion_state(&mo, m, t, 0, q, u);
+  double h2 = 0.5 / mo.fps;
+  bcg_motion_qpos(&mo, m, t - h2, 0, qa);
+  bcg_motion_qpos(&mo, m, t + h2, 0, qb);
+  for (int c = 7; c < m->nq; c++) worst = fmax(worst, fabs(u[c - 1] - (qb[c] - qa[c]) / (2 * h2)));
+  CU_ASSERT(worst < 1e-9);
+  /* root angular velocity in the body frame (MuJoCo's convention): at the
+   * middle of a segment the half-frame window lies inside it, where slerp
+   * turns at a constant body rate: q(t+h) = q(t-h) * exp(2h w) */
+  double tm = (100 + 0.5) / mo.fps, dq[4], phi[3], wf[3];
+  bcg_motion_state(&mo, m, tm, 0, q, u);
+  bcg_motion_qpos(&mo, m, tm - h, 0, qa);
+  bcg_motion_qpos(&mo, m, tm + h, 0, qb);
+  mo_quat_conj_mul(dq, qa + 3, qb + 3);
+  mo_quat_log(phi, dq);
+  for (int i = 0; i < 3; i++) wf[i] = phi[i] / (2 * h);
+  double ew = 0;
+  for (int i = 0; i < 3; i++) ew = fmax(ew, fabs(wf[i] - u[3 + i]));
+  bcg_test_report("reference root angular velocity vs body-frame FD (abs)", ew);
+  CU_ASSERT(ew < 1e-6);
+  /* and it is not the world-frame rate (the dance turns while tilted) */
+  double R[9], ww[3];
+  mo_q2mat(R, q + 3);
+  for (int i = 0; i < 3; i++) ww[i] = R[3 * i] * u[3] + R[3 * i + 1] * u[4] + R[3 * i + 2] * u[5];
+  CU_ASSERT(fabs(ww[0] - u[3]) + fabs(ww[1] - u[4]) + fabs(ww[2] - u[5]) > 1e-3);
+  /* loop: the root keeps going, the joints repeat */
+  double D = bcg_motion_duration(&mo);
+  bcg_motion_qpos(&mo, m, 0.4, 1, qa);
+  bcg_motion_qpos(&mo, m, D + 0.4, 1, qb);
+  double jd = 0;
+  for (int c = 7; c < m->nq; c++) jd = fmax(jd, fabs(qa[c] - qb[c]));
+  CU_ASSERT(jd < 1e-9);
+  bcg_motion_free(&mo);
+  bcg_model_free(model);
+}
+
+/* ---- replay: zero tracking error, maximal reward --------------------------------------------- */
+
+static void test_replay(void) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nrsi = false\nloop = true\nepisode_seconds = 100\n",
+           motion_file("fight.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 2), 0);
+  bcg_model *model = load_model(HUMANOID);
+  bcg_motion mo;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("fight.csv"), 0, 0, err, sizeof err), 0);
+  bcg_env *env = I.env;
+  int nx = env->nx, nu = env->nu, tep[2], envs[2] = {0, 1};
+  bcg_real x[2 * 64], a[2 * 32] = {0}, rew[2];
+  int done[2];
+  CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 2, 0, x, tep), 0);
+  double worst = 0, dt = env->control_dt;
+  int bad = 0;
+  for (int t = 1; t < 600; t += 7) { /* 600 steps: past the clip's end (loop) */
+    for (int e = 0; e < 2; e++) {
+      bcg_motion_state(&mo, &model->m, t * dt, 1, x + e * nx, x + e * nx + env->nq);
+      tep[e] = t;
+    }
+    I.ops->reward(I.task, x, a, tep, rew, done);
+    for (int e = 0; e < 2; e++) {
+      worst = fmax(worst, fabs(rew[e] - 1.0)); /* the weights sum to 1 */
+      bad += done[e] != 0;
+    }
+  }
+  bcg_test_report("replayed reference: |reward - max|", worst);
+  CU_ASSERT(worst < 1e-9);
+  CU_ASSERT_EQUAL(bad, 0);
+  (void)nu;
+  bcg_motion_free(&mo);
+  bcg_model_free(model);
+  inst_free(&I);
+}
+
+/* ---- VJPs vs central FD ---------------------------------------------------------------------- */
+
+static double fd_task(inst *I, int which, const char *label) {
+  bcg_env *env = I->env;
+  int n = env->nenv, nx = env->nx, nv = env->nv, nq = env->nq, nu = env->nu, od = I->ops->obs_dim(I->task);
+  int envs[8], tep[8];
+  bcg_real *x = calloc((size_t)n * nx, sizeof(bcg_real)), *a = calloc((size_t)n * nu, sizeof(bcg_real));
+  bcg_real *ob = calloc((size_t)n * od, sizeof(bcg_real)), *obar = calloc((size_t)n * od, sizeof(bcg_real));
+  bcg_real *xb = calloc((size_t)n * 2 * nv, sizeof(bcg_real)), *ab = calloc((size_t)n * nu, sizeof(bcg_real));
+  bcg_real *xp = calloc((size_t)n * nx, sizeof(bcg_real)), rew[8], rb[8];
+  int done[8];
+  for (int e = 0; e < n; e++) envs[e] = e;
+  I->ops->reset(I->task, envs, n, 11, x, tep);
+  /* real states near the reference (random phases), perturbed */
+  for (int e = 0; e < n; e++) {
+    bcg_real dq[BCG_MAX_DOF], du[BCG_MAX_DOF], y[BCG_MAX_Q + BCG_MAX_DOF];
+    for (int d = 0; d < nv; d++) dq[d] = 0.05 * nrand(), du[d] = 0.3 * nrand();
+    bcg_env_perturb(env, x + e * nx, dq, du, y);
+    memcpy(x + e * nx, y, sizeof(bcg_real) * nx);
+    for (int i = 0; i < nu; i++) a[e * nu + i] = 0.5 * nrand();
+    tep[e] = 1 + 5 * e;
+    rb[e] = nrand();
+  }
+  for (int i = 0; i < n * od; i++) obar[i] = nrand();
+#define EVAL(xx, aa)                                                                              \
+  ({                                                                                              \
+    double s_ = 0;                                                                                \
+    if (which == 0) {                                                                             \
+      I->ops->observe(I->task, xx, aa, tep, ob);                                                  \
+      for (int i_ = 0; i_ < n * od; i_++) s_ += obar[i_] * ob[i_];                                \
+    } else {                                                                                      \
+      I->ops->reward(I->task, xx, aa, tep, rew, done);                                            \
+      for (int e_ = 0; e_ < n; e_++) s_ += rb[e_] * rew[e_];                                      \
+    }                                                                                             \
+    s_;                                                                                           \
+  })
+  if (which == 0) I->ops->observe_vjp(I->task, x, a, tep, obar, xb, ab);
+  else I->ops->reward_vjp(I->task, x, a, tep, rb, xb, ab);
+  double eps = 1e-6, worst = 0;
+  for (int e = 0; e < n; e++) {
+    double g[2 * BCG_MAX_DOF], gb[2 * BCG_MAX_DOF], ga[BCG_MAX_ACT], gab[BCG_MAX_ACT];
+    for (int d = 0; d < 2 * nv; d++) {
+      bcg_real dq[BCG_MAX_DOF] = {0}, du[BCG_MAX_DOF] = {0};
+      memcpy(xp, x, sizeof(bcg_real) * n * nx);
+      if (d < nv) dq[d] = eps; else du[d - nv] = eps;
+      bcg_env_perturb(env, x + e * nx, dq, du, xp + e * nx);
+      double lp = EVAL(xp, a);
+      if (d < nv) dq[d] = -eps; else du[d - nv] = -eps;
+      bcg_env_perturb(env, x + e * nx, dq, du, xp + e * nx);
+      double lm = EVAL(xp, a);
+      g[d] = (lp - lm) / (2 * eps);
+      gb[d] = xb[e * 2 * nv + d];
+    }
+    for (int i = 0; i < nu; i++) {
+      bcg_real s = a[e * nu + i];
+      a[e * nu + i] = s + eps;
+      double lp = EVAL(x, a);
+      a[e * nu + i] = s - eps;
+      double lm = EVAL(x, a);
+      a[e * nu + i] = s;
+      ga[i] = (lp - lm) / (2 * eps);
+      gab[i] = ab[e * nu + i];
+    }
+    double ex = bcg_vec_relerr(gb, g, 2 * nv), ea = bcg_vec_relerr(gab, ga, nu);
+    if (ex > 1e-6 || ea > 1e-6) {
+      fprintf(stderr, "%s env %d: x relerr %.3g a relerr %.3g\n", label, e, ex, ea);
+      for (int d = 0; d < 2 * nv; d++)
+        if (fabs(g[d] - gb[d]) > 1e-7 * (1 + fabs(g[d]))) fprintf(stderr, "  %2d %s %.9g %.9g\n", d % nv, d < nv ? "q" : "u", gb[d], g[d]);
+    }
+    worst = fmax(worst, fmax(ex, ea));
+  }
+#undef EVAL
+  (void)nq;
+  free(x), free(a), free(ob), free(obar), free(xb), free(ab), free(xp);
+  bcg_test_report(label, worst);
+  return worst;
+}
+
+static void test_imitation_vjp(void) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\n", motion_file("run.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
+  CU_ASSERT(fd_task(&I, 0, "imitation humanoid observe VJP vs FD (rel)") < 1e-6);
+  CU_ASSERT(fd_task(&I, 1, "imitation humanoid reward VJP vs FD (rel)") < 1e-6);
+  inst_free(&I);
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nloop = true\nkey_bodies = right_hand,left_foot\n"
+           "future = 1,4\nw_action = 0.1\n", motion_file("dance.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
+  CU_ASSERT(fd_task(&I, 0, "imitation humanoid observe VJP vs FD (rel)") < 1e-6);
+  CU_ASSERT(fd_task(&I, 1, "imitation humanoid reward VJP vs FD (rel)") < 1e-6);
+  inst_free(&I);
+}
+
+static void test_locomotion_vjp(void) {
+  inst I;
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
+  CU_ASSERT_EQUAL(I.ops->obs_dim(I.task), 13 + 42 + 21);
+  CU_ASSERT(fd_task(&I, 0, "locomotion humanoid observe VJP vs FD (rel)") < 1e-6);
+  CU_ASSERT(fd_task(&I, 1, "locomotion humanoid reward VJP vs FD (rel)") < 1e-6);
+  inst_free(&I);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
+  CU_ASSERT_EQUAL(I.ops->obs_dim(I.task), 13 + 12 + 6);
+  CU_ASSERT(fd_task(&I, 0, "locomotion biped2d observe VJP vs FD (rel)") < 1e-6);
+  CU_ASSERT(fd_task(&I, 1, "locomotion biped2d reward VJP vs FD (rel)") < 1e-6);
+  inst_free(&I);
+}
+
+/* ---- reset, termination ------------------------------------------------------------------------ */
+
+static void test_reset_reproducible(void) {
+  const char *cfgs[2][2] = {{HUMANOID, NULL}, {HUMANOID, "plugin = locomotion\n"}};
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\n", motion_file("jump.csv"));
+  cfgs[0][1] = lines;
+  for (int c = 0; c < 2; c++) {
+    inst I;
+    CU_ASSERT_EQUAL_FATAL(inst_make(&I, cfgs[c][0], cfgs[c][1], 4), 0);
+    int nx = I.env->nx, envs[4] = {0, 1, 2, 3}, tep[4] = {9, 9, 9, 9};
+    bcg_real x1[4 * 64], x2[4 * 64], x3[4 * 64];
+    I.ops->reset(I.task, envs, 4, 42, x1, tep);
+    CU_ASSERT(tep[0] == 0 && tep[3] == 0);
+    I.ops->reset(I.task, envs, 4, 43, x3, tep);
+    I.ops->reset(I.task, envs + 1, 2, 42, x3, tep); /* a subset with the same draw */
+    I.ops->reset(I.task, envs, 4, 42, x2, tep);
+    CU_ASSERT_EQUAL(memcmp(x1, x2, sizeof(bcg_real) * 4 * nx), 0);
+    CU_ASSERT_EQUAL(memcmp(x1 + nx, x3 + nx, sizeof(bcg_real) * 2 * nx), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(x1, x1 + nx, sizeof(bcg_real) * nx), 0); /* environments differ */
+    /* the initial state does not penetrate the floor */
+    const bcg_mdata *m = &I.env->model->m;
+    static bcg_kin k;
+    double lo = 1e9;
+    for (int e = 0; e < 4; e++) {
+      bcg_kinematics(m, x1 + e * nx, &k);
+      for (int i = 0; i < m->ncp; i++) {
+        bcg_real pc[3];
+        bcg_contact_point(m, &k, i, pc);
+        lo = fmin(lo, pc[2] + k.o[2]);
+      }
+    }
+    CU_ASSERT(lo > -1e-3);
+    inst_free(&I);
+  }
+}
+
+static void test_termination(void) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nrsi = false\nepisode_seconds = 2\n",
+           motion_file("run.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 4), 0);
+  bcg_model *model = load_model(HUMANOID);
+  bcg_motion mo;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
+  bcg_env *env = I.env;
+  int nx = env->nx, tep[4] = {10, 10, 10, 100}, envs[4] = {0, 1, 2, 3}, done[4], t0[4];
+  bcg_real x[4 * 64], a[4 * 32] = {0}, rew[4];
+  I.ops->reset(I.task, envs, 4, 0, x, t0);
+  for (int e = 0; e < 4; e++) bcg_motion_state(&mo, &model->m, tep[e] * env->control_dt, 0, x + e * nx, x + e * nx + env->nq);
+  x[0 * nx + 2] = 0.5;   /* root below term_height 0.6 */
+  x[1 * nx + 0] += 1.0;  /* 1 m off: tracking error above max_error */
+  x[2 * nx + 0] += 0.1;  /* 10 cm off: fine */
+  I.ops->reward(I.task, x, a, tep, rew, done);
+  CU_ASSERT_EQUAL(done[0], 1);
+  CU_ASSERT_EQUAL(done[1], 1);
+  CU_ASSERT_EQUAL(done[2], 0);
+  CU_ASSERT_EQUAL(done[3], 2); /* 100 steps = 2 s */
+  CU_ASSERT(rew[2] < 1 && rew[2] > 0);
+  inst_free(&I);
+  /* without loop, the clip's end is a time limit */
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nrsi = false\nepisode_seconds = 100\n",
+           motion_file("run.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 1), 0);
+  int steps = (int)ceil(bcg_motion_duration(&mo) / I.env->control_dt - 1e-9);
+  I.ops->reset(I.task, envs, 1, 0, x, t0);
+  for (int s = steps - 1; s <= steps; s++) {
+    tep[0] = s;
+    bcg_motion_state(&mo, &model->m, s * I.env->control_dt, 0, x, x + I.env->nq);
+    I.ops->reward(I.task, x, a, tep, rew, done);
+    CU_ASSERT_EQUAL(done[0], s == steps ? 2 : 0);
+  }
+  inst_free(&I);
+  /* locomotion */
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", "plugin = locomotion\nepisode_seconds = 1\n", 3), 0);
+  nx = I.env->nx;
+  I.ops->reset(I.task, envs, 3, 0, x, t0);
+  tep[0] = 5; tep[1] = 5; tep[2] = 50;
+  x[0 * nx + 1] -= 0.6; /* rootz slide: the torso drops to ~0.6 m */
+  I.ops->reward(I.task, x, a, tep, rew, done);
+  CU_ASSERT_EQUAL(done[0], 1);
+  CU_ASSERT_EQUAL(done[1], 0);
+  CU_ASSERT_EQUAL(done[2], 2);
+  inst_free(&I);
+  bcg_motion_free(&mo);
+  bcg_model_free(model);
+}
+
+/* ---- shipped motions ------------------------------------------------------------------------------ */
+
+static void test_shipped_motions(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  const bcg_mdata *m = &model->m;
+  static bcg_kin k;
+  const char *names[4] = {"run.csv", "jump.csv", "fight.csv", "dance.csv"};
+  double worst_pen = 0, worst_range = 0, worst_ballistic = 0;
+  for (int c = 0; c < 4; c++) {
+    bcg_motion mo;
+    char err[2048];
+    CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file(names[c]), 0, 0, err, sizeof err), 0);
+    double D = bcg_motion_duration(&mo);
+    CU_ASSERT(D >= 5 && D <= 15);
+    int flights = 0, air_prev = 0;
+    double *lo = calloc(mo.nframes, sizeof(double));
+    for (int i = 0; i < mo.nframes; i++) {
+      const double *q = mo.qpos + (size_t)i * m->nq;
+      bcg_kinematics(m, q, &k);
+      lo[i] = 1e9;
+      for (int p = 0; p < m->ncp; p++) {
+        bcg_real pc[3];
+        bcg_contact_point(m, &k, p, pc);
+        lo[i] = fmin(lo[i], pc[2] + k.o[2] - m->floor_z);
+      }
+      worst_pen = fmax(worst_pen, -lo[i]);
+      for (int j = 0; j < m->njnt; j++)
+        if (m->jnt_limited[j] && m->jnt_type[j] == BCG_JNT_HINGE) {
+          double v = q[m->jnt_qposadr[j]];
+          worst_range = fmax(worst_range, fmax(m->jnt_range[j][0] - v, v - m->jnt_range[j][1]));
+        }
+      int air = lo[i] > 0.02;
+      if (air && !air_prev) flights++;
+      air_prev = air;
+    }
+    /* in the air (strictly inside a flight phase) the root is ballistic */
+    for (int i = 1; i + 1 < mo.nframes; i++)
+      if (lo[i - 1] > 1e-4 && lo[i] > 1e-4 && lo[i + 1] > 1e-4) {
+        const double *q0 = mo.qpos + (size_t)(i - 1) * m->nq, *q1 = q0 + m->nq, *q2 = q1 + m->nq;
+        double acc = (q2[2] - 2 * q1[2] + q0[2]) * mo.fps * mo.fps;
+        worst_ballistic = fmax(worst_ballistic, fabs(acc + 9.81));
+      }
+    if (c == 1) {
+      CU_ASSERT(flights >= 4);
+      double hmax = 0;
+      for (int i = 0; i < mo.nframes; i++) hmax = fmax(hmax, lo[i]);
+      CU_ASSERT(hmax > 0.15);
+      printf("\n  jump: %d flight phases, highest %.3f m\n", flights, hmax);
+    } else {
+      CU_ASSERT(flights == 0);
+    }
+    free(lo);
+    bcg_motion_free(&mo);
+  }
+  bcg_test_report("shipped motions: deepest floor penetration (m)", worst_pen);
+  bcg_test_report("shipped motions: worst joint-range violation (rad)", worst_range);
+  bcg_test_report("shipped motions: |root z acceleration + g| in flight (m/s^2)", worst_ballistic);
+  CU_ASSERT(worst_pen <= 1e-3);
+  CU_ASSERT(worst_range <= 1e-6);
+  CU_ASSERT(worst_ballistic < 0.05);
+  bcg_model_free(model);
+}
+
+/* ---- another robot: a retargeted clip for biped2d --------------------------------------------------- */
+
+static void test_biped2d_clip(void) {
+  const char *p = "/tmp/bcg_tt_biped.csv";
+  FILE *f = fopen(p, "w");
+  fprintf(f, "# fps=25 quat=wxyz (no quaternion on this model)\n");
+  fprintf(f, "rootx,rootz,rooty,right_hip,right_knee,right_ankle,left_hip,left_knee,left_ankle\n");
+  for (int i = 0; i < 50; i++) { /* a slow walk-like swing */
+    double t = i / 25.0, s = sin(2 * M_PI * t);
+    fprintf(f, "%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", 0.5 * t, -0.05 - 0.02 * s * s, 0.05 * s,
+            -0.4 * s - 0.2, -0.3 - 0.3 * (0.5 + 0.5 * s), 0.1 * s, 0.4 * s - 0.2, -0.3 - 0.3 * (0.5 - 0.5 * s),
+            -0.1 * s);
+  }
+  fclose(f);
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nterm_height = 0.3\nloop = true\n", p);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", lines, 3), 0);
+  /* 13 + 2*6 + 6 proprio, 2 leaf bodies (feet), 3 future frames of 9 + 6 + 6 */
+  CU_ASSERT_EQUAL(I.ops->obs_dim(I.task), 31 + 6 + 3 * 21);
+  CU_ASSERT(fd_task(&I, 0, "imitation biped2d observe VJP vs FD (rel)") < 1e-6);
+  CU_ASSERT(fd_task(&I, 1, "imitation biped2d reward VJP vs FD (rel)") < 1e-6);
+  /* replay at the reset phase (tep 0) gives the maximal reward */
+  int envs[3] = {0, 1, 2}, tep[3], done[3];
+  bcg_real x[3 * 32], a[3 * 8] = {0}, rew[3];
+  I.ops->reset(I.task, envs, 3, 3, x, tep);
+  I.ops->reward(I.task, x, a, tep, rew, done);
+  for (int e = 0; e < 3; e++) {
+    CU_ASSERT(fabs(rew[e] - 1) < 1e-9);
+    CU_ASSERT_EQUAL(done[e], 0);
+  }
+  inst_free(&I);
+  unlink(p);
+}
+
+BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_mismatch}, {"hdf5", test_hdf5},
+          {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp},
+          {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
+          {"termination", test_termination}, {"shipped_motions", test_shipped_motions},
+          {"biped2d_clip", test_biped2d_clip});
+BCG_RUN("tasks")
