@@ -1,26 +1,129 @@
-/* cmd_train.c - bcg train CONFIG [section.key=value ...].
+/* cmd_train.c - bcg train CONFIG [section.key=value ...]
+ *               bcg train --resume RUN_DIR [run.key=value ...]
  *
- * Validates the config, creates runs/<name>/<stamp>/ with config.ini
- * (resolved), log.h5 (metadata) and checkpoints/. The training loop itself
- * (trainer + learner plugin) comes with the learner issue and starts where
- * the "no learner loop yet" message is. */
+ * A new run validates the config, creates runs/<name>/<stamp>/ with
+ * config.ini (resolved) and checkpoints/, and runs the training loop
+ * (core/train.c), which writes log.h5 and the checkpoints. --resume reloads
+ * RUN_DIR/config.ini and the latest checkpoint and continues; overrides on
+ * resume may change only the [run] budget keys (iterations, samples,
+ * seconds, checkpoint_every, threads) and are written back to config.ini.
+ *
+ * SIGINT (Ctrl-C) finishes the current iteration, writes a checkpoint and
+ * exits 0; a second SIGINT kills the process at once. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bcg/config.h"
 #include "bcg/loader.h"
 #include "bcg/runlog.h"
+#include "bcg/train.h"
 #include "cmd.h"
 
+static volatile sig_atomic_t stop_requested; /* set by the SIGINT handler only */
+
+static void on_sigint(int sig) {
+  (void)sig;
+  stop_requested = 1;
+}
+
+static int write_config(const bcg_config *cfg, const char *dir) {
+  char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
+  snprintf(path, sizeof path, "%s/config.ini", dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return bcg_cli_error("%s: cannot create: %s", tmp, strerror(errno));
+  int werr = bcg_config_resolved_write(cfg, f);
+  if (fclose(f) != 0 || werr) {
+    unlink(tmp);
+    return bcg_cli_error("%s: write failed", tmp);
+  }
+  if (rename(tmp, path) != 0) {
+    unlink(tmp);
+    return bcg_cli_error("%s: cannot replace: %s", path, strerror(errno));
+  }
+  return 0;
+}
+
+static int run(const bcg_config *cfg, const char *dir, int resume) {
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills */
+  sigemptyset(&sa.sa_mask);
+  stop_requested = 0;
+  sigaction(SIGINT, &sa, &old);
+  bcg_train_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.run_dir = dir;
+  opt.resume = resume;
+  opt.progress = stdout;
+  opt.progress_tty = -1;
+  opt.stop = &stop_requested;
+  bcg_train_result res;
+  char err[4096];
+  int rc = bcg_train_run(cfg, &opt, &res, err, sizeof err);
+  sigaction(SIGINT, &old, NULL);
+  if (rc) return bcg_cli_error("%s", err);
+  printf("bcg: train: %s after %lld iterations, %llu samples, %.1f s; checkpoint %s\n",
+         res.stopped ? (stop_requested ? "interrupted" : "stopped") : "finished", (long long)res.iterations,
+         (unsigned long long)res.samples, res.wall, res.checkpoint);
+  fflush(stdout);
+  return BCG_EXIT_OK;
+}
+
+static int resume(int argc, char **argv) {
+  if (argc < 3) return bcg_cli_usage(argv[0], "--resume needs RUN_DIR");
+  const char *dir = argv[2];
+  static const char *allowed[] = {"run.iterations", "run.samples", "run.seconds", "run.checkpoint_every",
+                                  "run.threads"};
+  for (int i = 3; i < argc; i++) {
+    const char *eq = strchr(argv[i], '=');
+    if (!eq) return bcg_cli_usage(argv[0], "'%s' is not an override section.key=value", argv[i]);
+    int ok = 0;
+    for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)
+      if ((size_t)(eq - argv[i]) == strlen(allowed[k]) && !strncmp(argv[i], allowed[k], strlen(allowed[k]))) ok = 1;
+    if (!ok)
+      return bcg_cli_usage(argv[0],
+                           "'%.*s' cannot change on resume (only run.iterations, run.samples, run.seconds, "
+                           "run.checkpoint_every, run.threads)",
+                           (int)(eq - argv[i]), argv[i]);
+  }
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/config.ini", dir);
+  if (access(path, R_OK) != 0) return bcg_cli_error("%s: cannot read: %s (not a run directory?)", path, strerror(errno));
+  if (bcg_train_latest_checkpoint(dir, NULL, 0) < 0)
+    return bcg_cli_error("%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", dir);
+  char *av[260];
+  int ac = 0;
+  av[ac++] = argv[0];
+  av[ac++] = path;
+  for (int i = 3; i < argc && ac < 258; i++) av[ac++] = argv[i];
+  bcg_config *cfg;
+  int rc = bcg_cli_load_config(argv[0], ac, av, &cfg);
+  if (rc) return rc;
+  rc = bcg_cli_check_semantics(cfg);
+  if (!rc && argc > 3) rc = write_config(cfg, dir);
+  if (!rc) {
+    printf("bcg: train: resuming %s\n", dir);
+    fflush(stdout);
+    rc = run(cfg, dir, 1);
+  }
+  bcg_config_free(cfg);
+  return rc;
+}
+
 int bcg_cmd_train(int argc, char **argv) {
+  if (argc >= 2 && !strcmp(argv[1], "--resume")) return resume(argc, argv);
   bcg_config *cfg;
   int rc = bcg_cli_load_config(argv[0], argc, argv, &cfg);
   if (rc) return rc;
   char err[2048];
   rc = bcg_cli_check_semantics(cfg);
-  for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK && rc == 0; k++)
+  for (int k = BCG_KIND_ESTIMATOR; k <= BCG_KIND_TASK && rc == 0; k++)
     if (!bcg_config_plugin(cfg, (bcg_kind)k)) {
       char names[1024];
       bcg_registry_names(bcg_registry_global(), (bcg_kind)k, names, sizeof names);
@@ -37,38 +140,10 @@ int bcg_cmd_train(int argc, char **argv) {
     rc = bcg_cli_error("%s", e2);
     goto out;
   }
-  char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/config.ini", dir);
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    rc = bcg_cli_error("%s: cannot create: %s", path, strerror(errno));
-    goto out;
-  }
-  int werr = bcg_config_resolved_write(cfg, f);
-  if (fclose(f) != 0 || werr) {
-    rc = bcg_cli_error("%s: write failed", path);
-    goto out;
-  }
-  snprintf(path, sizeof path, "%s/log.h5", dir);
-  bcg_runlog_meta meta = {name, bcg_config_path(cfg), bcg_config_get_string(cfg, "run", "device"),
-                          bcg_config_get_int(cfg, "run", "seed")};
-  bcg_runlog *log = bcg_runlog_open(path, &meta, err, sizeof err);
-  if (!log) {
-    rc = bcg_cli_error("%s", err);
-    goto out;
-  }
-  for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK; k++) {
-    char attr[32];
-    snprintf(attr, sizeof attr, "%s_plugin", bcg_kind_name((bcg_kind)k));
-    bcg_runlog_set_attr(log, attr, bcg_config_plugin(cfg, (bcg_kind)k)->desc->name, err, sizeof err);
-  }
-  if (bcg_runlog_close(log, err, sizeof err)) {
-    rc = bcg_cli_error("%s", err);
-    goto out;
-  }
+  if ((rc = write_config(cfg, dir))) goto out;
   printf("bcg: train: run directory %s\n", dir);
   fflush(stdout);
-  rc = bcg_cli_error("train: no learner loop yet (this build stops after creating the run directory)");
+  rc = run(cfg, dir, 0);
 out:
   bcg_config_free(cfg);
   return rc;

@@ -19,10 +19,17 @@ static const struct command {
   const char *summary;
   const char *help;
 } commands[] = {
-    {"train", bcg_cmd_train, "CONFIG [section.key=value ...]", "train a policy; writes runs/<name>/<stamp>/",
+    {"train", bcg_cmd_train, "CONFIG [section.key=value ...] | --resume RUN_DIR [run.key=value ...]",
+     "train a policy; writes runs/<name>/<stamp>/",
      "Validates CONFIG (with the overrides applied), creates <out_dir>/<name>/<UTC stamp>/\n"
      "with config.ini (the resolved configuration), log.h5 and checkpoints/, then runs\n"
-     "the learner. This build stops before the learner loop (not implemented yet)."},
+     "the learner until the first [run] budget (iterations, samples, seconds) is spent.\n"
+     "Each iteration appends its curves to log.h5 and prints a progress line; a checkpoint\n"
+     "is written every [run] checkpoint_every iterations and at the end.\n"
+     "Ctrl-C finishes the iteration, writes a checkpoint and exits 0 (twice: at once).\n"
+     "--resume RUN_DIR continues a run from its latest checkpoint (bit for bit on the CPU);\n"
+     "overrides may extend run.iterations, run.samples, run.seconds or change\n"
+     "run.checkpoint_every and run.threads."},
     {"eval", unavailable, "RUN_DIR [section.key=value ...]", "evaluate a trained policy (planned)",
      "Planned: evaluates a run's checkpoint in bcg or MuJoCo and writes eval.h5."},
     {"bench", bcg_cmd_bench, "[--model MJCF] [--envs N] [--seconds S]", "physics steps/s beside MuJoCo mj_step",

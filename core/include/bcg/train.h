@@ -3,7 +3,9 @@
 #ifndef BCG_TRAIN_H
 #define BCG_TRAIN_H
 
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "bcg/env.h"
 #include "bcg/plugin.h"
 
@@ -11,6 +13,7 @@ BCG_BEGIN_DECLS
 
 typedef struct bcg_runlog bcg_runlog; /* bcg/runlog.h */
 typedef struct bcg_config bcg_config; /* bcg/config.h */
+typedef struct bcg_plugin bcg_plugin; /* bcg/loader.h */
 
 struct bcg_trainer {
   bcg_env *env;
@@ -41,7 +44,55 @@ struct bcg_learner_stats {
   uint64_t samples;      /* simulated control steps this iteration, every branch counted */
   int nan_resets;        /* environments reset because of a NaN/Inf this iteration */
   int episodes;          /* episodes finished this iteration */
+  int skipped_updates;   /* parameter updates skipped because a gradient was not finite */
 };
+
+/* ---- the training loop (core/train.c) -------------------------------------
+ *
+ * bcg_train_run builds the env ([model] [sim] [contact], [run] num_envs), the
+ * task ([task]), the estimator ([estimator], with the learner's horizon: the
+ * [learner] key `horizon` when the learner has BCG_CAP_NEEDS_BACKWARD, else
+ * 0) and the learner ([learner]), then iterates until the first of the [run]
+ * budgets (iterations, samples, seconds) is spent or *stop becomes non-zero.
+ * Each iteration appends to log.h5 the curves iteration, samples (total),
+ * wall_time (s) and every field of bcg_learner_stats (iteration_samples for
+ * its `samples`). Checkpoints checkpoints/ckpt_<iterations, 9 digits>.h5 are
+ * written every [run] checkpoint_every iterations and at the end; each holds
+ * the group /trainer (iteration, samples, wall_time, log_iterations, plugin
+ * names) and the group /learner (the learner's save()). A resumed run loads
+ * the latest checkpoint, rewrites log.h5 truncated to it, and continues; on
+ * the CPU it equals the uninterrupted run bit for bit. */
+
+typedef struct bcg_train_options {
+  const char *run_dir;        /* holds config.ini, log.h5 (created here) and checkpoints/ */
+  int resume;                 /* continue from the latest checkpoint in run_dir */
+  FILE *progress;             /* one progress line per iteration; NULL: none */
+  int progress_tty;           /* 1: rewrite one line with \r; 0: plain lines; -1: isatty(progress) */
+  volatile sig_atomic_t *stop;/* non-zero: finish the iteration, checkpoint, return (SIGINT) */
+  /* optional: called after each iteration (after logging); non-zero stops
+   * the run like *stop (used by tests and learning checks) */
+  int (*on_iteration)(void *ctx, int64_t iterations_done, uint64_t samples, double wall,
+                      const bcg_learner_stats *st);
+  void *ctx;
+} bcg_train_options;
+
+typedef struct bcg_train_result {
+  int64_t iterations;     /* completed iterations, all sessions of the run */
+  uint64_t samples;       /* simulated control steps, all sessions */
+  double wall;            /* training wall time (s), all sessions */
+  int stopped;            /* 1: stopped by *stop or on_iteration, 0: a budget was spent */
+  bcg_learner_stats last; /* stats of the last iteration of this session */
+  char checkpoint[4096];  /* the last checkpoint written */
+} bcg_train_result;
+
+/* Run (or resume) training into opt->run_dir. Returns 0, or -1 with a
+ * one-line message. res may be NULL. */
+int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train_result *res, char *err,
+                  size_t errlen);
+
+/* The latest checkpoint of a run directory: its path into buf and its
+ * iteration count, or -1 when there is none. */
+int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len);
 
 BCG_END_DECLS
 

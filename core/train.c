@@ -1,0 +1,590 @@
+/* core/train.c - the training loop behind `bcg train` (see bcg/train.h).
+ *
+ * One iteration = one learner iterate() (collect, losses, update), then the
+ * task's optional update(), then one row of every curve in log.h5 and, every
+ * checkpoint_every iterations, a checkpoint. Everything a resumed run needs
+ * to continue bit for bit lives in the learner's checkpoint group (the
+ * learner owns rollout states, counters and RNG positions); the loop adds
+ * its own counters. Wall-clock time is the only thing that differs. */
+#include <dirent.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bcg/config.h"
+#include "bcg/loader.h"
+#include "bcg/runlog.h"
+#include "bcg/train.h"
+
+void openblas_set_num_threads(int n); /* libopenblas */
+
+static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void setf(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  long long best = -1;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    long long it;
+    int n = 0;
+    if (sscanf(de->d_name, "ckpt_%lld.h5%n", &it, &n) == 1 && n > 0 && de->d_name[n] == 0 && it > best) best = it;
+  }
+  closedir(d);
+  if (best >= 0 && buf) snprintf(buf, len, "%s/ckpt_%09lld.h5", dir, best);
+  return (int64_t)best;
+}
+
+typedef struct loop {
+  const bcg_config *cfg;
+  const bcg_train_options *opt;
+  bcg_env *env;
+  const bcg_plugin *ptask, *pest, *plearn;
+  const bcg_task_ops *task_ops;
+  void *task;
+  const bcg_estimator_ops *est_ops;
+  void *est;
+  const bcg_learner_ops *lops;
+  void *learner;
+  bcg_trainer tr;
+  bcg_runlog *log;
+  int64_t it;       /* completed iterations */
+  uint64_t samples; /* total */
+  double wall0;     /* wall time of earlier sessions */
+} loop;
+
+static const char *plugin_name(const bcg_config *cfg, bcg_kind k) {
+  const bcg_plugin *p = bcg_config_plugin(cfg, k);
+  return p ? p->desc->name : "";
+}
+
+static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, char *err, size_t errlen) {
+  snprintf(path, pathlen, "%s/checkpoints/ckpt_%09" PRId64 ".h5", L->opt->run_dir, L->it);
+  bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, errlen);
+  if (!ck) return -1;
+  int64_t root = bcg_checkpoint_root(ck);
+  int64_t g = bcg_h5_group(root, "trainer", 1, err, errlen);
+  if (g < 0) goto fail;
+  int64_t iv[1] = {L->it}, sv[1] = {(int64_t)L->samples}, lv[1] = {bcg_runlog_iterations(L->log)},
+          seed[1] = {(int64_t)L->tr.seed};
+  double wv[1] = {wall};
+  int rc = bcg_h5_write_i64(g, "iteration", iv, 1, err, errlen) || bcg_h5_write_i64(g, "samples", sv, 1, err, errlen) ||
+           bcg_h5_write_i64(g, "log_iterations", lv, 1, err, errlen) ||
+           bcg_h5_write_i64(g, "seed", seed, 1, err, errlen) ||
+           bcg_h5_write_doubles(g, "wall_time", wv, 1, err, errlen);
+  static const bcg_kind kinds[] = {BCG_KIND_CONTACT, BCG_KIND_ESTIMATOR, BCG_KIND_LEARNER, BCG_KIND_TASK};
+  for (int k = 0; k < 4 && !rc; k++) {
+    char attr[32];
+    snprintf(attr, sizeof attr, "%s_plugin", bcg_kind_name(kinds[k]));
+    rc = bcg_h5_write_str(g, attr, plugin_name(L->cfg, kinds[k]), err, errlen);
+  }
+  bcg_h5_group_close(g);
+  if (rc) goto fail;
+  g = bcg_h5_group(root, "learner", 1, err, errlen);
+  if (g < 0) goto fail;
+  rc = L->lops->save(L->learner, g);
+  bcg_h5_group_close(g);
+  if (rc) {
+    setf(err, errlen, "checkpoint %s: learner %s: save failed", path, L->plearn->desc->name);
+    goto fail;
+  }
+  return bcg_checkpoint_commit(ck, err, errlen);
+fail:
+  bcg_checkpoint_abort(ck);
+  return -1;
+}
+
+static int load_checkpoint(loop *L, const char *path, int64_t *log_iters, char *err, size_t errlen) {
+  int64_t f = bcg_checkpoint_open(path, err, errlen);
+  if (f < 0) return -1;
+  int rc = -1;
+  int64_t g = bcg_h5_group(f, "trainer", 0, err, errlen);
+  if (g < 0) goto out;
+  int64_t iv[1], sv[1], lv[1];
+  double wv[1];
+  char name[256];
+  if (bcg_h5_read_i64(g, "iteration", iv, 1, err, errlen) != 1 || bcg_h5_read_i64(g, "samples", sv, 1, err, errlen) != 1 ||
+      bcg_h5_read_i64(g, "log_iterations", lv, 1, err, errlen) != 1 ||
+      bcg_h5_read_doubles(g, "wall_time", wv, 1, err, errlen) != 1 ||
+      bcg_h5_read_str(g, "learner_plugin", name, sizeof name, err, errlen)) {
+    bcg_h5_group_close(g);
+    goto out;
+  }
+  bcg_h5_group_close(g);
+  if (strcmp(name, L->plearn->desc->name) != 0) {
+    setf(err, errlen, "checkpoint %s: written by learner '%s', the config selects '%s'", path, name,
+         L->plearn->desc->name);
+    goto out;
+  }
+  g = bcg_h5_group(f, "learner", 0, err, errlen);
+  if (g < 0) goto out;
+  int lrc = L->lops->load(L->learner, g);
+  bcg_h5_group_close(g);
+  if (lrc) {
+    setf(err, errlen, "checkpoint %s: learner %s: load failed (a checkpoint of another configuration?)", path,
+         name);
+    goto out;
+  }
+  L->it = iv[0];
+  L->samples = (uint64_t)sv[0];
+  L->wall0 = wv[0];
+  *log_iters = lv[0];
+  rc = 0;
+out:
+  bcg_checkpoint_close(f);
+  return rc;
+}
+
+/* ---- log.h5 on resume ------------------------------------------------------------
+ *
+ * runlog.h can only create a log, so a resumed run rebuilds it: every curve of
+ * the old file is read (values and first_iteration), a new log is created as
+ * log.h5.tmp with the old root attributes, the values of the first `keep`
+ * iterations are appended iteration by iteration, and the file is renamed
+ * over log.h5. Iterations logged after the checkpoint are dropped (they are
+ * run again). */
+
+typedef struct oldcurve {
+  char *name;
+  int64_t first;
+  double *v;
+  hsize_t n;
+} oldcurve;
+
+typedef struct oldlog {
+  oldcurve *c;
+  int n, cap;
+  char **attr_name, **attr_val;
+  int nattr, capattr;
+} oldlog;
+
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t obj_info;
+#define VISIT(f, cb, data) H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_INC, cb, data, H5O_INFO_BASIC)
+#else
+typedef H5O_info_t obj_info;
+#define VISIT(f, cb, data) H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_INC, cb, data, H5O_INFO_BASIC)
+#endif
+
+static herr_t visit_cb(hid_t obj, const char *name, const obj_info *info, void *data) {
+  oldlog *o = data;
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  hid_t d = H5Dopen2(obj, name, H5P_DEFAULT);
+  if (d < 0) return -1;
+  hid_t sp = H5Dget_space(d);
+  hsize_t dims[1] = {0};
+  int ok = H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, dims, NULL) == 1;
+  H5Sclose(sp);
+  if (!ok) {
+    H5Dclose(d);
+    return 0;
+  }
+  if (o->n == o->cap) {
+    o->cap = o->cap ? 2 * o->cap : 32;
+    o->c = realloc(o->c, (size_t)o->cap * sizeof *o->c);
+    if (!o->c) return -1;
+  }
+  oldcurve *c = &o->c[o->n];
+  c->name = strdup(name);
+  c->n = dims[0];
+  c->v = malloc((size_t)(dims[0] ? dims[0] : 1) * sizeof(double));
+  c->first = 0;
+  if (!c->name || !c->v) return -1;
+  if (dims[0] && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, c->v) < 0) {
+    H5Dclose(d);
+    return -1;
+  }
+  if (H5Aexists(d, "first_iteration") > 0) {
+    hid_t a = H5Aopen(d, "first_iteration", H5P_DEFAULT);
+    if (a >= 0) {
+      H5Aread(a, H5T_NATIVE_INT64, &c->first);
+      H5Aclose(a);
+    }
+  }
+  H5Dclose(d);
+  o->n++;
+  return 0;
+}
+
+static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data) {
+  oldlog *o = data;
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  if (a < 0) return 0;
+  hid_t t = H5Aget_type(a);
+  if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) <= 0) {
+    size_t n = H5Tget_size(t);
+    char *v = calloc(n + 1, 1);
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mt, n);
+    if (v && H5Aread(a, mt, v) >= 0) {
+      if (o->nattr == o->capattr) {
+        o->capattr = o->capattr ? 2 * o->capattr : 16;
+        o->attr_name = realloc(o->attr_name, (size_t)o->capattr * sizeof(char *));
+        o->attr_val = realloc(o->attr_val, (size_t)o->capattr * sizeof(char *));
+      }
+      o->attr_name[o->nattr] = strdup(name);
+      o->attr_val[o->nattr++] = v;
+      v = NULL;
+    }
+    free(v);
+    H5Tclose(mt);
+  }
+  H5Tclose(t);
+  H5Aclose(a);
+  return 0;
+}
+
+static void oldlog_free(oldlog *o) {
+  for (int i = 0; i < o->n; i++) free(o->c[i].name), free(o->c[i].v);
+  for (int i = 0; i < o->nattr; i++) free(o->attr_name[i]), free(o->attr_val[i]);
+  free(o->c);
+  free(o->attr_name);
+  free(o->attr_val);
+}
+
+static bcg_runlog *log_resume(const char *path, const bcg_runlog_meta *meta, int64_t keep, char *err, size_t errlen) {
+  oldlog o = {0};
+  H5E_auto2_t ef;
+  void *ed;
+  H5Eget_auto2(H5E_DEFAULT, &ef, &ed);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  int bad = f < 0;
+  if (!bad) {
+    bad = VISIT(f, visit_cb, &o) < 0;
+    hsize_t idx = 0;
+    if (!bad) H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &o);
+    H5Fclose(f);
+  }
+  H5Eclear2(H5E_DEFAULT);
+  H5Eset_auto2(H5E_DEFAULT, ef, ed);
+  if (bad) {
+    setf(err, errlen, "%s: cannot read the run's log to continue it", path);
+    oldlog_free(&o);
+    return NULL;
+  }
+  char tmp[PATH_MAX + 256];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  bcg_runlog *log = bcg_runlog_open(tmp, meta, err, errlen);
+  if (!log) {
+    oldlog_free(&o);
+    return NULL;
+  }
+  int rc = 0;
+  for (int i = 0; i < o.nattr && !rc; i++)
+    if (strcmp(o.attr_name[i], "version") && strcmp(o.attr_name[i], "hdf5_version"))
+      rc = bcg_runlog_set_attr(log, o.attr_name[i], o.attr_val[i], err, errlen);
+  for (int64_t it = 0; it < keep && !rc; it++) {
+    for (int i = 0; i < o.n; i++) {
+      oldcurve *c = &o.c[i];
+      if (it >= c->first && it < c->first + (int64_t)c->n) bcg_runlog_append(log, c->name, c->v[it - c->first]);
+    }
+    rc = bcg_runlog_flush_iteration(log, err, errlen);
+  }
+  oldlog_free(&o);
+  if (!rc && rename(tmp, path) != 0) {
+    setf(err, errlen, "%s: cannot replace the log: %s", path, strerror(errno));
+    rc = -1;
+  }
+  if (rc) {
+    char e2[64];
+    bcg_runlog_close(log, e2, sizeof e2);
+    unlink(tmp);
+    return NULL;
+  }
+  return log;
+}
+
+/* ---- progress ----------------------------------------------------------------- */
+
+static void fmt_count(char *b, size_t n, double v) {
+  if (v >= 1e9) snprintf(b, n, "%.2fG", v / 1e9);
+  else if (v >= 1e6) snprintf(b, n, "%.2fM", v / 1e6);
+  else if (v >= 1e4) snprintf(b, n, "%.1fk", v / 1e3);
+  else snprintf(b, n, "%.0f", v);
+}
+
+static void fmt_time(char *b, size_t n, double s) {
+  if (!(s >= 0) || s > 1e8) snprintf(b, n, "-");
+  else if (s >= 3600) snprintf(b, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+  else if (s >= 60) snprintf(b, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+  else snprintf(b, n, "%.0fs", s);
+}
+
+/* fraction of the tightest budget spent, or -1 without a budget */
+static double budget_frac(int64_t iters, uint64_t samples, double secs, int64_t it, uint64_t s, double wall) {
+  double f = -1;
+  if (iters > 0) f = fmax(f, (double)it / (double)iters);
+  if (samples > 0) f = fmax(f, (double)s / (double)samples);
+  if (secs > 0) f = fmax(f, wall / secs);
+  return f;
+}
+
+/* ---- the loop -------------------------------------------------------------------- */
+
+static void log_stats(bcg_runlog *log, int64_t it, uint64_t samples, double wall, const bcg_learner_stats *st) {
+  bcg_runlog_append(log, "iteration", (double)it);
+  bcg_runlog_append(log, "samples", (double)samples);
+  bcg_runlog_append(log, "wall_time", wall);
+  bcg_runlog_append(log, "mean_return", st->mean_return);
+  bcg_runlog_append(log, "mean_ep_len", st->mean_ep_len);
+  bcg_runlog_append(log, "mean_reward", st->mean_reward);
+  bcg_runlog_append(log, "actor_loss", st->actor_loss);
+  bcg_runlog_append(log, "critic_loss", st->critic_loss);
+  bcg_runlog_append(log, "grad_norm", st->grad_norm);
+  bcg_runlog_append(log, "grad_var", st->grad_var);
+  bcg_runlog_append(log, "lr", st->lr);
+  bcg_runlog_append(log, "action_std", st->action_std);
+  bcg_runlog_append(log, "bundle_frac", st->bundle_frac);
+  bcg_runlog_append(log, "iteration_samples", (double)st->samples);
+  bcg_runlog_append(log, "nan_resets", (double)st->nan_resets);
+  bcg_runlog_append(log, "episodes", (double)st->episodes);
+  bcg_runlog_append(log, "skipped_updates", (double)st->skipped_updates);
+}
+
+static void teardown(loop *L) {
+  if (L->learner) L->lops->destroy(L->learner);
+  if (L->est) L->est_ops->destroy(L->est);
+  if (L->task) L->task_ops->destroy(L->task);
+  bcg_env_free(L->env);
+}
+
+int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train_result *res, char *err,
+                  size_t errlen) {
+  loop L;
+  memset(&L, 0, sizeof L);
+  L.cfg = cfg;
+  L.opt = opt;
+  if (res) {
+    memset(res, 0, sizeof *res);
+    res->last.mean_return = res->last.mean_ep_len = NAN;
+  }
+  const bcg_services *svc = bcg_services_host();
+  L.ptask = bcg_config_plugin(cfg, BCG_KIND_TASK);
+  L.pest = bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR);
+  L.plearn = bcg_config_plugin(cfg, BCG_KIND_LEARNER);
+  if (!L.ptask || !L.pest || !L.plearn) {
+    setf(err, errlen, "%s: training needs [task], [estimator] and [learner] sections with 'plugin = NAME'",
+         bcg_config_path(cfg));
+    return -1;
+  }
+  /* a new run's log exists from the start, so a run that fails to set up
+   * still records what it was */
+  char e2[2048];
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/log.h5", opt->run_dir);
+  bcg_runlog_meta meta = {bcg_config_get_string(cfg, "run", "name"), bcg_config_path(cfg),
+                          bcg_config_get_string(cfg, "run", "device"), bcg_config_get_int(cfg, "run", "seed")};
+  if (!opt->resume) {
+    L.log = bcg_runlog_open(path, &meta, err, errlen);
+    if (!L.log) return -1;
+    static const bcg_kind kinds[] = {BCG_KIND_CONTACT, BCG_KIND_ESTIMATOR, BCG_KIND_LEARNER, BCG_KIND_TASK};
+    for (int k = 0; k < 4; k++) {
+      char attr[32];
+      snprintf(attr, sizeof attr, "%s_plugin", bcg_kind_name(kinds[k]));
+      bcg_runlog_set_attr(L.log, attr, plugin_name(cfg, kinds[k]), e2, sizeof e2);
+    }
+  }
+  long threads = bcg_config_get_int(cfg, "run", "threads");
+  if (threads > 0) {
+    omp_set_num_threads((int)threads);
+    openblas_set_num_threads((int)threads);
+  }
+  int nenv = (int)bcg_config_get_int(cfg, "run", "num_envs");
+  L.env = bcg_env_create(cfg, nenv, err, errlen);
+  if (!L.env) goto fail;
+
+  const bcg_params *tp = bcg_config_section(cfg, "task");
+  L.task_ops = L.ptask->desc->ops;
+  L.task = L.task_ops->create(svc, tp, L.env, e2, sizeof e2);
+  if (!L.task) {
+    setf(err, errlen, "[task] %s (%s): %s", L.ptask->desc->name, L.ptask->path, e2);
+    goto fail;
+  }
+  L.env->task_ops = L.task_ops;
+  L.env->task = L.task;
+  if (L.task_ops->act_dim(L.task) != L.env->nu) {
+    setf(err, errlen, "[task] %s: %d action dimensions, but the model has %d actuators", L.ptask->desc->name,
+         L.task_ops->act_dim(L.task), L.env->nu);
+    goto fail;
+  }
+
+  const bcg_params *lp = bcg_config_section(cfg, "learner");
+  int horizon = 0;
+  if (L.plearn->desc->caps & BCG_CAP_NEEDS_BACKWARD) {
+    if (!bcg_params_value(lp, "horizon")) {
+      setf(err, errlen, "[learner] %s uses the estimator's backward pass but declares no 'horizon' key",
+           L.plearn->desc->name);
+      goto fail;
+    }
+    horizon = (int)bcg_params_get_int(lp, "horizon");
+  }
+  L.est_ops = L.pest->desc->ops;
+  L.est = L.est_ops->create(svc, bcg_config_section(cfg, "estimator"), L.env, horizon, e2, sizeof e2);
+  if (!L.est) {
+    setf(err, errlen, "[estimator] %s (%s): %s", L.pest->desc->name, L.pest->path, e2);
+    goto fail;
+  }
+
+  L.tr.env = L.env;
+  L.tr.task_ops = L.task_ops;
+  L.tr.task = L.task;
+  L.tr.est_ops = L.est_ops;
+  L.tr.est = L.est;
+  L.tr.estimator = L.pest;
+  L.tr.cfg = cfg;
+  L.tr.seed = (uint64_t)bcg_config_get_int(cfg, "run", "seed");
+  L.tr.iteration = 0;
+  L.tr.max_iterations = bcg_config_get_int(cfg, "run", "iterations");
+  L.tr.threads = threads > 0 ? (int)threads : omp_get_max_threads();
+  L.lops = L.plearn->desc->ops;
+  L.learner = L.lops->create(svc, lp, &L.tr, e2, sizeof e2);
+  if (!L.learner) {
+    setf(err, errlen, "[learner] %s (%s): %s", L.plearn->desc->name, L.plearn->path, e2);
+    goto fail;
+  }
+
+  /* on resume: the state, then the log rebuilt up to it */
+  if (opt->resume) {
+    char ck[PATH_MAX + 64];
+    if (bcg_train_latest_checkpoint(opt->run_dir, ck, sizeof ck) < 0) {
+      setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", opt->run_dir);
+      goto fail;
+    }
+    int64_t keep = 0;
+    if (load_checkpoint(&L, ck, &keep, err, errlen)) goto fail;
+    L.log = log_resume(path, &meta, keep, err, errlen);
+    if (!L.log) goto fail;
+    char stamp[64];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char key[64];
+    snprintf(key, sizeof key, "resumed_%" PRId64, L.it);
+    bcg_runlog_set_attr(L.log, key, stamp, e2, sizeof e2);
+  }
+  L.tr.log = L.log;
+
+  int64_t max_it = bcg_config_get_int(cfg, "run", "iterations");
+  uint64_t max_s = (uint64_t)bcg_config_get_int(cfg, "run", "samples");
+  double max_t = bcg_config_get_real(cfg, "run", "seconds");
+  long ck_every = bcg_config_get_int(cfg, "run", "checkpoint_every");
+  int tty = opt->progress_tty;
+  if (tty < 0) tty = opt->progress ? isatty(fileno(opt->progress)) : 0;
+  double t0 = now_s();
+  uint64_t s0 = L.samples;
+  double f0 = budget_frac(max_it, max_s, max_t, L.it, L.samples, L.wall0);
+  int64_t last_ck = opt->resume ? L.it : -1;
+  int stopped = 0, rc = 0;
+  char ckpath[PATH_MAX + 64] = "";
+  bcg_learner_stats st;
+  memset(&st, 0, sizeof st);
+  st.mean_return = st.mean_ep_len = NAN;
+  for (;;) {
+    double wall = L.wall0 + (now_s() - t0);
+    if ((max_it > 0 && L.it >= max_it) || (max_s > 0 && L.samples >= max_s) || (max_t > 0 && wall >= max_t)) break;
+    if (opt->stop && *opt->stop) {
+      stopped = 1;
+      break;
+    }
+    memset(&st, 0, sizeof st);
+    st.mean_return = st.mean_ep_len = st.grad_var = st.bundle_frac = NAN;
+    st.actor_loss = st.critic_loss = st.grad_norm = st.lr = st.action_std = st.mean_reward = NAN;
+    L.tr.iteration = L.it;
+    if (L.lops->iterate(L.learner, &st)) {
+      setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed", L.plearn->desc->name, L.it);
+      rc = -1;
+      break;
+    }
+    if (L.task_ops->update && L.task_ops->update(L.task, L.it)) {
+      setf(err, errlen, "[task] %s: update at iteration %" PRId64 " failed", L.ptask->desc->name, L.it);
+      rc = -1;
+      break;
+    }
+    L.it++;
+    L.samples += st.samples;
+    wall = L.wall0 + (now_s() - t0);
+    log_stats(L.log, L.it - 1, L.samples, wall, &st);
+    if (bcg_runlog_flush_iteration(L.log, err, errlen)) {
+      rc = -1;
+      break;
+    }
+    if (opt->progress) {
+      char sm[32], rate[32], eta[32], ret[32], len[32];
+      fmt_count(sm, sizeof sm, (double)L.samples);
+      double el = now_s() - t0;
+      fmt_count(rate, sizeof rate, el > 0 ? (double)(L.samples - s0) / el : 0);
+      double f = budget_frac(max_it, max_s, max_t, L.it, L.samples, wall);
+      fmt_time(eta, sizeof eta, f > f0 && f >= 0 ? el * (1 - f) / (f - f0) : -1);
+      if (isnan(st.mean_return)) snprintf(ret, sizeof ret, "-");
+      else snprintf(ret, sizeof ret, "%.4g", st.mean_return);
+      if (isnan(st.mean_ep_len)) snprintf(len, sizeof len, "-");
+      else snprintf(len, sizeof len, "%.1f", st.mean_ep_len);
+      char itb[48];
+      if (max_it > 0) snprintf(itb, sizeof itb, "%" PRId64 "/%" PRId64, L.it, max_it);
+      else snprintf(itb, sizeof itb, "%" PRId64, L.it);
+      fprintf(opt->progress, "%sit %s  samples %s  return %s  ep_len %s  %s samples/s  ETA %s%s", tty ? "\r" : "",
+              itb, sm, ret, len, rate, eta, tty ? "\033[K" : "\n");
+      fflush(opt->progress);
+    }
+    if (ck_every > 0 && L.it % ck_every == 0) {
+      if (write_checkpoint(&L, wall, ckpath, sizeof ckpath, err, errlen)) {
+        rc = -1;
+        break;
+      }
+      last_ck = L.it;
+    }
+    if (opt->on_iteration && opt->on_iteration(opt->ctx, L.it, L.samples, wall, &st)) {
+      stopped = 1;
+      break;
+    }
+  }
+  if (opt->progress && tty) fprintf(opt->progress, "\n");
+  double wall = L.wall0 + (now_s() - t0);
+  if (rc == 0 && last_ck != L.it) {
+    if (write_checkpoint(&L, wall, ckpath, sizeof ckpath, err, errlen)) rc = -1;
+  }
+  if (bcg_runlog_close(L.log, rc ? e2 : err, rc ? sizeof e2 : errlen)) rc = -1;
+  L.log = NULL;
+  if (res) {
+    res->iterations = L.it;
+    res->samples = L.samples;
+    res->wall = wall;
+    res->stopped = stopped;
+    res->last = st;
+    snprintf(res->checkpoint, sizeof res->checkpoint, "%s", ckpath);
+  }
+  teardown(&L);
+  return rc;
+fail:
+  if (L.log) bcg_runlog_close(L.log, e2, sizeof e2);
+  teardown(&L);
+  return -1;
+}

@@ -1,0 +1,491 @@
+/* learners/ppo.c - clipped PPO as used in legged robotics (rsl_rl's PPO:
+ * rsl_rl/algorithms/ppo.py, modules/actor_critic.py, storage/rollout_storage.py),
+ * DESIGN.md section 7. Forward only: the estimator is created with horizon 0.
+ *
+ * One iteration:
+ *  1. Rollout of steps_per_env steps of every environment from where the last
+ *     iteration ended: obs normalised (optional running normaliser, updated
+ *     as observations arrive), a ~ N(mu(obs), exp(log_std)^2) (Philox ACTION
+ *     stream keyed by env and global step), the env gets squash(a), value
+ *     V(obs), log-prob. At a time limit (done = 2) the reward gets
+ *     gamma V(x_terminal) (rsl_rl bootstraps time-outs the same way, with the
+ *     value of the pre-step observation; the terminal observation is exact).
+ *  2. GAE(lambda) returns and advantages; advantages normalised over the batch.
+ *  3. epochs x minibatches over one random permutation (MINIBATCH stream,
+ *     keyed by iteration): adaptive-KL learning rate (KL(old || new) > 2
+ *     desired -> lr / 1.5, < desired / 2 -> lr * 1.5, clamped to [1e-5,
+ *     1e-2]), clipped surrogate, clipped value loss, entropy bonus; one
+ *     gradient-norm clip over actor and critic together, then Adam.
+ *
+ * The std is a learned state-independent log-std (rsl_rl learns the std
+ * itself; the initial value is the same). NaN/Inf in a state, reward or
+ * observation: the environment is reset, counted, and its transition is
+ * treated as a termination with reward 0; a non-finite minibatch gradient is
+ * skipped and counted. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/env.h"
+#include "bcg/nn.h"
+#include "bcg/plugin.h"
+#include "bcg/rng.h"
+#include "bcg/train.h"
+#include "learner_util.h"
+
+typedef struct ppo {
+  const bcg_services *svc;
+  bcg_trainer *tr;
+  bcg_env *env;
+  const bcg_task_ops *task_ops;
+  void *task;
+  const bcg_estimator_ops *est_ops;
+  void *est;
+  int N, nx, nu, od, S;
+  /* configuration */
+  double gamma, lam, clip, vcoef, ecoef, max_grad, kl_target, logstd_init;
+  int epochs, nmb, clipped_value, obs_norm, squash, adaptive;
+  /* networks */
+  bcg_mlp actor, critic;
+  bcg_adam aopt, copt;
+  bcg_lr_schedule sched;
+  bcg_normalizer obs_rms;
+  /* carried across iterations */
+  bcg_real *x, *prev_a;
+  int *tep;
+  double *ep_ret;
+  int64_t *ep_len;
+  uint64_t draw, step;
+  /* rollout storage [S][N][...] */
+  bcg_real *OBS, *ACT, *MU, *LP, *V, *R, *RET, *ADV;
+  unsigned char *D;
+  /* scratch */
+  bcg_real *obs, *obsn, *xn, *env_a, *rew, *eps, *v, *mbo, *mba, *mbmu, *mbdmu, *mbdv, *mblp, *mbdlp;
+  int *done, *envs, *perm;
+  bcg_real lsold[64];
+} ppo;
+
+static void destroy(void *p) {
+  ppo *s = p;
+  if (!s) return;
+  bcg_mlp_destroy(&s->actor);
+  bcg_mlp_destroy(&s->critic);
+  bcg_adam_free(&s->aopt);
+  bcg_adam_free(&s->copt);
+  bcg_normalizer_free(&s->obs_rms);
+  void *bufs[] = {s->x,   s->prev_a, s->tep,  s->ep_ret, s->ep_len, s->OBS,  s->ACT,   s->MU,   s->LP,   s->V,
+                  s->R,   s->RET,    s->ADV,  s->D,      s->obs,    s->obsn, s->xn,    s->env_a, s->rew, s->eps,
+                  s->v,   s->mbo,    s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
+                  s->perm};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+  free(s);
+}
+
+#define ALLOC(p, n) ((p) = lu_calloc((size_t)(n), sizeof *(p)))
+
+static int reset_envs(ppo *s, const int *envs, int n, bcg_real *x) {
+  if (n == 0) return 0;
+  int rc = s->task_ops->reset(s->task, envs, n, s->draw++, x, s->tep);
+  for (int i = 0; i < n; i++) {
+    memset(s->prev_a + (size_t)envs[i] * s->nu, 0, sizeof(bcg_real) * s->nu);
+    s->ep_ret[envs[i]] = 0;
+    s->ep_len[envs[i]] = 0;
+  }
+  return rc;
+}
+
+static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *tr, char *err, size_t errlen) {
+  ppo *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->svc = svc;
+  s->tr = tr;
+  s->env = tr->env;
+  s->task_ops = tr->task_ops;
+  s->task = tr->task;
+  s->est_ops = tr->est_ops;
+  s->est = tr->est;
+  s->N = s->env->nenv;
+  s->nx = s->env->nx;
+  s->nu = s->env->nu;
+  s->od = s->task_ops->obs_dim(s->task);
+  s->S = (int)svc->get_int(p, "steps_per_env");
+  s->epochs = (int)svc->get_int(p, "epochs");
+  s->nmb = (int)svc->get_int(p, "minibatches");
+  s->clip = svc->get_real(p, "clip");
+  s->gamma = svc->get_real(p, "gamma");
+  s->lam = svc->get_real(p, "lambda");
+  s->vcoef = svc->get_real(p, "value_loss_coef");
+  s->ecoef = svc->get_real(p, "entropy_coef");
+  s->clipped_value = svc->get_bool(p, "clipped_value_loss");
+  s->max_grad = svc->get_real(p, "max_grad_norm");
+  s->adaptive = !strcmp(svc->get_string(p, "schedule"), "adaptive");
+  s->kl_target = svc->get_real(p, "desired_kl");
+  s->logstd_init = log(svc->get_real(p, "init_noise_std"));
+  s->obs_norm = svc->get_bool(p, "obs_norm");
+  s->squash = !strcmp(svc->get_string(p, "squash"), "tanh");
+  int N = s->N, S = s->S, nu = s->nu, od = s->od, nx = s->nx, M = S * N;
+  if (nu > 64 || od <= 0 || nu <= 0) {
+    snprintf(err, errlen, "ppo: bad dimensions (obs %d, actions %d; at most 64 actions)", od, nu);
+    goto fail;
+  }
+  int mb = (M + s->nmb - 1) / s->nmb, cap = mb > N ? mb : N;
+  char e2[512];
+  if (lu_mlp(&s->actor, svc, p, "actor_layers", od, nu, nu, (bcg_real)s->logstd_init, cap, e2, sizeof e2) ||
+      lu_mlp(&s->critic, svc, p, "critic_layers", od, 1, 0, 0, cap, e2, sizeof e2)) {
+    snprintf(err, errlen, "ppo: %s", e2);
+    goto fail;
+  }
+  bcg_mlp_init_params(&s->actor, tr->seed, 1);
+  bcg_mlp_init_params(&s->critic, tr->seed, 10);
+  double lr = svc->get_real(p, "lr"), b1 = svc->get_real(p, "beta1"), b2 = svc->get_real(p, "beta2");
+  if (bcg_adam_init(&s->aopt, s->actor.nparams, (bcg_real)lr, (bcg_real)b1, (bcg_real)b2, (bcg_real)1e-8) ||
+      bcg_adam_init(&s->copt, s->critic.nparams, (bcg_real)lr, (bcg_real)b1, (bcg_real)b2, (bcg_real)1e-8) ||
+      bcg_normalizer_init(&s->obs_rms, od, (bcg_real)svc->get_real(p, "obs_clip"), 1e-4))
+    goto oom;
+  s->sched = s->adaptive ? bcg_lr_kl_schedule((bcg_real)lr, (bcg_real)s->kl_target) : bcg_lr_constant_schedule((bcg_real)lr);
+  if (!ALLOC(s->x, N * nx) || !ALLOC(s->prev_a, N * nu) || !ALLOC(s->tep, N) || !ALLOC(s->ep_ret, N) ||
+      !ALLOC(s->ep_len, N) || !ALLOC(s->OBS, M * od) || !ALLOC(s->ACT, M * nu) || !ALLOC(s->MU, M * nu) ||
+      !ALLOC(s->LP, M) || !ALLOC(s->V, M) || !ALLOC(s->R, M) || !ALLOC(s->RET, M) || !ALLOC(s->ADV, M) ||
+      !ALLOC(s->D, M) || !ALLOC(s->obs, N * od) || !ALLOC(s->obsn, N * od) || !ALLOC(s->xn, N * nx) ||
+      !ALLOC(s->env_a, N * nu) || !ALLOC(s->rew, N) || !ALLOC(s->eps, N * nu) || !ALLOC(s->v, N) ||
+      !ALLOC(s->mbo, cap * od) || !ALLOC(s->mba, cap * nu) || !ALLOC(s->mbmu, cap * nu) ||
+      !ALLOC(s->mbdmu, cap * nu) || !ALLOC(s->mbdv, cap) || !ALLOC(s->mblp, cap) || !ALLOC(s->mbdlp, cap) ||
+      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M))
+    goto oom;
+  for (int e = 0; e < N; e++) s->envs[e] = e;
+  if (reset_envs(s, s->envs, N, s->x)) {
+    snprintf(err, errlen, "ppo: the task's reset failed");
+    goto fail;
+  }
+  return s;
+oom:
+  snprintf(err, errlen, "ppo: out of memory");
+fail:
+  destroy(s);
+  return NULL;
+}
+
+static void normalise(ppo *s, const bcg_real *obs, int n, bcg_real *out) {
+  if (s->obs_norm)
+    bcg_normalizer_apply(&s->obs_rms, obs, n, out);
+  else
+    memcpy(out, obs, sizeof(bcg_real) * (size_t)n * s->od);
+}
+
+static int observe_checked(ppo *s, const bcg_real *x, bcg_real *obs, int *nan_resets) {
+  if (s->task_ops->observe(s->task, x, s->prev_a, s->tep, obs)) return -1;
+  int nb = 0;
+  for (int e = 0; e < s->N; e++)
+    if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) s->envs[nb++] = e;
+  if (nb == 0) return 0;
+  *nan_resets += nb;
+  if (reset_envs(s, s->envs, nb, s->x) || s->est_ops->reset_envs(s->est, s->envs, nb) ||
+      s->task_ops->observe(s->task, s->x, s->prev_a, s->tep, obs))
+    return -1;
+  for (int e = 0; e < s->N; e++)
+    if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) {
+      s->svc->log(2, "ppo: the task's observation is not finite right after a reset");
+      return -1;
+    }
+  return 0;
+}
+
+static int iterate(void *p, bcg_learner_stats *st) {
+  ppo *s = p;
+  int N = s->N, S = s->S, nu = s->nu, od = s->od, nx = s->nx, M = S * N;
+  const bcg_task_ops *to = s->task_ops;
+  bcg_estimator_stats es0, es1;
+  s->est_ops->stats(s->est, &es0);
+  if (s->est_ops->begin(s->est)) return -1;
+  double sum_ret = 0, sum_len = 0, sum_rew = 0;
+  long nrew = 0;
+  int episodes = 0, nan_resets = 0, skipped = 0;
+  const bcg_real *ls = s->actor.extra_params;
+  memcpy(s->lsold, ls, sizeof(bcg_real) * nu); /* the rollout policy's log-std, for the KL */
+
+  if (observe_checked(s, s->x, s->obs, &nan_resets)) return -1;
+  for (int t = 0; t < S; t++) {
+    bcg_real *O = s->OBS + (size_t)t * N * od, *Ac = s->ACT + (size_t)t * N * nu, *MUt = s->MU + (size_t)t * N * nu;
+    if (s->obs_norm) bcg_normalizer_update(&s->obs_rms, s->obs, N);
+    normalise(s, s->obs, N, O);
+    if (bcg_mlp_forward(&s->actor, NULL, O, N, MUt) || bcg_mlp_forward(&s->critic, NULL, O, N, s->V + (size_t)t * N))
+      return -1;
+    for (int e = 0; e < N; e++)
+      bcg_rng_fill_normal(s->eps + (size_t)e * nu, nu, s->tr->seed, BCG_RNG_ACTION, (uint32_t)e, (uint32_t)s->step);
+    s->step++;
+    bcg_gauss_sample_batch(N, nu, MUt, ls, s->eps, Ac);
+    bcg_gauss_logprob_batch(N, nu, MUt, ls, Ac, s->LP + (size_t)t * N);
+    for (int i = 0; i < N * nu; i++) s->env_a[i] = s->squash ? tanh(Ac[i]) : Ac[i];
+    if (s->est_ops->forward(s->est, t, s->x, s->env_a, s->xn)) return -1;
+    for (int e = 0; e < N; e++) s->tep[e]++;
+    if (to->reward(s->task, s->xn, s->env_a, s->tep, s->rew, s->done)) return -1;
+    /* terminal observations: NaN checks and time-limit bootstrap */
+    if (to->observe(s->task, s->xn, s->env_a, s->tep, s->obs)) return -1;
+    int nreset = 0, nboot = 0;
+    for (int e = 0; e < N; e++) {
+      int bad = !isfinite((double)s->rew[e]) || !lu_finite(s->xn + (size_t)e * nx, (size_t)nx) ||
+                !lu_finite(s->obs + (size_t)e * od, (size_t)od);
+      if (bad) {
+        s->done[e] = 3;
+        s->rew[e] = 0;
+        nan_resets++;
+        memset(s->obs + (size_t)e * od, 0, sizeof(bcg_real) * od);
+      } else {
+        sum_rew += s->rew[e];
+        nrew++;
+        s->ep_ret[e] += s->rew[e];
+        s->ep_len[e]++;
+      }
+      nboot += s->done[e] == 2;
+    }
+    if (nboot) {
+      normalise(s, s->obs, N, s->obsn);
+      if (bcg_mlp_forward(&s->critic, NULL, s->obsn, N, s->v)) return -1;
+    }
+    for (int e = 0; e < N; e++) {
+      size_t te = (size_t)t * N + e;
+      double r = s->rew[e];
+      if (s->done[e] == 2) r += s->gamma * (double)s->v[e];
+      s->R[te] = (bcg_real)r;
+      s->D[te] = s->done[e] != 0;
+      if (s->done[e]) {
+        if (s->done[e] != 3) {
+          episodes++;
+          sum_ret += s->ep_ret[e];
+          sum_len += (double)s->ep_len[e];
+        }
+        s->envs[nreset++] = e;
+      }
+    }
+    memcpy(s->x, s->xn, sizeof(bcg_real) * (size_t)N * nx);
+    memcpy(s->prev_a, s->env_a, sizeof(bcg_real) * (size_t)N * nu);
+    if (nreset) {
+      if (reset_envs(s, s->envs, nreset, s->x) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
+      if (observe_checked(s, s->x, s->obs, &nan_resets)) return -1;
+    }
+  }
+  /* GAE (rsl_rl compute_returns) */
+  normalise(s, s->obs, N, s->obsn);
+  if (bcg_mlp_forward(&s->critic, NULL, s->obsn, N, s->v)) return -1;
+  for (int e = 0; e < N; e++) {
+    double adv = 0;
+    for (int t = S - 1; t >= 0; t--) {
+      size_t te = (size_t)t * N + e;
+      double nv = t == S - 1 ? (double)s->v[e] : (double)s->V[te + N];
+      double nt = 1.0 - s->D[te];
+      double delta = s->R[te] + nt * s->gamma * nv - s->V[te];
+      adv = delta + nt * s->gamma * s->lam * adv;
+      s->RET[te] = (bcg_real)(adv + s->V[te]);
+      s->ADV[te] = (bcg_real)adv;
+    }
+  }
+  {
+    double m = 0, v = 0;
+    for (int i = 0; i < M; i++) m += s->ADV[i];
+    m /= M;
+    for (int i = 0; i < M; i++) v += (s->ADV[i] - m) * (s->ADV[i] - m);
+    double sd = sqrt(v / (M > 1 ? M - 1 : 1));
+    for (int i = 0; i < M; i++) s->ADV[i] = (bcg_real)((s->ADV[i] - m) / (sd + 1e-8));
+  }
+
+  /* update */
+  for (int i = 0; i < M; i++) s->perm[i] = i;
+  for (int i = M - 1; i > 0; i--) {
+    bcg_real u = bcg_rng_uniform(s->tr->seed, BCG_RNG_MINIBATCH, 0, (uint32_t)s->tr->iteration, (uint32_t)i);
+    int k = (int)(u * (bcg_real)(i + 1));
+    if (k > i) k = i;
+    int tmp = s->perm[i];
+    s->perm[i] = s->perm[k];
+    s->perm[k] = tmp;
+  }
+  int mb = (M + s->nmb - 1) / s->nmb;
+  double tot_surr = 0, tot_v = 0, tot_gn = 0;
+  int nupd = 0;
+  for (int ep = 0; ep < s->epochs; ep++)
+    for (int b0 = 0; b0 < M; b0 += mb) {
+      int n = M - b0 < mb ? M - b0 : mb;
+      for (int i = 0; i < n; i++) {
+        int src = s->perm[b0 + i];
+        memcpy(s->mbo + (size_t)i * od, s->OBS + (size_t)src * od, sizeof(bcg_real) * od);
+        memcpy(s->mba + (size_t)i * nu, s->ACT + (size_t)src * nu, sizeof(bcg_real) * nu);
+      }
+      if (bcg_mlp_forward(&s->actor, NULL, s->mbo, n, s->mbmu) || bcg_mlp_forward(&s->critic, NULL, s->mbo, n, s->mbdv))
+        return -1;
+      bcg_real *vals = s->mbdv; /* values now; overwritten by their adjoint below */
+      /* adaptive learning rate from KL(old || new) */
+      if (s->adaptive) {
+        double kl = 0;
+        for (int i = 0; i < n; i++) {
+          int src = s->perm[b0 + i];
+          kl += bcg_gauss_kl(nu, s->MU + (size_t)src * nu, s->lsold, s->mbmu + (size_t)i * nu, ls);
+        }
+        bcg_lr_observe_kl(&s->sched, (bcg_real)(kl / n));
+      }
+      bcg_gauss_logprob_batch(n, nu, s->mbmu, ls, s->mba, s->mblp);
+      double surr = 0, vl = 0;
+      for (int i = 0; i < n; i++) {
+        int src = s->perm[b0 + i];
+        double A = s->ADV[src], ratio = exp((double)s->mblp[i] - (double)s->LP[src]);
+        double rc = fmin(fmax(ratio, 1 - s->clip), 1 + s->clip);
+        double s1 = -A * ratio, s2 = -A * rc;
+        surr += fmax(s1, s2);
+        /* d max(s1, s2) / d lp: through s1 when it is the max, through s2 only inside the clip range */
+        double g = (s1 >= s2) ? -A * ratio : ((ratio > 1 - s->clip && ratio < 1 + s->clip) ? -A * ratio : 0);
+        s->mbdlp[i] = (bcg_real)(g / n);
+        double vv = vals[i], ret = s->RET[src], vold = s->V[src];
+        double dv;
+        if (s->clipped_value) {
+          double d = vv - vold, dc = fmin(fmax(d, -s->clip), s->clip);
+          double vc = vold + dc, l1 = (vv - ret) * (vv - ret), l2 = (vc - ret) * (vc - ret);
+          vl += fmax(l1, l2);
+          dv = l1 >= l2 ? 2 * (vv - ret) : ((d > -s->clip && d < s->clip) ? 2 * (vc - ret) : 0);
+        } else {
+          vl += (vv - ret) * (vv - ret);
+          dv = 2 * (vv - ret);
+        }
+        s->mbdv[i] = (bcg_real)(s->vcoef * dv / n);
+      }
+      surr /= n;
+      vl /= n;
+      bcg_mlp_zero_grad(&s->actor);
+      bcg_mlp_zero_grad(&s->critic);
+      memset(s->mbdmu, 0, sizeof(bcg_real) * (size_t)n * nu);
+      bcg_gauss_logprob_vjp_batch(n, nu, s->mbmu, ls, s->mba, s->mbdlp, NULL, s->mbdmu, s->actor.extra_grad);
+      bcg_gauss_entropy_vjp(nu, (bcg_real)-s->ecoef, s->actor.extra_grad);
+      if (bcg_mlp_backward(&s->actor, NULL, s->mbdmu, s->actor.grad, NULL) ||
+          bcg_mlp_backward(&s->critic, NULL, s->mbdv, s->critic.grad, NULL))
+        return -1;
+      double na = bcg_vec_norm(s->actor.grad, s->actor.nparams), nc = bcg_vec_norm(s->critic.grad, s->critic.nparams);
+      double gn = sqrt(na * na + nc * nc);
+      if (!isfinite(gn)) {
+        skipped++;
+        continue;
+      }
+      if (gn > s->max_grad) {
+        bcg_real c = (bcg_real)(s->max_grad / gn);
+        for (size_t i = 0; i < s->actor.nparams; i++) s->actor.grad[i] *= c;
+        for (size_t i = 0; i < s->critic.nparams; i++) s->critic.grad[i] *= c;
+      }
+      s->aopt.lr = s->copt.lr = s->sched.lr;
+      bcg_adam_step(&s->aopt, s->actor.params, s->actor.grad);
+      bcg_adam_step(&s->copt, s->critic.params, s->critic.grad);
+      tot_surr += surr;
+      tot_v += vl;
+      tot_gn += gn;
+      nupd++;
+    }
+
+  s->est_ops->stats(s->est, &es1);
+  st->mean_return = episodes ? sum_ret / episodes : NAN;
+  st->mean_ep_len = episodes ? sum_len / episodes : NAN;
+  st->mean_reward = nrew ? sum_rew / (double)nrew : NAN;
+  st->actor_loss = nupd ? tot_surr / nupd : NAN;
+  st->critic_loss = nupd ? tot_v / nupd : NAN;
+  st->grad_norm = nupd ? tot_gn / nupd : NAN;
+  st->grad_var = NAN;
+  st->lr = (double)s->sched.lr;
+  double sd = 0;
+  for (int j = 0; j < nu; j++) sd += exp((double)ls[j]);
+  st->action_std = sd / nu;
+  uint64_t dtr = es1.transitions - es0.transitions;
+  st->bundle_frac = dtr ? (double)(es1.triggered - es0.triggered) / (double)dtr : NAN;
+  st->samples = es1.samples - es0.samples;
+  st->nan_resets = nan_resets;
+  st->episodes = episodes;
+  st->skipped_updates = skipped;
+  return 0;
+}
+
+static int save(void *p, int64_t g) {
+  ppo *s = p;
+  int N = s->N;
+  int64_t ctr[2] = {(int64_t)s->draw, (int64_t)s->step};
+  double lr = (double)s->sched.lr;
+  return (lu_save_mlp(g, "actor", &s->actor) || lu_save_adam(g, "actor/adam", &s->aopt) ||
+          lu_save_mlp(g, "critic", &s->critic) || lu_save_adam(g, "critic/adam", &s->copt) ||
+          lu_save_norm(g, "obs_rms", &s->obs_rms) || lu_save_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
+          lu_save_ints(g, "state/tep", s->tep, N) || lu_save_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
+          lu_save_doubles(g, "state/ep_return", s->ep_ret, N) || lu_save_i64(g, "state/ep_len", s->ep_len, N) ||
+          lu_save_i64(g, "counters", ctr, 2) || lu_save_doubles(g, "lr", &lr, 1))
+             ? -1
+             : 0;
+}
+
+static int load(void *p, int64_t g) {
+  ppo *s = p;
+  int N = s->N;
+  int64_t ctr[2];
+  double lr;
+  if (lu_load_mlp(g, "actor", &s->actor) || lu_load_adam(g, "actor/adam", &s->aopt) ||
+      lu_load_mlp(g, "critic", &s->critic) || lu_load_adam(g, "critic/adam", &s->copt) ||
+      lu_load_norm(g, "obs_rms", &s->obs_rms) || lu_load_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
+      lu_load_ints(g, "state/tep", s->tep, N) || lu_load_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
+      lu_load_doubles(g, "state/ep_return", s->ep_ret, N) || lu_load_i64(g, "state/ep_len", s->ep_len, N) ||
+      lu_load_i64(g, "counters", ctr, 2) || lu_load_doubles(g, "lr", &lr, 1))
+    return -1;
+  s->draw = (uint64_t)ctr[0];
+  s->step = (uint64_t)ctr[1];
+  s->sched.lr = (bcg_real)lr;
+  return 0;
+}
+
+static int act(void *p, const bcg_real *obs, int n, bcg_real *a) {
+  ppo *s = p;
+  bcg_real *buf = malloc(sizeof(bcg_real) * (size_t)(n ? n : 1) * s->od);
+  bcg_mlp_tape tp;
+  if (!buf || bcg_mlp_tape_init(&tp, &s->actor, n ? n : 1, NULL)) {
+    free(buf);
+    return -1;
+  }
+  normalise(s, obs, n, buf);
+  int rc = bcg_mlp_forward(&s->actor, &tp, buf, n, a);
+  if (!rc && s->squash)
+    for (int i = 0; i < n * s->nu; i++) a[i] = tanh(a[i]);
+  bcg_mlp_tape_free(&tp);
+  free(buf);
+  return rc ? -1 : 0;
+}
+
+static const bcg_key_spec keys[] = {
+    {"steps_per_env", BCG_KEY_INT, "24", 1, 100000, NULL, "rollout steps per environment and iteration (rsl_rl 24)"},
+    {"epochs", BCG_KEY_INT, "5", 1, 1000, NULL, "passes over the rollout (rsl_rl num_learning_epochs = 5)"},
+    {"minibatches", BCG_KEY_INT, "4", 1, 100000, NULL, "minibatches per pass (rsl_rl num_mini_batches = 4)"},
+    {"clip", BCG_KEY_REAL, "0.2", 0, 10, NULL, "ratio and value clip (rsl_rl clip_param = 0.2)"},
+    {"gamma", BCG_KEY_REAL, "0.99", 0, 1, NULL, "discount (rsl_rl 0.99)"},
+    {"lambda", BCG_KEY_REAL, "0.95", 0, 1, NULL, "GAE lambda (rsl_rl lam = 0.95)"},
+    {"lr", BCG_KEY_REAL, "1e-3", 0, 10, NULL, "initial Adam learning rate (rsl_rl learning_rate = 1e-3)"},
+    {"schedule", BCG_KEY_CHOICE, "adaptive", 0, 0, "adaptive|fixed",
+     "adaptive: lr follows the KL to desired_kl, clamped to [1e-5, 1e-2] (rsl_rl schedule = adaptive)"},
+    {"desired_kl", BCG_KEY_REAL, "0.01", 0, 10, NULL, "KL target of the adaptive schedule (rsl_rl 0.01)"},
+    {"beta1", BCG_KEY_REAL, "0.9", 0, 0.999999, NULL, "Adam beta1 (PyTorch default, as rsl_rl)"},
+    {"beta2", BCG_KEY_REAL, "0.999", 0, 0.999999, NULL, "Adam beta2 (PyTorch default, as rsl_rl)"},
+    {"entropy_coef", BCG_KEY_REAL, "0.01", 0, 100, NULL,
+     "entropy bonus (rsl_rl 0.01; 0.005 common for humanoid tracking; BCG paper 0.0)"},
+    {"value_loss_coef", BCG_KEY_REAL, "1.0", 0, 100, NULL, "value-loss weight (rsl_rl 1.0)"},
+    {"clipped_value_loss", BCG_KEY_BOOL, "true", 0, 0, NULL, "clip the value update like the ratio (rsl_rl true)"},
+    {"max_grad_norm", BCG_KEY_REAL, "1.0", 0, 1e30, NULL,
+     "gradient-norm clip over actor and critic together (rsl_rl 1.0)"},
+    {"init_noise_std", BCG_KEY_REAL, "1.0", 1e-6, 100, NULL, "initial action std (rsl_rl 1.0; BCG paper 0.3)"},
+    {"actor_layers", BCG_KEY_LIST, "512,256,128", 1, 65536, NULL,
+     "actor hidden layers (legged_gym / BCG paper [512, 256, 128])"},
+    {"critic_layers", BCG_KEY_LIST, "512,256,128", 1, 65536, NULL,
+     "critic hidden layers (legged_gym [512, 256, 128]; BCG paper 256,256)"},
+    {"activation", BCG_KEY_CHOICE, "elu", 0, 0, "elu|relu|tanh|identity", "hidden activation (rsl_rl elu)"},
+    {"layernorm", BCG_KEY_CHOICE, "none", 0, 0, "none|pre|post", "LayerNorm of hidden layers (rsl_rl none)"},
+    {"init", BCG_KEY_CHOICE, "uniform", 0, 0, "uniform|orthogonal",
+     "weight init: uniform = PyTorch's nn.Linear default (rsl_rl)"},
+    {"obs_norm", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "running observation normalisation (rsl_rl empirical_normalization = False)"},
+    {"obs_clip", BCG_KEY_REAL, "0", 0, 1e6, NULL, "clip normalised observations to +-obs_clip (0: no clip)"},
+    {"squash", BCG_KEY_CHOICE, "none", 0, 0, "none|tanh", "actions sent to the env: raw (rsl_rl) or tanh(sample)"},
+};
+
+static const bcg_learner_ops ops = {sizeof(bcg_learner_ops), create, destroy, iterate, save, load, act};
+
+static const bcg_plugin_desc desc = {
+    BCG_PLUGIN_HEADER(BCG_KIND_LEARNER, "ppo", "clipped PPO with GAE and adaptive-KL learning rate (rsl_rl)"),
+    keys, BCG_NKEYS(keys), 0, &ops};
+
+BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }

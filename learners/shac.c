@@ -1,0 +1,764 @@
+/* learners/shac.c - Short-Horizon Actor-Critic (Xu et al., ICLR 2022), as in
+ * DESIGN.md section 7; defaults are SHAC's public configuration (DiffRL,
+ * cfg/shac/<env>.yaml and algorithms/shac.py).
+ *
+ * One iteration:
+ *  1. Rollout of `horizon` steps from the states the last iteration ended in:
+ *     obs_t = task.observe(x_t, a_{t-1}), normalised with the statistics frozen
+ *     at the start of the iteration (a constant in the VJP) while the running
+ *     statistics keep updating; a_t = squash(mu(obs_t) + exp(log_std) eps_t)
+ *     (reparameterised; eps from Philox (ACTION, env, global step));
+ *     x_{t+1} = estimator.forward(t, x_t, a_t); r_t = task.reward(x_{t+1}, a_t).
+ *  2. Actor loss
+ *       L = -(1/N) sum_e sum_segments [ sum_t gamma^(t-s) r_t + gamma^(t_end+1-s) V'(x_end) ]
+ *     where a segment runs from the horizon start or a reset (s) to a done or
+ *     the horizon end; V' is the target critic (ensemble mean); there is no
+ *     bootstrap after a true termination (done = 1) and there is one at a
+ *     time limit (done = 2) and at the horizon end. With actor_loss_mean =
+ *     env_steps the loss is divided by the horizon too (SHAC's code).
+ *  3. Backward in reverse time: reward VJP and critic VJP (w.r.t. its input,
+ *     then the normaliser, then observe_vjp) into x_bar_{t+1} and a_bar_t;
+ *     estimator.backward(t) to x_bar_t and a_bar_t; the policy (squash, the
+ *     Gaussian sample, the MLP) to the parameters and to obs_t; observe_vjp
+ *     into x_bar_t and the previous action. An environment reset after step t
+ *     starts a fresh adjoint: its x_bar_{t+1} and prev-action adjoint are zero
+ *     there (estimator.reset_envs is called at the reset).
+ *  4. Actor: gradient-norm clip, Adam (betas from the config), linear LR
+ *     decay to lr_end over [run] iterations.
+ *  5. Critic(s): TD(lambda) targets (SHAC's recursion) from the rollout's
+ *     rewards and target-critic values; critic_iterations passes over
+ *     `minibatches` minibatches of the T x N samples, MSE, clip, Adam; then
+ *     the target critic(s) by Polyak averaging th' <- alpha th' + (1-alpha) th.
+ *
+ * NaN/Inf in a state, reward or observation: that environment is reset and
+ * counted (stats.nan_resets), its current segment contributes nothing (its
+ * adjoints are zeroed for the whole segment, so no NaN reaches a parameter),
+ * and if a gradient is non-finite anyway the update is skipped and counted
+ * (stats.skipped_updates).
+ *
+ * grad_var (every grad_var_every iterations): the per-environment policy
+ * gradients g_e (the gradient of environment e's own loss term, scaled by N
+ * so that their mean is the batch gradient) are recovered from the one
+ * backward pass by replaying the policy MLP's VJP row by row (T x N single-
+ * row passes; the physics and task VJPs are per environment already), and
+ * grad_var = sum over parameters of their sample variance across
+ * environments. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/env.h"
+#include "bcg/nn.h"
+#include "bcg/plugin.h"
+#include "bcg/rng.h"
+#include "bcg/train.h"
+#include "learner_util.h"
+
+#define MAXCRIT 8
+
+typedef struct shac {
+  const bcg_services *svc;
+  bcg_trainer *tr;
+  bcg_env *env;
+  const bcg_task_ops *task_ops;
+  void *task;
+  const bcg_estimator_ops *est_ops;
+  void *est;
+  int N, nx, nxb, nu, od, T;
+  /* configuration */
+  double gamma, lam, actor_lr, critic_lr, lr_end, beta1, beta2, adam_eps, actor_clip, critic_clip, alpha,
+      rew_scale, logstd_init;
+  int critic_iters, nbatch, K, obs_norm, ret_norm, squash, lr_linear, per_step, grad_var_every, shuffle;
+  /* networks */
+  bcg_mlp actor;
+  bcg_adam aopt;
+  bcg_mlp critic[MAXCRIT], target[MAXCRIT];
+  bcg_adam copt[MAXCRIT];
+  bcg_normalizer obs_rms, ret_rms, snap;
+  /* state carried across iterations (checkpointed) */
+  bcg_real *x;      /* [N][nx] */
+  int *tep;         /* [N] */
+  bcg_real *prev_a; /* [N][nu] */
+  double *ep_ret;   /* [N] undiscounted return of the running episode */
+  int64_t *ep_len;  /* [N] */
+  double *ret;      /* [N] discounted return (return normalisation) */
+  uint64_t draw;    /* reset counter (task random stream) */
+  uint64_t step;    /* global rollout step (action-noise stream) */
+  /* rollout buffers */
+  bcg_real *X, *XN;        /* [T+1][N][nx], [T][N][nx] */
+  int *TEP, *TEPN;         /* [T][N] */
+  bcg_real *PREV, *A, *EPS;/* [T][N][nu] */
+  bcg_real *OBS, *OBSP;    /* [T][N][od] raw policy input, normalised policy input */
+  bcg_real *OBSX;          /* [T][N][od] raw observation of x_{t+1} before any reset */
+  bcg_real *R, *RW;        /* [T][N] raw reward (0 where NaN), reward the critic sees */
+  int *DONE;               /* [T][N] 0, 1, 2, 3 = NaN */
+  unsigned char *live;     /* [T][N] */
+  bcg_real *CR, *CV;       /* [T][N] loss coefficients of r_t and of V'(x_{t+1}) */
+  bcg_real *NV, *TV;       /* [T][N] next values (0 after termination), TD(lambda) targets */
+  bcg_mlp_tape *ptape;     /* [T] */
+  bcg_mlp_tape *vtape;     /* [T][K] */
+  /* scratch */
+  bcg_real *obs, *obsn, *mu, *rew, *v, *xb, *xbn, *ab, *pab, *dmu, *dobs, *dobs2, *dv, *lsb, *mub;
+  int *done, *envs, *seg;
+  double *g;
+  bcg_real *cbuf_x, *cbuf_y, *cbuf_dy; /* critic minibatch */
+  int *perm;
+  bcg_real *gvar; /* [nparams] per-environment gradient (grad_var) */
+  bcg_mlp_tape row; /* batch-1 tape (grad_var) */
+} shac;
+
+static void destroy(void *p) {
+  shac *s = p;
+  if (!s) return;
+  bcg_mlp_destroy(&s->actor);
+  bcg_adam_free(&s->aopt);
+  for (int k = 0; k < MAXCRIT; k++) {
+    bcg_mlp_destroy(&s->critic[k]);
+    bcg_mlp_destroy(&s->target[k]);
+    bcg_adam_free(&s->copt[k]);
+  }
+  bcg_normalizer_free(&s->obs_rms);
+  bcg_normalizer_free(&s->ret_rms);
+  bcg_normalizer_free(&s->snap);
+  if (s->ptape)
+    for (int t = 0; t < s->T; t++) bcg_mlp_tape_free(&s->ptape[t]);
+  if (s->vtape)
+    for (int i = 0; i < s->T * s->K; i++) bcg_mlp_tape_free(&s->vtape[i]);
+  bcg_mlp_tape_free(&s->row);
+  void *bufs[] = {s->x,    s->tep,  s->prev_a, s->ep_ret, s->ep_len, s->ret,  s->X,     s->XN,    s->TEP,
+                  s->TEPN, s->PREV, s->A,      s->EPS,    s->OBS,    s->OBSP, s->OBSX,  s->R,     s->RW,
+                  s->DONE, s->live, s->CR,     s->CV,     s->NV,     s->TV,   s->ptape, s->vtape, s->obs,
+                  s->obsn, s->mu,   s->rew,    s->v,      s->xb,     s->xbn,  s->ab,    s->pab,   s->dmu,
+                  s->dobs, s->dobs2, s->dv,    s->lsb,    s->mub,    s->done, s->envs,  s->seg,   s->g,
+                  s->cbuf_x, s->cbuf_y, s->cbuf_dy, s->perm, s->gvar};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+  free(s);
+}
+
+#define ALLOC(p, n) ((p) = lu_calloc((size_t)(n), sizeof *(p)))
+
+static int reset_envs(shac *s, const int *envs, int n, bcg_real *x) {
+  if (n == 0) return 0;
+  int rc = s->task_ops->reset(s->task, envs, n, s->draw++, x, s->tep);
+  for (int i = 0; i < n; i++) {
+    int e = envs[i];
+    memset(s->prev_a + (size_t)e * s->nu, 0, sizeof(bcg_real) * s->nu);
+    s->ep_ret[e] = 0;
+    s->ep_len[e] = 0;
+    s->ret[e] = 0;
+  }
+  return rc;
+}
+
+static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *tr, char *err, size_t errlen) {
+  shac *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->svc = svc;
+  s->tr = tr;
+  s->env = tr->env;
+  s->task_ops = tr->task_ops;
+  s->task = tr->task;
+  s->est_ops = tr->est_ops;
+  s->est = tr->est;
+  s->N = s->env->nenv;
+  s->nx = s->env->nx;
+  s->nxb = 2 * s->env->nv;
+  s->nu = s->env->nu;
+  s->od = s->task_ops->obs_dim(s->task);
+  s->T = (int)svc->get_int(p, "horizon");
+  s->gamma = svc->get_real(p, "gamma");
+  s->lam = svc->get_real(p, "lambda");
+  s->actor_lr = svc->get_real(p, "actor_lr");
+  s->critic_lr = svc->get_real(p, "critic_lr");
+  s->lr_end = svc->get_real(p, "lr_end");
+  s->lr_linear = !strcmp(svc->get_string(p, "lr_schedule"), "linear");
+  s->beta1 = svc->get_real(p, "beta1");
+  s->beta2 = svc->get_real(p, "beta2");
+  s->adam_eps = svc->get_real(p, "adam_eps");
+  s->actor_clip = svc->get_real(p, "actor_grad_clip");
+  s->critic_clip = svc->get_real(p, "critic_grad_clip");
+  s->critic_iters = (int)svc->get_int(p, "critic_iterations");
+  s->nbatch = (int)svc->get_int(p, "minibatches");
+  s->shuffle = svc->get_bool(p, "critic_shuffle");
+  s->alpha = svc->get_real(p, "target_alpha");
+  s->K = (int)svc->get_int(p, "critics");
+  s->logstd_init = svc->get_real(p, "logstd_init");
+  s->squash = !strcmp(svc->get_string(p, "squash"), "tanh");
+  s->obs_norm = svc->get_bool(p, "obs_norm");
+  s->ret_norm = svc->get_bool(p, "ret_norm");
+  s->rew_scale = svc->get_real(p, "reward_scale");
+  s->per_step = !strcmp(svc->get_string(p, "actor_loss_mean"), "env_steps");
+  s->grad_var_every = (int)svc->get_int(p, "grad_var_every");
+  int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx, nxb = s->nxb, K = s->K;
+  if (T <= 0 || K < 1 || K > MAXCRIT || od <= 0 || nu <= 0) {
+    snprintf(err, errlen, "shac: bad dimensions (horizon %d, critics %d, obs %d, actions %d)", T, K, od, nu);
+    goto fail;
+  }
+  int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch;
+  char e2[512];
+  if (lu_mlp(&s->actor, svc, p, "actor_layers", od, nu, nu, (bcg_real)s->logstd_init, N, e2, sizeof e2)) {
+    snprintf(err, errlen, "shac: %s", e2);
+    goto fail;
+  }
+  bcg_mlp_init_params(&s->actor, tr->seed, 1);
+  if (bcg_adam_init(&s->aopt, s->actor.nparams, (bcg_real)s->actor_lr, (bcg_real)s->beta1, (bcg_real)s->beta2,
+                    (bcg_real)s->adam_eps))
+    goto oom;
+  for (int k = 0; k < K; k++) {
+    int cap = bs > N ? bs : N;
+    if (lu_mlp(&s->critic[k], svc, p, "critic_layers", od, 1, 0, 0, cap, e2, sizeof e2) ||
+        lu_mlp(&s->target[k], svc, p, "critic_layers", od, 1, 0, 0, N, e2, sizeof e2)) {
+      snprintf(err, errlen, "shac: %s", e2);
+      goto fail;
+    }
+    bcg_mlp_init_params(&s->critic[k], tr->seed, (uint32_t)(10 + k));
+    memcpy(s->target[k].params, s->critic[k].params, s->critic[k].nparams * sizeof(bcg_real));
+    if (bcg_adam_init(&s->copt[k], s->critic[k].nparams, (bcg_real)s->critic_lr, (bcg_real)s->beta1,
+                      (bcg_real)s->beta2, (bcg_real)s->adam_eps))
+      goto oom;
+  }
+  /* SHAC's RunningMeanStd: count 1e-4, var epsilon 1e-5, no clipping */
+  if (bcg_normalizer_init(&s->obs_rms, od, 0, 1e-4) || bcg_normalizer_init(&s->ret_rms, 1, 0, 1e-4) ||
+      bcg_normalizer_init(&s->snap, od, 0, 1e-4))
+    goto oom;
+  if (bcg_mlp_tape_init(&s->row, &s->actor, 1, NULL)) goto oom;
+  if (!ALLOC(s->ptape, T) || !ALLOC(s->vtape, T * K)) goto oom;
+  for (int t = 0; t < T; t++)
+    if (bcg_mlp_tape_init(&s->ptape[t], &s->actor, N, NULL)) goto oom;
+  for (int t = 0; t < T; t++)
+    for (int k = 0; k < K; k++)
+      if (bcg_mlp_tape_init(&s->vtape[t * K + k], &s->target[k], N, NULL)) goto oom;
+  if (!ALLOC(s->x, N * nx) || !ALLOC(s->tep, N) || !ALLOC(s->prev_a, N * nu) || !ALLOC(s->ep_ret, N) ||
+      !ALLOC(s->ep_len, N) || !ALLOC(s->ret, N) || !ALLOC(s->X, (T + 1) * N * nx) || !ALLOC(s->XN, T * N * nx) ||
+      !ALLOC(s->TEP, T * N) || !ALLOC(s->TEPN, T * N) || !ALLOC(s->PREV, T * N * nu) || !ALLOC(s->A, T * N * nu) ||
+      !ALLOC(s->EPS, T * N * nu) || !ALLOC(s->OBS, T * N * od) || !ALLOC(s->OBSP, T * N * od) ||
+      !ALLOC(s->OBSX, T * N * od) || !ALLOC(s->R, T * N) || !ALLOC(s->RW, T * N) || !ALLOC(s->DONE, T * N) ||
+      !ALLOC(s->live, T * N) || !ALLOC(s->CR, T * N) || !ALLOC(s->CV, T * N) || !ALLOC(s->NV, T * N) ||
+      !ALLOC(s->TV, T * N) || !ALLOC(s->obs, N * od) || !ALLOC(s->obsn, N * od) || !ALLOC(s->mu, N * nu) ||
+      !ALLOC(s->rew, N) || !ALLOC(s->v, N) || !ALLOC(s->xb, N * nxb) || !ALLOC(s->xbn, N * nxb) ||
+      !ALLOC(s->ab, N * nu) || !ALLOC(s->pab, N * nu) || !ALLOC(s->dmu, N * nu) || !ALLOC(s->dobs, N * od) ||
+      !ALLOC(s->dobs2, N * od) || !ALLOC(s->dv, N) || !ALLOC(s->lsb, N * nu) || !ALLOC(s->mub, T * N * nu) ||
+      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->seg, N) || !ALLOC(s->g, N) ||
+      !ALLOC(s->cbuf_x, bs * od) || !ALLOC(s->cbuf_y, bs) || !ALLOC(s->cbuf_dy, bs) || !ALLOC(s->perm, M) ||
+      !ALLOC(s->gvar, s->actor.nparams))
+    goto oom;
+  /* the first episodes */
+  for (int e = 0; e < N; e++) s->envs[e] = e;
+  if (reset_envs(s, s->envs, N, s->x)) {
+    snprintf(err, errlen, "shac: the task's reset failed");
+    goto fail;
+  }
+  return s;
+oom:
+  snprintf(err, errlen, "shac: out of memory");
+fail:
+  destroy(s);
+  return NULL;
+}
+
+/* observations of states x under prev with counters tep into obs; returns a
+ * bitmask-free count of environments whose observation is not finite (their
+ * indices into bad[]) */
+static int observe(shac *s, const bcg_real *x, const bcg_real *prev, const int *tep, bcg_real *obs, int *bad) {
+  if (s->task_ops->observe(s->task, x, prev, tep, obs)) return -1;
+  int nb = 0;
+  for (int e = 0; e < s->N; e++)
+    if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) bad[nb++] = e;
+  return nb;
+}
+
+static void normalise(shac *s, const bcg_real *obs, bcg_real *out) {
+  if (s->obs_norm)
+    bcg_normalizer_apply(&s->snap, obs, s->N, out);
+  else
+    memcpy(out, obs, sizeof(bcg_real) * (size_t)s->N * s->od);
+}
+
+static void normalise_vjp(shac *s, const bcg_real *obs, const bcg_real *dy, bcg_real *dx) {
+  if (s->obs_norm)
+    bcg_normalizer_vjp(&s->snap, obs, dy, s->N, dx);
+  else
+    memcpy(dx, dy, sizeof(bcg_real) * (size_t)s->N * s->od);
+}
+
+static bcg_real lr_at(shac *s, double lr0) {
+  if (!s->lr_linear || s->tr->max_iterations <= 0) return (bcg_real)lr0;
+  return bcg_lr_linear((bcg_real)lr0, (bcg_real)s->lr_end, s->tr->iteration, s->tr->max_iterations);
+}
+
+/* ensemble-mean target value of normalised observations obsn [N][od] into v,
+ * recording the tapes of step t */
+static int target_values(shac *s, int t, const bcg_real *obsn, bcg_real *v) {
+  for (int e = 0; e < s->N; e++) v[e] = 0;
+  for (int k = 0; k < s->K; k++) {
+    bcg_mlp_tape *tp = &s->vtape[t * s->K + k];
+    if (bcg_mlp_forward(&s->target[k], tp, obsn, s->N, NULL)) return -1;
+    const bcg_real *y = bcg_mlp_tape_output(&s->target[k], tp);
+    for (int e = 0; e < s->N; e++) v[e] += y[e] / (bcg_real)s->K;
+  }
+  return 0;
+}
+
+static int iterate(void *p, bcg_learner_stats *st) {
+  shac *s = p;
+  int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx, nxb = s->nxb, K = s->K;
+  const bcg_task_ops *to = s->task_ops;
+  bcg_estimator_stats es0, es1;
+  s->est_ops->stats(s->est, &es0);
+  if (s->est_ops->begin(s->est)) return -1;
+  lu_norm_copy(&s->snap, &s->obs_rms);
+  double rs = s->ret_norm ? sqrt((double)s->ret_rms.var[0] + 1e-6) : 1.0;
+  const bcg_real *ls = s->actor.extra_params;
+  double sum_ret = 0, sum_len = 0, sum_rew = 0;
+  int episodes = 0, nan_resets = 0;
+  long nrew = 0;
+  double loss = 0, norm = s->per_step ? 1.0 / ((double)N * T) : 1.0 / N;
+
+  memcpy(s->X, s->x, sizeof(bcg_real) * (size_t)N * nx);
+  for (int e = 0; e < N; e++) s->g[e] = 1, s->seg[e] = 0;
+  memset(s->live, 1, (size_t)T * N);
+  /* the observation the rollout starts from */
+  int nb = observe(s, s->X, s->prev_a, s->tep, s->obs, s->envs);
+  if (nb < 0) return -1;
+  if (nb > 0) {
+    nan_resets += nb;
+    if (reset_envs(s, s->envs, nb, s->X) || s->est_ops->reset_envs(s->est, s->envs, nb)) return -1;
+    if (observe(s, s->X, s->prev_a, s->tep, s->obs, s->envs) != 0) {
+      s->svc->log(2, "shac: the task's observation is not finite right after a reset");
+      return -1;
+    }
+  }
+
+  for (int t = 0; t < T; t++) {
+    bcg_real *Xt = s->X + (size_t)t * N * nx, *XNt = s->XN + (size_t)t * N * nx, *Xt1 = Xt + (size_t)N * nx;
+    bcg_real *At = s->A + (size_t)t * N * nu, *Et = s->EPS + (size_t)t * N * nu;
+    int *TEPt = s->TEP + (size_t)t * N, *TEPNt = s->TEPN + (size_t)t * N, *Dt = s->DONE + (size_t)t * N;
+    memcpy(TEPt, s->tep, sizeof(int) * N);
+    memcpy(s->PREV + (size_t)t * N * nu, s->prev_a, sizeof(bcg_real) * (size_t)N * nu);
+    memcpy(s->OBS + (size_t)t * N * od, s->obs, sizeof(bcg_real) * (size_t)N * od);
+    if (s->obs_norm) bcg_normalizer_update(&s->obs_rms, s->obs, N);
+    bcg_real *OBSPt = s->OBSP + (size_t)t * N * od;
+    normalise(s, s->obs, OBSPt);
+    /* policy */
+    if (bcg_mlp_forward(&s->actor, &s->ptape[t], OBSPt, N, s->mu)) return -1;
+    for (int e = 0; e < N; e++)
+      bcg_rng_fill_normal(Et + (size_t)e * nu, nu, s->tr->seed, BCG_RNG_ACTION, (uint32_t)e, (uint32_t)s->step);
+    s->step++;
+    bcg_gauss_sample_batch(N, nu, s->mu, ls, Et, At);
+    if (s->squash)
+      for (int i = 0; i < N * nu; i++) At[i] = tanh(At[i]);
+    /* physics, reward, the observation of x_{t+1} */
+    if (s->est_ops->forward(s->est, t, Xt, At, XNt)) return -1;
+    for (int e = 0; e < N; e++) s->tep[e]++;
+    memcpy(TEPNt, s->tep, sizeof(int) * N);
+    if (to->reward(s->task, XNt, At, TEPNt, s->rew, Dt)) return -1;
+    bcg_real *OBSXt = s->OBSX + (size_t)t * N * od;
+    if (to->observe(s->task, XNt, At, TEPNt, OBSXt)) return -1;
+    int nreset = 0;
+    for (int e = 0; e < N; e++) {
+      int bad = !isfinite((double)s->rew[e]) || !lu_finite(XNt + (size_t)e * nx, (size_t)nx) ||
+                !lu_finite(OBSXt + (size_t)e * od, (size_t)od);
+      size_t te = (size_t)t * N + e;
+      if (bad) {
+        Dt[e] = 3;
+        nan_resets++;
+        for (int u = s->seg[e]; u <= t; u++) {
+          s->live[(size_t)u * N + e] = 0;
+          s->CR[(size_t)u * N + e] = 0;
+          s->CV[(size_t)u * N + e] = 0;
+        }
+        s->rew[e] = 0;
+        memset(OBSXt + (size_t)e * od, 0, sizeof(bcg_real) * od); /* keep the critic's input finite */
+      }
+      double r = (double)s->rew[e];
+      s->R[te] = (bcg_real)r;
+      double rw = r * s->rew_scale;
+      if (s->ret_norm && !bad) {
+        s->ret[e] = s->ret[e] * s->gamma + rw;
+      }
+      s->RW[te] = (bcg_real)(rw / rs);
+      s->CR[te] = bad ? 0 : (bcg_real)(-s->g[e] * s->rew_scale * norm);
+      if (!bad) {
+        sum_rew += r;
+        nrew++;
+        s->ep_ret[e] += r;
+        s->ep_len[e]++;
+        loss += (double)s->CR[te] * r;
+      }
+      if (Dt[e]) s->envs[nreset++] = e;
+    }
+    if (s->ret_norm) {
+      bcg_real rb[1];
+      for (int e = 0; e < N; e++) {
+        rb[0] = (bcg_real)s->ret[e];
+        if (Dt[e] != 3) bcg_normalizer_update(&s->ret_rms, rb, 1);
+      }
+    }
+    /* target values at x_{t+1} (before any reset) */
+    normalise(s, OBSXt, s->obsn);
+    if (target_values(s, t, s->obsn, s->v)) return -1;
+    for (int e = 0; e < N; e++) {
+      size_t te = (size_t)t * N + e;
+      int term = Dt[e] == 1 || Dt[e] == 3;
+      s->NV[te] = term ? 0 : s->v[e];
+      int boot = !term && (Dt[e] == 2 || t == T - 1);
+      s->CV[te] = boot ? (bcg_real)(-s->gamma * s->g[e] * rs * norm) : 0;
+      if (boot) loss += (double)s->CV[te] * (double)s->v[e];
+      s->g[e] *= s->gamma;
+    }
+    /* resets after step t */
+    memcpy(Xt1, XNt, sizeof(bcg_real) * (size_t)N * nx);
+    memcpy(s->prev_a, At, sizeof(bcg_real) * (size_t)N * nu);
+    for (int i = 0; i < nreset; i++) {
+      int e = s->envs[i];
+      if (Dt[e] != 3) {
+        episodes++;
+        sum_ret += s->ep_ret[e];
+        sum_len += (double)s->ep_len[e];
+      }
+      s->g[e] = 1;
+      s->seg[e] = t + 1;
+    }
+    if (nreset) {
+      if (reset_envs(s, s->envs, nreset, Xt1) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
+      nb = observe(s, Xt1, s->prev_a, s->tep, s->obs, s->done);
+      if (nb < 0) return -1;
+      for (int i = 0; i < nb; i++)
+        if (Dt[s->done[i]] != 0) {
+          s->svc->log(2, "shac: the task's observation is not finite right after a reset");
+          return -1;
+        }
+      /* nb == 0 here: envs not reset have the finite OBSX rows checked above */
+    } else {
+      memcpy(s->obs, OBSXt, sizeof(bcg_real) * (size_t)N * od);
+    }
+  }
+  memcpy(s->x, s->X + (size_t)T * N * nx, sizeof(bcg_real) * (size_t)N * nx);
+
+  /* ---- backward ---- */
+  bcg_mlp_zero_grad(&s->actor);
+  bcg_real *lsg = s->actor.extra_grad;
+  memset(s->xbn, 0, sizeof(bcg_real) * (size_t)N * nxb);
+  memset(s->pab, 0, sizeof(bcg_real) * (size_t)N * nu);
+  memset(s->lsb, 0, sizeof(bcg_real) * (size_t)N * nu);
+  for (int t = T - 1; t >= 0; t--) {
+    bcg_real *Xt = s->X + (size_t)t * N * nx, *XNt = s->XN + (size_t)t * N * nx;
+    bcg_real *At = s->A + (size_t)t * N * nu, *Et = s->EPS + (size_t)t * N * nu;
+    int *Dt = s->DONE + (size_t)t * N;
+    const unsigned char *lv = s->live + (size_t)t * N;
+    /* adjoints of x_{t+1} (pre-reset) and a_t from the future: cut at resets */
+    memcpy(s->ab, s->pab, sizeof(bcg_real) * (size_t)N * nu);
+    for (int e = 0; e < N; e++)
+      if (Dt[e]) {
+        memset(s->xbn + (size_t)e * nxb, 0, sizeof(bcg_real) * nxb);
+        memset(s->ab + (size_t)e * nu, 0, sizeof(bcg_real) * nu);
+      }
+    /* reward */
+    for (int e = 0; e < N; e++) s->rew[e] = lv[e] ? s->CR[(size_t)t * N + e] : 0;
+    if (s->task_ops->reward_vjp(s->task, XNt, At, s->TEPN + (size_t)t * N, s->rew, s->xbn, s->ab)) return -1;
+    /* bootstrap value */
+    int anyv = 0;
+    for (int e = 0; e < N; e++) {
+      s->dv[e] = lv[e] ? s->CV[(size_t)t * N + e] / (bcg_real)K : 0;
+      anyv |= s->dv[e] != 0;
+    }
+    if (anyv) {
+      memset(s->dobs2, 0, sizeof(bcg_real) * (size_t)N * od);
+      for (int k = 0; k < K; k++) {
+        if (bcg_mlp_backward(&s->target[k], &s->vtape[t * K + k], s->dv, NULL, s->dobs)) return -1;
+        for (int i = 0; i < N * od; i++) s->dobs2[i] += s->dobs[i];
+      }
+      normalise_vjp(s, s->OBSX + (size_t)t * N * od, s->dobs2, s->dobs);
+      if (s->task_ops->observe_vjp(s->task, XNt, At, s->TEPN + (size_t)t * N, s->dobs, s->xbn, s->ab)) return -1;
+    }
+    for (int e = 0; e < N; e++)
+      if (!lv[e]) {
+        memset(s->xbn + (size_t)e * nxb, 0, sizeof(bcg_real) * nxb);
+        memset(s->ab + (size_t)e * nu, 0, sizeof(bcg_real) * nu);
+      }
+    /* physics */
+    if (s->est_ops->backward(s->est, t, s->xbn, s->xb, s->ab)) return -1;
+    for (int e = 0; e < N; e++)
+      if (!lv[e]) {
+        memset(s->xb + (size_t)e * nxb, 0, sizeof(bcg_real) * nxb);
+        memset(s->ab + (size_t)e * nu, 0, sizeof(bcg_real) * nu);
+      }
+    /* policy: squash, sample, MLP */
+    bcg_real *mub = s->mub + (size_t)t * N * nu;
+    for (int e = 0; e < N; e++)
+      for (int j = 0; j < nu; j++) {
+        size_t i = (size_t)e * nu + j;
+        bcg_real d = s->ab[i];
+        if (s->squash) d *= 1 - At[i] * At[i];
+        mub[i] = d;
+        s->lsb[i] += d * exp(ls[j]) * Et[i];
+      }
+    if (bcg_mlp_backward(&s->actor, &s->ptape[t], mub, s->actor.grad, s->dobs)) return -1;
+    normalise_vjp(s, s->OBS + (size_t)t * N * od, s->dobs, s->dobs2);
+    memset(s->pab, 0, sizeof(bcg_real) * (size_t)N * nu);
+    if (s->task_ops->observe_vjp(s->task, Xt, s->PREV + (size_t)t * N * nu, s->TEP + (size_t)t * N, s->dobs2, s->xb,
+                                 s->pab))
+      return -1;
+    for (int e = 0; e < N; e++)
+      if (!lv[e]) {
+        memset(s->xb + (size_t)e * nxb, 0, sizeof(bcg_real) * nxb);
+        memset(s->pab + (size_t)e * nu, 0, sizeof(bcg_real) * nu);
+      }
+    memcpy(s->xbn, s->xb, sizeof(bcg_real) * (size_t)N * nxb);
+  }
+  for (int e = 0; e < N; e++)
+    for (int j = 0; j < nu; j++) lsg[j] += s->lsb[(size_t)e * nu + j];
+
+  /* gradient variance across environments */
+  double gvar = NAN;
+  if (s->grad_var_every > 0 && s->tr->iteration % s->grad_var_every == 0 && N > 1) {
+    size_t np = s->actor.nparams;
+    double sq = 0;
+    for (int e = 0; e < N; e++) {
+      memset(s->gvar, 0, np * sizeof(bcg_real));
+      for (int t = 0; t < T; t++) {
+        if (bcg_mlp_forward(&s->actor, &s->row, s->OBSP + ((size_t)t * N + e) * od, 1, NULL) ||
+            bcg_mlp_backward(&s->actor, &s->row, s->mub + ((size_t)t * N + e) * nu, s->gvar, NULL))
+          return -1;
+      }
+      for (int j = 0; j < nu; j++) s->gvar[s->actor.nnet + j] += s->lsb[(size_t)e * nu + j];
+      for (size_t i = 0; i < np; i++) sq += (double)N * N * (double)s->gvar[i] * (double)s->gvar[i];
+    }
+    double G2 = 0;
+    for (size_t i = 0; i < np; i++) G2 += (double)s->actor.grad[i] * (double)s->actor.grad[i];
+    gvar = (sq - N * G2) / (N - 1);
+  }
+
+  /* actor update */
+  int skipped = 0;
+  bcg_real lr = lr_at(s, s->actor_lr);
+  double gn = (double)bcg_vec_norm(s->actor.grad, s->actor.nparams);
+  if (isfinite(gn)) {
+    bcg_clip_grad_norm(s->actor.grad, s->actor.nparams, (bcg_real)s->actor_clip);
+    s->aopt.lr = lr;
+    bcg_adam_step(&s->aopt, s->actor.params, s->actor.grad);
+  } else {
+    skipped++;
+    s->svc->log(1, "shac: iteration %lld: non-finite policy gradient, update skipped", (long long)s->tr->iteration);
+  }
+
+  /* ---- critic: TD(lambda) targets, the truncated lambda-return
+   *   G_t = r_t + gamma V_{t+1}                                 at a done or the horizon end
+   *   G_t = r_t + gamma ((1 - lambda) V_{t+1} + lambda G_{t+1})  otherwise
+   * (V_{t+1}: target-critic value, 0 after a termination), the recursion
+   * SHAC's compute_target_values implements. ---- */
+  for (int e = 0; e < N; e++) {
+    double G = 0;
+    for (int t = T - 1; t >= 0; t--) {
+      size_t te = (size_t)t * N + e;
+      double nv = (double)s->NV[te], r = (double)s->RW[te];
+      if (s->DONE[te] != 0 || t == T - 1)
+        G = r + s->gamma * nv;
+      else
+        G = r + s->gamma * ((1 - s->lam) * nv + s->lam * G);
+      s->TV[te] = (bcg_real)G;
+    }
+  }
+  double closs = NAN;
+  {
+    int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch;
+    bcg_real clr = lr_at(s, s->critic_lr);
+    for (int i = 0; i < M; i++) s->perm[i] = i;
+    for (int j = 0; j < s->critic_iters; j++) {
+      if (s->shuffle) /* Fisher-Yates from (MINIBATCH, iteration, pass) */
+        for (int i = M - 1; i > 0; i--) {
+          bcg_real u = bcg_rng_uniform(s->tr->seed, BCG_RNG_MINIBATCH, (uint32_t)j, (uint32_t)s->tr->iteration,
+                                       (uint32_t)i);
+          int k = (int)(u * (bcg_real)(i + 1));
+          if (k > i) k = i;
+          int tmp = s->perm[i];
+          s->perm[i] = s->perm[k];
+          s->perm[k] = tmp;
+        }
+      double tot = 0;
+      int nbt = 0;
+      for (int b0 = 0; b0 < M; b0 += bs) {
+        int n = M - b0 < bs ? M - b0 : bs;
+        for (int i = 0; i < n; i++) {
+          int src = s->perm[b0 + i];
+          memcpy(s->cbuf_x + (size_t)i * od, s->OBSP + (size_t)src * od, sizeof(bcg_real) * od);
+        }
+        double lsum = 0;
+        for (int k = 0; k < K; k++) {
+          if (bcg_mlp_forward(&s->critic[k], NULL, s->cbuf_x, n, s->cbuf_y)) return -1;
+          double l = 0;
+          for (int i = 0; i < n; i++) {
+            double d = (double)s->cbuf_y[i] - (double)s->TV[s->perm[b0 + i]];
+            l += d * d;
+            s->cbuf_dy[i] = (bcg_real)(2 * d / n);
+          }
+          lsum += l / n;
+          bcg_mlp_zero_grad(&s->critic[k]);
+          if (bcg_mlp_backward(&s->critic[k], NULL, s->cbuf_dy, s->critic[k].grad, NULL)) return -1;
+          bcg_real cn = bcg_clip_grad_norm(s->critic[k].grad, s->critic[k].nparams, (bcg_real)s->critic_clip);
+          if (!isfinite((double)cn)) {
+            skipped++;
+            continue;
+          }
+          s->copt[k].lr = clr;
+          bcg_adam_step(&s->copt[k], s->critic[k].params, s->critic[k].grad);
+        }
+        tot += lsum / K;
+        nbt++;
+      }
+      closs = tot / nbt;
+    }
+    for (int k = 0; k < K; k++)
+      bcg_vec_polyak(s->target[k].params, s->critic[k].params, s->critic[k].nparams, (bcg_real)s->alpha);
+  }
+
+  s->est_ops->stats(s->est, &es1);
+  st->mean_return = episodes ? sum_ret / episodes : NAN;
+  st->mean_ep_len = episodes ? sum_len / episodes : NAN;
+  st->mean_reward = nrew ? sum_rew / (double)nrew : NAN;
+  st->actor_loss = loss;
+  st->critic_loss = closs;
+  st->grad_norm = gn;
+  st->grad_var = gvar;
+  st->lr = (double)lr;
+  double sd = 0;
+  for (int j = 0; j < nu; j++) sd += exp((double)ls[j]);
+  st->action_std = sd / nu;
+  uint64_t dtr = es1.transitions - es0.transitions;
+  st->bundle_frac = dtr ? (double)(es1.triggered - es0.triggered) / (double)dtr : NAN;
+  st->samples = es1.samples - es0.samples;
+  st->nan_resets = nan_resets;
+  st->episodes = episodes;
+  st->skipped_updates = skipped;
+  return 0;
+}
+
+/* ---- checkpoints ---- */
+
+static int save(void *p, int64_t g) {
+  shac *s = p;
+  int N = s->N;
+  int64_t ctr[3] = {(int64_t)s->draw, (int64_t)s->step, (int64_t)s->K};
+  int rc = lu_save_mlp(g, "actor", &s->actor) || lu_save_adam(g, "actor/adam", &s->aopt) ||
+           lu_save_norm(g, "obs_rms", &s->obs_rms) || lu_save_norm(g, "ret_rms", &s->ret_rms) ||
+           lu_save_reals(g, "state/x", s->x, (size_t)N * s->nx) || lu_save_ints(g, "state/tep", s->tep, N) ||
+           lu_save_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
+           lu_save_doubles(g, "state/ep_return", s->ep_ret, N) || lu_save_i64(g, "state/ep_len", s->ep_len, N) ||
+           lu_save_doubles(g, "state/disc_return", s->ret, N) || lu_save_i64(g, "counters", ctr, 3);
+  for (int k = 0; k < s->K && !rc; k++) {
+    char n[64];
+    snprintf(n, sizeof n, "critic%d", k);
+    rc = lu_save_mlp(g, n, &s->critic[k]);
+    snprintf(n, sizeof n, "critic%d/adam", k);
+    rc = rc || lu_save_adam(g, n, &s->copt[k]);
+    snprintf(n, sizeof n, "target_critic%d", k);
+    rc = rc || lu_save_mlp(g, n, &s->target[k]);
+  }
+  return rc ? -1 : 0;
+}
+
+static int load(void *p, int64_t g) {
+  shac *s = p;
+  int N = s->N;
+  int64_t ctr[3];
+  int rc = lu_load_i64(g, "counters", ctr, 3) || ctr[2] != s->K || lu_load_mlp(g, "actor", &s->actor) ||
+           lu_load_adam(g, "actor/adam", &s->aopt) || lu_load_norm(g, "obs_rms", &s->obs_rms) ||
+           lu_load_norm(g, "ret_rms", &s->ret_rms) || lu_load_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
+           lu_load_ints(g, "state/tep", s->tep, N) || lu_load_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
+           lu_load_doubles(g, "state/ep_return", s->ep_ret, N) || lu_load_i64(g, "state/ep_len", s->ep_len, N) ||
+           lu_load_doubles(g, "state/disc_return", s->ret, N);
+  for (int k = 0; k < s->K && !rc; k++) {
+    char n[64];
+    snprintf(n, sizeof n, "critic%d", k);
+    rc = lu_load_mlp(g, n, &s->critic[k]);
+    snprintf(n, sizeof n, "critic%d/adam", k);
+    rc = rc || lu_load_adam(g, n, &s->copt[k]);
+    snprintf(n, sizeof n, "target_critic%d", k);
+    rc = rc || lu_load_mlp(g, n, &s->target[k]);
+  }
+  if (rc) return -1;
+  s->draw = (uint64_t)ctr[0];
+  s->step = (uint64_t)ctr[1];
+  return 0;
+}
+
+/* mean action (squashed like the rollout's) for raw observations */
+static int act(void *p, const bcg_real *obs, int n, bcg_real *a) {
+  shac *s = p;
+  int od = s->od, nu = s->nu;
+  bcg_real *buf = malloc(sizeof(bcg_real) * (size_t)(n ? n : 1) * od);
+  bcg_mlp_tape tp;
+  if (!buf || bcg_mlp_tape_init(&tp, &s->actor, n ? n : 1, NULL)) {
+    free(buf);
+    return -1;
+  }
+  if (s->obs_norm)
+    bcg_normalizer_apply(&s->obs_rms, obs, n, buf);
+  else
+    memcpy(buf, obs, sizeof(bcg_real) * (size_t)n * od);
+  int rc = bcg_mlp_forward(&s->actor, &tp, buf, n, a);
+  if (!rc && s->squash)
+    for (int i = 0; i < n * nu; i++) a[i] = tanh(a[i]);
+  bcg_mlp_tape_free(&tp);
+  free(buf);
+  return rc ? -1 : 0;
+}
+
+static const bcg_key_spec keys[] = {
+    {"horizon", BCG_KEY_INT, "32", 1, 100000, NULL, "differentiable rollout length T (SHAC steps_num = 32)"},
+    {"gamma", BCG_KEY_REAL, "0.99", 0, 1, NULL, "discount (SHAC gamma = 0.99)"},
+    {"lambda", BCG_KEY_REAL, "0.95", 0, 0.999999, NULL, "TD(lambda) of the critic targets (SHAC lambda = 0.95)"},
+    {"actor_lr", BCG_KEY_REAL, "2e-3", 0, 10, NULL, "actor Adam learning rate (SHAC actor_learning_rate = 2e-3)"},
+    {"critic_lr", BCG_KEY_REAL, "2e-3", 0, 10, NULL,
+     "critic Adam learning rate (SHAC critic_learning_rate = 2e-3; BCG paper 2e-3)"},
+    {"lr_schedule", BCG_KEY_CHOICE, "linear", 0, 0, "linear|constant",
+     "linear: both rates decay linearly to lr_end over [run] iterations (SHAC lr_schedule = linear); constant "
+     "without an iteration budget"},
+    {"lr_end", BCG_KEY_REAL, "1e-5", 0, 10, NULL, "learning rate at the last iteration (SHAC decays to 1e-5)"},
+    {"beta1", BCG_KEY_REAL, "0.7", 0, 0.999999, NULL, "Adam beta1 (SHAC betas = [0.7, 0.95])"},
+    {"beta2", BCG_KEY_REAL, "0.95", 0, 0.999999, NULL, "Adam beta2 (SHAC betas = [0.7, 0.95])"},
+    {"adam_eps", BCG_KEY_REAL, "1e-8", 0, 1, NULL, "Adam epsilon (PyTorch default 1e-8)"},
+    {"actor_grad_clip", BCG_KEY_REAL, "1.0", 0, 1e30, NULL, "actor gradient-norm clip (SHAC grad_norm = 1.0)"},
+    {"critic_grad_clip", BCG_KEY_REAL, "1.0", 0, 1e30, NULL,
+     "critic gradient-norm clip (SHAC grad_norm = 1.0; BCG paper 10.0)"},
+    {"critic_iterations", BCG_KEY_INT, "16", 1, 100000, NULL, "passes over the rollout per iteration (SHAC 16)"},
+    {"minibatches", BCG_KEY_INT, "4", 1, 100000, NULL, "critic minibatches per pass (SHAC num_batch = 4)"},
+    {"critic_shuffle", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "shuffle the critic samples each pass (SHAC: no, minibatches are consecutive time blocks)"},
+    {"target_alpha", BCG_KEY_REAL, "0.2", 0, 1, NULL,
+     "target critic Polyak th' <- alpha th' + (1 - alpha) th (SHAC target_critic_alpha = 0.2)"},
+    {"critics", BCG_KEY_INT, "1", 1, MAXCRIT, NULL,
+     "critic ensemble size; the value is the ensemble mean (SHAC 1; BCG paper 3)"},
+    {"actor_layers", BCG_KEY_LIST, "128,64,32", 1, 65536, NULL,
+     "actor hidden layers (SHAC Ant actor_mlp = [128, 64, 32]; BCG paper 512,256,128)"},
+    {"critic_layers", BCG_KEY_LIST, "64,64", 1, 65536, NULL,
+     "critic hidden layers (SHAC Ant critic_mlp = [64, 64]; BCG paper 256,256)"},
+    {"activation", BCG_KEY_CHOICE, "elu", 0, 0, "elu|relu|tanh|identity", "hidden activation (SHAC elu)"},
+    {"layernorm", BCG_KEY_CHOICE, "post", 0, 0, "post|pre|none",
+     "LayerNorm of hidden layers: post = Linear, act, LayerNorm (DiffRL's actor and critic MLPs)"},
+    {"init", BCG_KEY_CHOICE, "uniform", 0, 0, "uniform|orthogonal",
+     "weight init: uniform = PyTorch's nn.Linear default (DiffRL)"},
+    {"logstd_init", BCG_KEY_REAL, "-1.0", -20, 5, NULL,
+     "initial log standard deviation (DiffRL actor_logstd_init = -1; BCG paper std 1.0, i.e. 0)"},
+    {"squash", BCG_KEY_CHOICE, "tanh", 0, 0, "tanh|none", "actions sent to the env: tanh(sample) (SHAC) or raw"},
+    {"obs_norm", BCG_KEY_BOOL, "true", 0, 0, NULL, "running observation normalisation (SHAC obs_rms = True)"},
+    {"ret_norm", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "running return normalisation of rewards (SHAC ret_rms = False; BCG paper true)"},
+    {"reward_scale", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "reward multiplier (SHAC rew_scale = 1)"},
+    {"actor_loss_mean", BCG_KEY_CHOICE, "envs", 0, 0, "envs|env_steps",
+     "actor loss is the mean over environments (DESIGN.md) or over env x steps (SHAC's code)"},
+    {"grad_var_every", BCG_KEY_INT, "0", 0, 1e9, NULL,
+     "measure the policy-gradient variance across environments every this many iterations (0: off; costs "
+     "horizon x envs single-row MLP passes)"},
+};
+
+static const bcg_learner_ops ops = {sizeof(bcg_learner_ops), create, destroy, iterate, save, load, act};
+
+static const bcg_plugin_desc desc = {
+    BCG_PLUGIN_HEADER(BCG_KIND_LEARNER, "shac",
+                      "Short-Horizon Actor-Critic: first-order policy gradients through short rollouts"),
+    keys, BCG_NKEYS(keys), BCG_CAP_NEEDS_BACKWARD, &ops};
+
+BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }
