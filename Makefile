@@ -8,6 +8,7 @@
 #   make test-asan       the same suites under AddressSanitizer + UBSan
 #   make demo            deps + build + the main job on configs/demo.ini
 #   make bench           the benchmarks (bcg bench)
+#   make bench-gpu       build/bench/gpu_bench: CUDA vs CPU stepper rates (bench/device_run.sh)
 #   make check-learning  the slow learning checks (not in CI)
 #   make install PREFIX=/usr/local
 
@@ -178,6 +179,15 @@ demo: deps
 
 bench: all
 	$(BIN) bench
+
+# The CUDA stepper's benchmark (bench/gpu_bench.c; GPU and CPU rates on
+# humanoid.xml; without a GPU only the CPU part runs). bench/device_run.sh
+# builds and runs it on the device machine.
+.PHONY: bench-gpu
+bench-gpu: $(BUILD)/bench/gpu_bench
+$(BUILD)/bench/gpu_bench: bench/gpu_bench.c tests/plugin_defaults.h $(LIB) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE)
 
 check-learning: all
 	sh tests/check_learning.sh $(BIN)

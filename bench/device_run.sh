@@ -1,0 +1,214 @@
+#!/bin/bash
+# bench/device_run.sh - everything the CUDA stepper needs checked on a GPU
+# machine, in ONE call, from the repository root, with $OUT set:
+#
+#   here:    sh bench/fetch_debs.sh            (once; fills build-debs/, ~27 MB)
+#   device:  run(command="bash bench/device_run.sh", carry=["build-debs"])
+#
+# The device machine (an H200 with this workplace's CUDA image: nvcc, gcc, no
+# network, no apt) lacks libmujoco, iniparser, hdf5, cunit and openblas. The
+# Debian packages carried in build-debs/ are unpacked privately under
+# /tmp/bcgdeps (dpkg-deb -x, never into /), and only the libraries and -dev
+# names the machine does not already have are put on the search paths, so
+# nothing of the image (compilers, CUDA) is shadowed. humanoid.xml comes from
+# libmujoco-samples; where /usr/share/mujoco/model is absent it is linked
+# there (the CPU suites use that path).
+#
+# Steps (progress on stdout, prefixed [device_run +Ns]):
+#   1. environment: GPU, driver, nvcc, gcc, cores
+#   2. dependencies from build-debs/ (only if some are missing)
+#   3. build double (build-h200) and float (build-h200-float) with make -k:
+#      libbcg with the CUDA stepper, plugins, suites, bench/gpu_bench
+#   4. in the background: the CPU suites that bear on it (test_step, test_dyn,
+#      test_contact_plugins, test_physics; double; 200 s each at most)
+#   5. test_cuda in double and float (GPU vs CPU; tolerances in the suite),
+#      then test_cuda (double) under compute-sanitizer memcheck (120 s at most)
+#   6. gpu_bench: float and double, no contact plugin and smoothed_kappa,
+#      n = 256 ... 65536 on the GPU, the CPU stepper (all threads) at n = 1024
+#      and 4096, per-stage GPU times; none starts past 540 s
+#
+# Files under $OUT (at most 8 come back): device_run.log (everything above,
+# with build warnings), bench_gpu.txt, test_cuda_double.log,
+# test_cuda_float.log, sanitizer.log, tests_cpu.log. Expected: 5-7 minutes
+# on one H200 with 16 cores (builds ~2 min, tests ~1-2 min, bench ~3 min),
+# at most about 9.5 minutes. Exit status 0 if every step passed (timeouts of
+# CPU suites and of memcheck are reported, not counted).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/build-out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/device_run.log") 2>&1
+T0=$(date +%s)
+say() { echo "[device_run +$(($(date +%s) - T0))s] $*"; }
+fail=""
+NP=$(nproc)
+JOBS=$NP
+
+# ---- 1. environment ----------------------------------------------------------------
+say "environment"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv 2>&1 | sed 's/^/  /'
+command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
+nvcc --version 2>&1 | tail -n 2 | sed 's/^/  /'
+gcc --version 2>&1 | head -n 1 | sed 's/^/  /'
+echo "  cores: $NP; $(grep PRETTY_NAME /etc/os-release 2>/dev/null)"
+git log --oneline -1 2>/dev/null | sed 's/^/  commit: /'
+
+# ---- 2. dependencies ----------------------------------------------------------------
+D=/tmp/bcgdeps
+have_hdr() { echo "#include <$1>" | gcc -E -x c - ${2:-} >/dev/null 2>&1; }
+have_lib() { [ "$(gcc -print-file-name=lib$1.so)" != "lib$1.so" ]; }
+missing=""
+have_hdr mujoco/mujoco.h || missing="$missing mujoco"
+have_hdr iniparser/iniparser.h || missing="$missing iniparser"
+have_hdr CUnit/CUnit.h || missing="$missing cunit"
+have_hdr hdf5.h "-I/usr/include/hdf5/serial" || missing="$missing hdf5"
+have_hdr cblas.h || missing="$missing cblas"
+for l in mujoco iniparser cunit openblas; do have_lib $l || missing="$missing lib$l"; done
+F=${BCG_FORCE_DEBS:-} # set: use every carried package even where the machine has its own (a test of this path)
+[ -n "$F" ] && missing="$missing (forced)"
+if [ -n "$missing" ]; then
+  say "missing here:$missing"
+  if ! ls build-debs/*.deb >/dev/null 2>&1; then
+    say "FATAL: no build-debs/*.deb: run 'sh bench/fetch_debs.sh' on the dev machine and carry build-debs"
+    exit 2
+  fi
+  rm -rf "$D"; mkdir -p "$D/lib-missing" "$D/lib-dev"
+  for f in build-debs/*.deb; do
+    if command -v dpkg-deb >/dev/null; then dpkg-deb -x "$f" "$D"
+    else t=$(mktemp -d); abs=$(readlink -f "$f"); (cd "$t" && ar x "$abs" && tar -xf data.tar.* -C "$D"); rm -rf "$t"; fi
+  done
+  # runtime libraries the machine lacks (by soname), and the -l names
+  n=0
+  while read -r f; do
+    b=$(basename "$f")
+    if [ -n "$F" ] || ! ldconfig -p | grep -q "^[[:space:]]*$b "; then ln -sf "$f" "$D/lib-missing/$b"; n=$((n + 1)); fi
+  done < <(find "$D" \( -type f -o -type l \) -name 'lib*.so.*' | grep -v '/lib-missing/')
+  for l in mujoco iniparser cunit openblas hdf5; do
+    if [ -n "$F" ] || ! have_lib $l; then
+      f=$(find "$D/usr" -name "lib$l.so" | grep -v 'lib-dev' | sort | head -n 1)
+      [ -n "$f" ] && ln -sf "$f" "$D/lib-dev/lib$l.so"
+    fi
+  done
+  export CPATH="$D/usr/include:$D/usr/include/hdf5/serial:$D/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}"
+  export LIBRARY_PATH="$D/lib-dev:$D/lib-missing${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$D/lib-missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  say "unpacked $(ls build-debs/*.deb | wc -l) packages into $D; $n libraries taken from them: $(ls $D/lib-missing | tr '\n' ' ')"
+  if [ ! -e /usr/share/mujoco/model/humanoid/humanoid.xml ] && [ -e "$D/usr/share/mujoco/model/humanoid/humanoid.xml" ]; then
+    if [ ! -e /usr/share/mujoco/model ] && mkdir -p /usr/share/mujoco 2>/dev/null && ln -s "$D/usr/share/mujoco/model" /usr/share/mujoco/model; then
+      say "linked /usr/share/mujoco/model -> $D/usr/share/mujoco/model"
+    else
+      export BCG_MODEL="$D/usr/share/mujoco/model/humanoid/humanoid.xml"
+      say "BCG_MODEL=$BCG_MODEL (suites with the path built in may fail)"
+    fi
+  fi
+  missing=""
+  have_hdr mujoco/mujoco.h || missing="$missing mujoco"
+  have_hdr iniparser/iniparser.h || missing="$missing iniparser"
+  have_hdr CUnit/CUnit.h || missing="$missing cunit"
+  have_hdr hdf5.h "-I/usr/include/hdf5/serial" || missing="$missing hdf5"
+  have_hdr cblas.h || missing="$missing cblas"
+  [ -n "$missing" ] && { say "FATAL: still missing:$missing"; exit 2; }
+else
+  say "all dependencies present"
+fi
+
+# ---- 3. builds ------------------------------------------------------------------------
+# -k: a broken unrelated target (another plugin, say) must not stop the rest;
+# what this run needs is checked by its binaries below.
+for p in double float; do
+  b=build-h200; [ $p = float ] && b=build-h200-float
+  say "build $b (REAL=$p, -j$NP)"
+  timeout 300 make -k -j"$NP" BUILD=$b REAL=$p CUDA=1 tests-build bench-gpu >/tmp/bcg-build-$p.log 2>&1
+  rc=$?
+  grep -iE 'warning|error' /tmp/bcg-build-$p.log | head -n 30 | sed 's/^/  [build] /'
+  for x in libbcg.so tests/test_cuda bench/gpu_bench; do
+    [ -e $b/$x ] || { fail="$fail build-$p:$x"; say "FAILED: $b/$x not built (make rc $rc)"; tail -n 30 /tmp/bcg-build-$p.log; }
+  done
+  [ $rc = 0 ] || say "make -k exited $rc for REAL=$p (see [build] lines)"
+done
+
+# ---- 4. CPU suites, in the background --------------------------------------------------------
+CPU_SUITES="test_step test_dyn test_contact_plugins test_physics"
+say "CPU suites in the background (double, 2 threads each, 200 s each at most): $CPU_SUITES"
+pids=""
+for t in $CPU_SUITES; do
+  rm -f /tmp/bcg-$t.rc
+  [ -x build-h200/tests/$t ] || { echo 127 >/tmp/bcg-$t.rc; continue; }
+  (OMP_NUM_THREADS=2 BUILD=build-h200 timeout 200 sh tests/run.sh build-h200/tests/$t >/tmp/bcg-$t.log 2>&1
+   echo $? >/tmp/bcg-$t.rc) &
+  pids="$pids $!"
+done
+
+# ---- 5. GPU tests --------------------------------------------------------------------------
+export OMP_NUM_THREADS=4
+for p in double float; do
+  b=build-h200; [ $p = float ] && b=build-h200-float
+  [ -x $b/tests/test_cuda ] || continue
+  say "test_cuda ($p)"
+  if BUILD=$b timeout 200 sh tests/run.sh $b/tests/test_cuda >"$OUT/test_cuda_$p.log" 2>&1; then
+    say "test_cuda ($p): passed"
+  else
+    fail="$fail test_cuda-$p"; say "test_cuda ($p): FAILED"
+  fi
+  grep -E 'skipped|n= |\[measured\]|FAIL|BCGSUITE|refused|device:|not tested|compared' "$OUT/test_cuda_$p.log" | sed 's/^/  /' | head -n 60
+done
+if command -v compute-sanitizer >/dev/null && [ -x build-h200/tests/test_cuda ]; then
+  say "test_cuda (double) under compute-sanitizer memcheck (120 s at most)"
+  BUILD=build-h200 timeout 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
+    build-h200/tests/test_cuda >"$OUT/sanitizer.log" 2>&1
+  rc=$?
+  grep -E 'ERROR SUMMARY|BCGSUITE|Invalid|out of bounds' "$OUT/sanitizer.log" | head -n 10 | sed 's/^/  /'
+  case $rc in 0) say "memcheck: clean" ;; 124) say "memcheck: timed out (partial log kept; not counted as a failure)" ;;
+    *) fail="$fail memcheck"; say "memcheck: FAILED (rc $rc)" ;; esac
+else
+  say "compute-sanitizer not found: memcheck skipped"
+fi
+
+say "waiting for the CPU suites"
+wait $pids
+: >"$OUT/tests_cpu.log"
+for t in $CPU_SUITES; do
+  rc=$(cat /tmp/bcg-$t.rc 2>/dev/null || echo "?")
+  [ -f /tmp/bcg-$t.log ] && cat /tmp/bcg-$t.log >>"$OUT/tests_cpu.log"
+  case $rc in
+    0) say "$t: passed" ;;
+    124) say "$t: timed out at 200 s (not counted as a failure)" ;;
+    127) say "$t: not built" ;;
+    *) fail="$fail $t"; say "$t: FAILED (rc $rc)"; grep -E 'FAIL|BCGSUITE|crashed' /tmp/bcg-$t.log | head -n 10 | sed 's/^/  /' ;;
+  esac
+done
+
+# ---- 6. benchmark ---------------------------------------------------------------------------
+export OMP_NUM_THREADS=$NP
+DEADLINE=540 # seconds since the start: no benchmark runs past it
+B="$OUT/bench_gpu.txt"
+{
+  echo "# bcg CUDA stepper benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
+  echo "# $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null); $NP CPU cores"
+  echo "# rates are env-substeps per second = n * substeps / time; humanoid.xml, motor actuation,"
+  echo "# half the environments airborne, half with the feet in the floor; see bench/gpu_bench.c"
+} >"$B"
+for p in float double; do
+  b=build-h200; [ $p = float ] && b=build-h200-float
+  [ -x $b/bench/gpu_bench ] || { echo "## $p: gpu_bench not built" >>"$B"; continue; }
+  for plug in none smoothed_kappa; do
+    left=$((DEADLINE - ($(date +%s) - T0)))
+    if [ $left -lt 30 ]; then say "skip bench $p $plug (time budget)"; echo "## $p $plug: skipped (time budget)" >>"$B"; continue; fi
+    [ $left -gt 150 ] && left=150
+    arg=none; cpu=1024,4096
+    if [ $plug != none ]; then
+      arg=$b/plugins/$plug.so; cpu=1024
+      [ -f "$arg" ] || { echo "## $p $plug: plugin not built" >>"$B"; continue; }
+    fi
+    say "gpu_bench $p $plug (${left} s at most)"
+    echo >>"$B"
+    timeout $left $b/bench/gpu_bench --plugin "$arg" --sizes 256,1024,4096,16384,65536 --cpu-sizes $cpu \
+      --seconds 0.5 >>"$B"
+    rc=$?
+    [ $rc = 0 ] || { fail="$fail bench-$p-$plug"; say "gpu_bench $p $plug: FAILED (rc $rc)"; echo "## (exit $rc)" >>"$B"; }
+  done
+done
+say "bench results:"
+cat "$B"
+say "done in $(($(date +%s) - T0)) s;${fail:- all steps passed}${fail:+ failed:}"
+[ -z "$fail" ]

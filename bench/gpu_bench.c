@@ -1,0 +1,306 @@
+/* bench/gpu_bench.c - physics substeps per second of the CUDA batched
+ * stepper (bcg/sim_cuda.h) on humanoid.xml, against the CPU one (bcg/sim.h,
+ * all OpenMP threads) of the same build.
+ *
+ *   gpu_bench [--plugin PATH|none] [--sizes 256,1024,...] [--cpu-sizes 1024,4096]
+ *             [--seconds S] [--substeps K]
+ *
+ * For each batch size n: forward = one control step with its tape
+ * (K substeps, motor actuation, random actions), forward+backward = that plus
+ * the control-step VJP. Rates are environment-substeps per second,
+ * n * K / time. GPU times are CUDA events around back-to-back asynchronous
+ * control steps after warm-up, the median of 5 rounds; each round is sized to
+ * about S/5 seconds. Then a pass with per-stage events (each stage waits for
+ * the previous: slightly slower in total) splits one substep into the pre,
+ * contact and post kernels (backward: the recompute's pre, contact, post +
+ * post_vjp, the contact VJP and pre_vjp). CPU rates are wall-clock over the
+ * same work, median of 3 rounds.
+ *
+ * States: half the environments airborne, half standing with the feet in the
+ * floor (same recipe as tests/test_cuda.c); the batch is re-drawn from these
+ * fixed states for every round, so contact counts stay comparable. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bcg/sim.h"
+#include "bcg/sim_cuda.h"
+#include "plugin_defaults.h"
+
+typedef bcg_real real;
+
+static unsigned long long rs = 0x2545F4914F6CDD1Dull;
+static double urand(void) {
+  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+  return (double)(rs >> 11) / 9007199254740992.0;
+}
+static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
+
+static void random_state(const bcg_mdata *m, int airborne, real *q, real *u) {
+  for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
+  for (int i = 7; i < m->nq; i++) q[i] += (real)(0.15 * nrand());
+  double n = 0;
+  for (int i = 3; i < 7; i++) { q[i] += (real)(0.05 * nrand()); n += (double)q[i] * q[i]; }
+  for (int i = 3; i < 7; i++) q[i] = (real)(q[i] / sqrt(n));
+  q[0] = (real)(0.3 * nrand()); q[1] = (real)(0.3 * nrand());
+  static bcg_kin k;
+  bcg_kinematics(m, q, &k);
+  double lo = 1e9;
+  for (int i = 0; i < m->ncp; i++) {
+    real pc[3];
+    bcg_contact_point(m, &k, i, pc);
+    if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
+  }
+  double h = airborne ? 0.05 + 0.45 * urand() : -0.01 + 0.012 * urand();
+  q[2] = (real)(q[2] + h - lo + m->floor_z);
+  double vs = airborne ? 1.0 : 0.3;
+  for (int i = 0; i < m->nv; i++) u[i] = (real)(vs * nrand());
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static int cmpd(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+  qsort(v, n, sizeof *v, cmpd);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+static int parse_list(const char *s, int *out, int cap) {
+  int n = 0;
+  while (s && *s && n < cap) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s) break;
+    out[n++] = (int)v;
+    s = end;
+    while (*s == ',') s++;
+  }
+  return n;
+}
+
+#define DIE(...) do { fprintf(stderr, "gpu_bench: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define PROGRESS(...) do { fprintf(stderr, __VA_ARGS__); fflush(stderr); } while (0)
+
+typedef struct bufs {
+  real *q, *u, *a, *qo, *uo, *tape, *xob, *xb, *ab;
+} bufs;
+
+/* one timed unit: forward (control step with tape) or forward + backward */
+static int gpu_unit(bcg_cuda_sim *s, const bufs *d, int n, int bwd) {
+  int rc = bcg_cuda_sim_control_step(s, n, d->q, d->u, d->a, d->qo, d->uo, d->tape);
+  if (!rc && bwd) rc = bcg_cuda_sim_control_step_vjp(s, n, d->tape, d->a, d->xob, d->xb, d->ab);
+  return rc;
+}
+static int cpu_unit(bcg_sim *s, const bufs *h, int n, int bwd) {
+  int rc = bcg_sim_control_step(s, n, h->q, h->u, h->a, h->qo, h->uo, h->tape);
+  if (!rc && bwd) rc = bcg_sim_control_step_vjp(s, n, h->tape, h->a, h->xob, h->xb, h->ab);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  const char *plugin = "none";
+  int sizes[16] = {256, 1024, 4096, 16384, 65536}, nsizes = 5;
+  int cpus[16] = {1024, 4096}, ncpus = 2;
+  double seconds = 0.5;
+  int substeps = 4;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--plugin") && i + 1 < argc) plugin = argv[++i];
+    else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) nsizes = parse_list(argv[++i], sizes, 16);
+    else if (!strcmp(argv[i], "--cpu-sizes") && i + 1 < argc) ncpus = parse_list(argv[++i], cpus, 16);
+    else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--substeps") && i + 1 < argc) substeps = atoi(argv[++i]);
+    else DIE("unknown argument '%s'", argv[i]);
+  }
+  char err[1024];
+  const char *mpath = bcg_model_default_path();
+  bcg_model *model = bcg_model_load(mpath, err, sizeof err);
+  if (!model) DIE("%s", err);
+  const bcg_mdata *m = &model->m;
+  int nq = m->nq, nv = m->nv, nu = m->nu;
+  size_t sx = (size_t)nq + nv;
+
+  pd_plugin pl;
+  memset(&pl, 0, sizeof pl);
+  const bcg_contact_ops *cops = NULL;
+  void *cself = NULL;
+  const char *pname = "none";
+  if (strcmp(plugin, "none") != 0) {
+    if (pd_load_contact(plugin, model, &pl, err, sizeof err)) DIE("%s", err);
+    cops = pl.ops;
+    cself = pl.self;
+    pname = pl.desc->name;
+  }
+  bcg_simparams sp;
+  bcg_simparams_default(model, &sp);
+  sp.substeps = substeps;
+  if (cops) sp.need_G = (pl.desc->caps & BCG_CAP_NEEDS_DELASSUS) != 0;
+
+  char info[512];
+  bcg_cuda_device_info(info, sizeof info);
+  int have_gpu = bcg_cuda_available(err, sizeof err);
+  if (have_gpu && cops && !pd_has_cuda(&pl)) {
+    have_gpu = 0;
+    snprintf(err, sizeof err, "contact plugin '%s' has no CUDA entry points", pname);
+  }
+  printf("## humanoid.xml (nq %d, nv %d, nu %d, %d contact slots), %s, contact plugin: %s, %d substeps of %g s, "
+         "ncmax %d\n",
+         nq, nv, nu, m->ncp, BCG_REAL_NAME, pname, sp.substeps, (double)sp.dt, cops ? sp.ncmax : 0);
+  printf("## device: %s\n", info);
+  printf("## CPU: %d OpenMP threads; workspace per env: %zu + %zu bytes (bcg_stepws + bcg_stepadj)\n",
+         omp_get_max_threads(), sizeof(bcg_stepws), sizeof(bcg_stepadj));
+
+  int nmax = 1;
+  for (int i = 0; i < nsizes; i++) if (sizes[i] > nmax) nmax = sizes[i];
+  for (int i = 0; i < ncpus; i++) if (cpus[i] > nmax) nmax = cpus[i];
+  /* host data: fixed states/actions/adjoint seeds for nmax environments */
+  bufs h;
+  h.q = malloc(sizeof(real) * nmax * nq); h.u = malloc(sizeof(real) * nmax * nv);
+  h.a = malloc(sizeof(real) * nmax * nu); h.qo = malloc(sizeof(real) * nmax * nq);
+  h.uo = malloc(sizeof(real) * nmax * nv); h.tape = malloc(sizeof(real) * sp.substeps * nmax * sx);
+  h.xob = malloc(sizeof(real) * nmax * 2 * nv); h.xb = malloc(sizeof(real) * nmax * 2 * nv);
+  h.ab = calloc((size_t)nmax * nu, sizeof(real));
+  if (!h.q || !h.u || !h.a || !h.qo || !h.uo || !h.tape || !h.xob || !h.xb || !h.ab) DIE("out of host memory");
+  for (int e = 0; e < nmax; e++) {
+    random_state(m, e % 2, h.q + (size_t)e * nq, h.u + (size_t)e * nv);
+    for (int i = 0; i < nu; i++) h.a[(size_t)e * nu + i] = (real)(0.8 * (2 * urand() - 1));
+    for (int i = 0; i < 2 * nv; i++) h.xob[(size_t)e * 2 * nv + i] = (real)nrand();
+  }
+
+  /* ---------------- GPU ---------------- */
+  if (have_gpu) {
+    int gmax = 1;
+    for (int i = 0; i < nsizes; i++) if (sizes[i] > gmax) gmax = sizes[i];
+    PROGRESS("[gpu_bench %s %s] creating a CUDA sim for %d envs...\n", BCG_REAL_NAME, pname, gmax);
+    bcg_cuda_sim *gs = bcg_cuda_sim_create(model, &sp, gmax, cops, cself, err, sizeof err);
+    if (!gs) DIE("%s", err);
+    bcg_cuda_sim_set_async(gs, 1);
+    bufs d;
+    d.q = bcg_cuda_malloc(sizeof(real) * gmax * nq); d.u = bcg_cuda_malloc(sizeof(real) * gmax * nv);
+    d.a = bcg_cuda_malloc(sizeof(real) * gmax * nu); d.qo = bcg_cuda_malloc(sizeof(real) * gmax * nq);
+    d.uo = bcg_cuda_malloc(sizeof(real) * gmax * nv);
+    d.tape = bcg_cuda_malloc(sizeof(real) * sp.substeps * gmax * sx);
+    d.xob = bcg_cuda_malloc(sizeof(real) * gmax * 2 * nv); d.xb = bcg_cuda_malloc(sizeof(real) * gmax * 2 * nv);
+    d.ab = bcg_cuda_malloc(sizeof(real) * gmax * nu);
+    if (!d.q || !d.u || !d.a || !d.qo || !d.uo || !d.tape || !d.xob || !d.xb || !d.ab) DIE("out of device memory");
+    if (bcg_cuda_copy(d.q, h.q, sizeof(real) * gmax * nq) || bcg_cuda_copy(d.u, h.u, sizeof(real) * gmax * nv) ||
+        bcg_cuda_copy(d.a, h.a, sizeof(real) * gmax * nu) ||
+        bcg_cuda_copy(d.xob, h.xob, sizeof(real) * gmax * 2 * nv) ||
+        bcg_cuda_memset(d.ab, 0, sizeof(real) * gmax * nu))
+      DIE("copy to the device failed");
+    bcg_cuda_event *e0 = bcg_cuda_event_new(), *e1 = bcg_cuda_event_new();
+    if (!e0 || !e1) DIE("cudaEventCreate failed");
+
+    printf("\n## GPU (%s, block %d): env-substeps per second; time per control step (%d substeps)\n", BCG_REAL_NAME,
+           bcg_cuda_sim_block(gs), sp.substeps);
+    printf("%-8s %14s %12s %14s %12s %8s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "bwd/fwd",
+           "contacts");
+    double stage_f[16][BCG_CUDA_NSTAGE], stage_b[16][BCG_CUDA_NSTAGE];
+    for (int si = 0; si < nsizes; si++) {
+      int n = sizes[si];
+      double res[2];
+      for (int bwd = 0; bwd < 2; bwd++) {
+        PROGRESS("[gpu_bench %s %s] n=%d %s...\n", BCG_REAL_NAME, pname, n, bwd ? "fwd+bwd" : "fwd");
+        /* warm-up (module load, plugin's memory pool), then size the rounds */
+        for (int w = 0; w < 2; w++)
+          if (gpu_unit(gs, &d, n, bwd)) DIE("control step failed: %s", bcg_cuda_sim_error(gs));
+        if (bcg_cuda_sim_sync(gs)) DIE("%s", bcg_cuda_sim_error(gs));
+        bcg_cuda_event_record(e0, gs);
+        gpu_unit(gs, &d, n, bwd);
+        bcg_cuda_event_record(e1, gs);
+        double t1 = bcg_cuda_event_ms(e0, e1) * 1e-3;
+        int reps = (int)(seconds / 5 / fmax(t1, 1e-6));
+        if (reps < 2) reps = 2;
+        if (reps > 200) reps = 200;
+        double rounds[5];
+        for (int r = 0; r < 5; r++) {
+          bcg_cuda_event_record(e0, gs);
+          for (int k = 0; k < reps; k++)
+            if (gpu_unit(gs, &d, n, bwd)) DIE("control step failed: %s", bcg_cuda_sim_error(gs));
+          bcg_cuda_event_record(e1, gs);
+          rounds[r] = bcg_cuda_event_ms(e0, e1) * 1e-3 / reps;
+        }
+        if (bcg_cuda_sim_sync(gs)) DIE("%s", bcg_cuda_sim_error(gs));
+        res[bwd] = median(rounds, 5);
+        /* per-stage pass */
+        bcg_cuda_sim_set_timing(gs, 1);
+        int sreps = reps < 5 ? reps : 5;
+        for (int k = 0; k < sreps; k++) gpu_unit(gs, &d, n, bwd);
+        double ms[BCG_CUDA_NSTAGE];
+        bcg_cuda_sim_stage_ms(gs, ms);
+        bcg_cuda_sim_set_timing(gs, 0);
+        for (int st = 0; st < BCG_CUDA_NSTAGE; st++)
+          (bwd ? stage_b : stage_f)[si][st] = ms[st] / (sreps * sp.substeps);
+      }
+      int nact_sum = 0;
+      int *na = malloc(sizeof(int) * n);
+      if (na && bcg_cuda_sim_nactive(gs, n, na) == 0)
+        for (int e = 0; e < n; e++) nact_sum += na[e];
+      free(na);
+      printf("%-8d %14.4g %12.4f %14.4g %12.4f %8.2f %10.2f\n", n, n * sp.substeps / res[0], res[0] * 1e3,
+             n * sp.substeps / res[1], res[1] * 1e3, res[1] / res[0] - 1, (double)nact_sum / n);
+      fflush(stdout);
+    }
+    printf("\n## GPU per-stage time per substep (ms; events around each stage, the stream drained in between)\n");
+    printf("%-8s %9s %9s %9s | %9s %9s %9s %9s %9s\n", "n", "pre", "contact", "post", "pre(rc)", "contact",
+           "post+vjp", "c.vjp", "pre_vjp");
+    for (int si = 0; si < nsizes; si++) {
+      /* the forward+backward pass also ran one forward control step: subtract it */
+      double *f = stage_f[si], *b = stage_b[si];
+      printf("%-8d %9.4f %9.4f %9.4f | %9.4f %9.4f %9.4f %9.4f %9.4f\n", sizes[si], f[0], f[1], f[2],
+             b[0] - f[0], b[1] - f[1], b[2] - f[2], b[3], b[4]);
+    }
+    bcg_cuda_event_free(e0);
+    bcg_cuda_event_free(e1);
+    bcg_cuda_free(d.q); bcg_cuda_free(d.u); bcg_cuda_free(d.a); bcg_cuda_free(d.qo); bcg_cuda_free(d.uo);
+    bcg_cuda_free(d.tape); bcg_cuda_free(d.xob); bcg_cuda_free(d.xb); bcg_cuda_free(d.ab);
+    bcg_cuda_sim_free(gs);
+  } else {
+    printf("\n## GPU: not run (%s)\n", err);
+  }
+
+  /* ---------------- CPU ---------------- */
+  if (ncpus > 0) {
+    int cmax = 1;
+    for (int i = 0; i < ncpus; i++) if (cpus[i] > cmax) cmax = cpus[i];
+    bcg_sim *cs = bcg_sim_create(model, &sp, cmax, cops, cself, err, sizeof err);
+    if (!cs) DIE("%s", err);
+    printf("\n## CPU (bcg_sim, %d threads, %s): env-substeps per second\n", omp_get_max_threads(), BCG_REAL_NAME);
+    printf("%-8s %14s %12s %14s %12s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms");
+    for (int ci = 0; ci < ncpus; ci++) {
+      int n = cpus[ci];
+      double res[2];
+      for (int bwd = 0; bwd < 2; bwd++) {
+        PROGRESS("[gpu_bench %s %s] CPU n=%d %s...\n", BCG_REAL_NAME, pname, n, bwd ? "fwd+bwd" : "fwd");
+        if (cpu_unit(cs, &h, n, bwd)) DIE("CPU control step failed");
+        double t0 = now();
+        cpu_unit(cs, &h, n, bwd);
+        double t1 = now() - t0;
+        int reps = (int)(seconds / 3 / fmax(t1, 1e-6));
+        if (reps < 1) reps = 1;
+        if (reps > 100) reps = 100;
+        double rounds[3];
+        for (int r = 0; r < 3; r++) {
+          t0 = now();
+          for (int k = 0; k < reps; k++) cpu_unit(cs, &h, n, bwd);
+          rounds[r] = (now() - t0) / reps;
+        }
+        res[bwd] = median(rounds, 3);
+      }
+      printf("%-8d %14.4g %12.4f %14.4g %12.4f\n", n, n * sp.substeps / res[0], res[0] * 1e3,
+             n * sp.substeps / res[1], res[1] * 1e3);
+      fflush(stdout);
+    }
+    bcg_sim_free(cs);
+  }
+  if (cops) pd_unload(&pl);
+  bcg_model_free(model);
+  return 0;
+}

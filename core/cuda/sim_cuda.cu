@@ -1,0 +1,561 @@
+/* core/cuda/sim_cuda.cu - batched stepping on a CUDA device (bcg/sim_cuda.h).
+ *
+ * The device-side mirror of core/sim.c: one thread per environment, each
+ * kernel a thin wrapper around the BCG_HD halves of bcg/step.h, with the
+ * contact plugin's CUDA entry points in between. Every per-environment
+ * reduction (the contact diagnostics) is done by that environment's thread:
+ * no atomics. */
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/sim_cuda.h"
+
+typedef bcg_real real;
+
+struct bcg_cuda_sim {
+  const bcg_model *model;
+  bcg_simparams sp; /* host copy (ncmax = 0 without a plugin, as in bcg_sim) */
+  int cap, ncon, nq, nv, nu;
+  const bcg_contact_ops *cops;
+  void *cself;
+  int block;
+  int async;
+  cudaStream_t st;
+  /* device memory */
+  bcg_mdata *m;
+  bcg_simparams *spd;
+  bcg_stepws *ws;
+  bcg_stepadj *adj;
+  int *nact, *bad;
+  real *gap, *v0, *c, *G, *mu, *lam, *fn;
+  real *lamb, *gapb, *v0b, *cb, *Gb;
+  real *maxfn, *maxpen;
+  real *scratch; /* 2 ping-pong state buffers [cap][nq + nv] of the control step */
+  real *adjbuf;  /* 2 ping-pong adjoint buffers [cap][2 nv] of the control-step VJP */
+  /* stage timing */
+  int timing;
+  cudaEvent_t t0, t1;
+  double ms[BCG_CUDA_NSTAGE];
+  char errmsg[256];
+};
+
+/* ---- kernels --------------------------------------------------------------------- */
+
+/* First half. Reads q, u with row strides qs, us (plain batches, ping-pong
+ * buffers or the tape). If tape != NULL stores (q, u) of each environment
+ * there ([n][nq + nv]); if zero_lam, zeroes this environment's impulses
+ * (no contact plugin). */
+__global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_simparams *__restrict__ sp, int n, int nc,
+                      const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
+                      const real *__restrict__ a, bcg_stepws *ws, int *nact, real *gap, real *v0, real *c, real *G,
+                      real *mu, real *tape, int zero_lam, real *lam, real *fn) {
+  int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  int nq = m->nq, nv = m->nv, nu = m->nu, n3 = 3 * nc;
+  const real *qe = q + (size_t)e * qs, *ue = u + (size_t)e * us;
+  if (tape) {
+    real *t = tape + (size_t)e * (nq + nv);
+    for (int i = 0; i < nq; i++) t[i] = qe[i];
+    for (int i = 0; i < nv; i++) t[nq + i] = ue[i];
+  }
+  bcg_substep_pre(m, sp, qe, ue, a + (size_t)e * nu, &ws[e], nc, &nact[e], gap + (size_t)e * nc,
+                  v0 + (size_t)e * n3, c + (size_t)e * n3, G ? G + (size_t)e * n3 * n3 : NULL, mu + (size_t)e * nc);
+  if (zero_lam) {
+    for (int r = 0; r < n3; r++) lam[(size_t)e * n3 + r] = 0;
+    for (int r = 0; r < nc; r++) fn[(size_t)e * nc + r] = 0;
+  }
+}
+
+/* Second half, and this environment's diagnostics. */
+__global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_simparams *__restrict__ sp, int n, int nc,
+                       bcg_stepws *ws, const real *__restrict__ lam, real *qo, real *uo, const int *__restrict__ nact,
+                       const real *__restrict__ fn, const real *__restrict__ gap, real *maxfn, real *maxpen,
+                       int *bad) {
+  int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  bcg_substep_post(m, sp, &ws[e], lam + (size_t)e * 3 * nc, qo + (size_t)e * m->nq, uo + (size_t)e * m->nv);
+  real mf = maxfn[e], mp = maxpen[e];
+  for (int r = 0; r < nact[e]; r++) {
+    real f = fn[(size_t)e * nc + r], pen = -gap[(size_t)e * nc + r];
+    if (f > mf) mf = f;
+    if (pen > mp) mp = pen;
+  }
+  maxfn[e] = mf;
+  maxpen[e] = mp;
+  if (ws[e].status) bad[e] = ws[e].status;
+}
+
+/* VJP: recompute the second half (its outputs are not needed: they go to
+ * thread-local scratch), then its adjoint. Adjoint rows have strides. */
+__global__ void k_post_vjp(const bcg_mdata *__restrict__ m, const bcg_simparams *__restrict__ sp, int n, int nc,
+                           bcg_stepws *ws, const real *__restrict__ lam, const real *__restrict__ qob,
+                           const real *__restrict__ uob, int bs, real *lamb, bcg_stepadj *adj) {
+  int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  int n3 = 3 * nc;
+  real qE[BCG_MAX_Q], uE[BCG_MAX_DOF];
+  bcg_substep_post(m, sp, &ws[e], lam + (size_t)e * n3, qE, uE);
+  bcg_substep_post_vjp(m, sp, &ws[e], lam + (size_t)e * n3, qob + (size_t)e * bs, uob + (size_t)e * bs, nc,
+                       lamb + (size_t)e * n3, &adj[e]);
+}
+
+__global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_simparams *__restrict__ sp, int n, int nc,
+                          const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
+                          const real *__restrict__ a, const bcg_stepws *ws, const real *__restrict__ gapb,
+                          const real *__restrict__ v0b, const real *__restrict__ cb, const real *__restrict__ Gb,
+                          bcg_stepadj *adj, real *qb, real *ub, int bs, real *ab) {
+  int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  int nv = m->nv, nu = m->nu, n3 = 3 * nc;
+  real *ube = ub + (size_t)e * bs;
+  for (int d = 0; d < nv; d++) ube[d] = 0;
+  bcg_substep_pre_vjp(m, sp, q + (size_t)e * qs, u + (size_t)e * us, a + (size_t)e * nu, &ws[e], nc,
+                      gapb + (size_t)e * nc, v0b + (size_t)e * n3, cb + (size_t)e * n3,
+                      Gb ? Gb + (size_t)e * n3 * n3 : NULL, &adj[e], qb + (size_t)e * bs, ube, ab + (size_t)e * nu);
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static int cuda_fail(bcg_cuda_sim *s, cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return 0;
+  if (s) snprintf(s->errmsg, sizeof s->errmsg, "%s: %s", what, cudaGetErrorString(e));
+  return -1;
+}
+#define CK(s, call)                                      \
+  do {                                                   \
+    if (cuda_fail((s), (call), #call)) return -1;        \
+  } while (0)
+
+static int grid(const bcg_cuda_sim *s, int n) { return (n + s->block - 1) / s->block; }
+
+static int launched(bcg_cuda_sim *s, const char *kernel) { return cuda_fail(s, cudaGetLastError(), kernel); }
+
+static void tbeg(bcg_cuda_sim *s) {
+  if (s->timing) cudaEventRecord(s->t0, s->st);
+}
+static int tend(bcg_cuda_sim *s, int stage) {
+  if (!s->timing) return 0;
+  float ms = 0;
+  CK(s, cudaEventRecord(s->t1, s->st));
+  CK(s, cudaEventSynchronize(s->t1));
+  CK(s, cudaEventElapsedTime(&ms, s->t0, s->t1));
+  s->ms[stage] += ms;
+  return 0;
+}
+
+static int finish(bcg_cuda_sim *s) {
+  if (s->async) return 0;
+  return cuda_fail(s, cudaStreamSynchronize(s->st), "cudaStreamSynchronize");
+}
+
+static void fill_batch(bcg_cuda_sim *s, int n, bcg_contact_batch *b) {
+  b->nenv = n;
+  b->ncon = s->ncon;
+  b->dt = s->sp.dt;
+  b->margin = s->sp.margin;
+  b->nactive = s->nact;
+  b->gap = s->gap;
+  b->v0 = s->v0;
+  b->c = s->c;
+  b->G = s->G;
+  b->mu = s->mu;
+  b->lam = s->lam;
+  b->fn = s->fn;
+}
+
+static int use_contact(const bcg_cuda_sim *s) { return s->cops && s->sp.ncmax > 0; }
+
+/* first half + contact solve (forward and recompute) */
+static int pre_and_contact(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
+                           real *tape) {
+  int zero = !use_contact(s);
+  tbeg(s);
+  k_pre<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->spd, n, s->ncon, q, qs, u, us, a, s->ws, s->nact, s->gap,
+                                              s->v0, s->c, s->G, s->mu, tape, zero, s->lam, s->fn);
+  if (launched(s, "k_pre")) return -1;
+  if (tend(s, BCG_CUDA_STAGE_PRE)) return -1;
+  tbeg(s);
+  if (!zero) {
+    bcg_contact_batch b;
+    fill_batch(s, n, &b);
+    int rc = s->cops->solve_cuda(s->cself, &b, (void *)s->st);
+    if (rc) {
+      snprintf(s->errmsg, sizeof s->errmsg, "contact plugin solve_cuda returned %d", rc);
+      return rc;
+    }
+    if (launched(s, "contact solve_cuda")) return -1;
+  }
+  return tend(s, BCG_CUDA_STAGE_CONTACT);
+}
+
+static int substep_fwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
+                       real *qo, real *uo, real *tape) {
+  int rc = pre_and_contact(s, n, q, qs, u, us, a, tape);
+  if (rc) return rc;
+  tbeg(s);
+  k_post<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->spd, n, s->ncon, s->ws, s->lam, qo, uo, s->nact, s->fn,
+                                               s->gap, s->maxfn, s->maxpen, s->bad);
+  if (launched(s, "k_post")) return -1;
+  return tend(s, BCG_CUDA_STAGE_POST);
+}
+
+/* adjoint rows: qob/uob and qb/ub with row stride bs */
+static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
+                       const real *qob, const real *uob, real *qb, real *ub, int bs, real *ab) {
+  int nc = s->ncon, n3 = 3 * nc;
+  int rc = pre_and_contact(s, n, q, qs, u, us, a, NULL);
+  if (rc) return rc;
+  tbeg(s);
+  k_post_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->spd, n, nc, s->ws, s->lam, qob, uob, bs, s->lamb,
+                                                   s->adj);
+  if (launched(s, "k_post_vjp")) return -1;
+  if (tend(s, BCG_CUDA_STAGE_POST)) return -1;
+  tbeg(s);
+  CK(s, cudaMemsetAsync(s->gapb, 0, sizeof(real) * (size_t)n * nc, s->st));
+  CK(s, cudaMemsetAsync(s->v0b, 0, sizeof(real) * (size_t)n * n3, s->st));
+  CK(s, cudaMemsetAsync(s->cb, 0, sizeof(real) * (size_t)n * n3, s->st));
+  if (s->Gb) CK(s, cudaMemsetAsync(s->Gb, 0, sizeof(real) * (size_t)n * n3 * n3, s->st));
+  if (use_contact(s)) {
+    bcg_contact_batch b;
+    fill_batch(s, n, &b);
+    bcg_contact_adjoint adj = {s->lamb, s->gapb, s->v0b, s->cb, s->Gb};
+    rc = s->cops->solve_vjp_cuda(s->cself, &b, &adj, (void *)s->st);
+    if (rc) {
+      snprintf(s->errmsg, sizeof s->errmsg, "contact plugin solve_vjp_cuda returned %d", rc);
+      return rc;
+    }
+    if (launched(s, "contact solve_vjp_cuda")) return -1;
+  }
+  if (tend(s, BCG_CUDA_STAGE_CONTACT_VJP)) return -1;
+  tbeg(s);
+  k_pre_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->spd, n, nc, q, qs, u, us, a, s->ws, s->gapb, s->v0b,
+                                                  s->cb, s->Gb, s->adj, qb, ub, bs, ab);
+  if (launched(s, "k_pre_vjp")) return -1;
+  return tend(s, BCG_CUDA_STAGE_PRE_VJP);
+}
+
+/* ---- plugin identification for messages --------------------------------------- */
+
+/* Finds the descriptor whose ops table is cops (through the shared object
+ * holding it); name "?" and caps ~0 when it cannot be found. */
+static void plugin_ident(const bcg_contact_ops *cops, char *name, size_t len, uint64_t *caps) {
+  snprintf(name, len, "?");
+  *caps = ~0ull;
+  Dl_info info;
+  if (!dladdr((const void *)cops, &info) || !info.dli_fname) return;
+  void *h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return;
+  bcg_plugin_entry_fn f = (bcg_plugin_entry_fn)dlsym(h, BCG_PLUGIN_ENTRY_SYMBOL);
+  if (f) {
+    const bcg_plugin_desc *d = f();
+    if (d && d->ops == (const void *)cops) {
+      snprintf(name, len, "%s", d->name ? d->name : "?");
+      *caps = d->caps;
+    }
+  }
+  dlclose(h);
+}
+
+/* ---- public API ------------------------------------------------------------------- */
+
+extern "C" {
+
+BCG_EXPORT int bcg_cuda_available(char *err, size_t errlen) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (err && errlen) snprintf(err, errlen, "no CUDA device: %s", cudaGetErrorString(e));
+    cudaGetLastError(); /* clear */
+    return 0;
+  }
+  if (n < 1) {
+    if (err && errlen) snprintf(err, errlen, "no CUDA device: none found");
+    return 0;
+  }
+  return 1;
+}
+
+BCG_EXPORT void bcg_cuda_device_info(char *buf, size_t len) {
+  char err[200];
+  if (!bcg_cuda_available(err, sizeof err)) {
+    snprintf(buf, len, "%s", err);
+    return;
+  }
+  int dev = 0, drv = 0, rt = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+    snprintf(buf, len, "CUDA device %d (properties unavailable)", dev);
+    return;
+  }
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  snprintf(buf, len, "%s, %d SMs, %.1f GiB, L2 %.0f MiB, cc %d.%d, driver %d.%d, runtime %d.%d", p.name,
+           p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, p.l2CacheSize / 1048576.0, p.major, p.minor,
+           drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+}
+
+BCG_EXPORT void bcg_cuda_sim_free(bcg_cuda_sim *s) {
+  if (!s) return;
+  if (s->st) cudaStreamSynchronize(s->st);
+  void *p[] = {s->m, s->spd, s->ws, s->adj, s->nact, s->bad, s->gap, s->v0, s->c, s->G, s->mu, s->lam, s->fn,
+               s->lamb, s->gapb, s->v0b, s->cb, s->Gb, s->maxfn, s->maxpen, s->scratch, s->adjbuf};
+  for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+    if (p[i]) cudaFree(p[i]);
+  if (s->t0) cudaEventDestroy(s->t0);
+  if (s->t1) cudaEventDestroy(s->t1);
+  if (s->st) cudaStreamDestroy(s->st);
+  free(s);
+}
+
+BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_simparams *sp, int cap,
+                                             const bcg_contact_ops *cops, void *cself, char *err, size_t errlen) {
+  if (cap <= 0) {
+    snprintf(err, errlen, "batch size must be positive (got %d)", cap);
+    return NULL;
+  }
+  if (sp->ncmax < 0 || sp->ncmax > BCG_MAX_CONTACT) {
+    snprintf(err, errlen, "max_contacts = %d is outside [0, %d] (BCG_MAX_CONTACT)", sp->ncmax, BCG_MAX_CONTACT);
+    return NULL;
+  }
+  if (!(sp->dt > 0) || sp->substeps < 1) {
+    snprintf(err, errlen, "substep length must be positive and substeps >= 1");
+    return NULL;
+  }
+  if (cops) {
+    char name[128];
+    uint64_t caps;
+    plugin_ident(cops, name, sizeof name, &caps);
+    int has = cops->size >= offsetof(bcg_contact_ops, solve_vjp_cuda) + sizeof(cops->solve_vjp_cuda) &&
+              cops->solve_cuda && cops->solve_vjp_cuda && (caps & BCG_CAP_CUDA);
+    if (!has) {
+      snprintf(err, errlen, "contact plugin '%s' has no CUDA entry points; use device = cpu", name);
+      return NULL;
+    }
+  }
+  char why[200];
+  if (!bcg_cuda_available(why, sizeof why)) {
+    snprintf(err, errlen, "%s; use device = cpu", why);
+    return NULL;
+  }
+  bcg_cuda_sim *s = (bcg_cuda_sim *)calloc(1, sizeof *s);
+  if (!s) {
+    snprintf(err, errlen, "out of host memory");
+    return NULL;
+  }
+  const bcg_mdata *m = &model->m;
+  s->model = model;
+  s->sp = *sp;
+  s->cap = cap;
+  s->ncon = sp->ncmax > 0 ? sp->ncmax : 1;
+  s->cops = cops;
+  s->cself = cself;
+  if (!cops) s->sp.ncmax = 0;
+  s->nq = m->nq;
+  s->nv = m->nv;
+  s->nu = m->nu;
+  s->block = 64;
+  const char *bs = getenv("BCG_CUDA_BLOCK");
+  if (bs && atoi(bs) >= 32 && atoi(bs) <= 1024) s->block = atoi(bs);
+
+  size_t nc = (size_t)cap * s->ncon, n3 = 3 * (size_t)s->ncon, sx = (size_t)s->nq + s->nv;
+  cudaError_t e = cudaSuccess;
+  size_t total = 0;
+#define DALLOC(ptr, bytes)                                                \
+  do {                                                                    \
+    if (e == cudaSuccess) {                                               \
+      e = cudaMalloc((void **)&(ptr), (bytes));                           \
+      total += (bytes);                                                   \
+      if (e == cudaSuccess) e = cudaMemset((ptr), 0, (bytes));            \
+    }                                                                     \
+  } while (0)
+  DALLOC(s->m, sizeof(bcg_mdata));
+  DALLOC(s->spd, sizeof(bcg_simparams));
+  DALLOC(s->ws, sizeof(bcg_stepws) * (size_t)cap);
+  DALLOC(s->adj, sizeof(bcg_stepadj) * (size_t)cap);
+  DALLOC(s->nact, sizeof(int) * (size_t)cap);
+  DALLOC(s->bad, sizeof(int) * (size_t)cap);
+  DALLOC(s->gap, sizeof(real) * nc);
+  DALLOC(s->mu, sizeof(real) * nc);
+  DALLOC(s->fn, sizeof(real) * nc);
+  DALLOC(s->gapb, sizeof(real) * nc);
+  DALLOC(s->v0, sizeof(real) * 3 * nc);
+  DALLOC(s->c, sizeof(real) * 3 * nc);
+  DALLOC(s->lam, sizeof(real) * 3 * nc);
+  DALLOC(s->lamb, sizeof(real) * 3 * nc);
+  DALLOC(s->v0b, sizeof(real) * 3 * nc);
+  DALLOC(s->cb, sizeof(real) * 3 * nc);
+  DALLOC(s->maxfn, sizeof(real) * (size_t)cap);
+  DALLOC(s->maxpen, sizeof(real) * (size_t)cap);
+  DALLOC(s->scratch, sizeof(real) * 2 * (size_t)cap * sx);
+  DALLOC(s->adjbuf, sizeof(real) * 2 * (size_t)cap * 2 * s->nv);
+  if (s->sp.need_G && cops) {
+    DALLOC(s->G, sizeof(real) * (size_t)cap * n3 * n3);
+    DALLOC(s->Gb, sizeof(real) * (size_t)cap * n3 * n3);
+  }
+#undef DALLOC
+  if (e == cudaSuccess) e = cudaMemcpy(s->m, m, sizeof(bcg_mdata), cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) e = cudaMemcpy(s->spd, &s->sp, sizeof(bcg_simparams), cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) e = cudaStreamCreate(&s->st);
+  if (e == cudaSuccess) e = cudaEventCreate(&s->t0);
+  if (e == cudaSuccess) e = cudaEventCreate(&s->t1);
+  if (e != cudaSuccess) {
+    snprintf(err, errlen, "CUDA allocation of a batch of %d environments (%.2f GiB of device memory) failed: %s",
+             cap, total / 1073741824.0, cudaGetErrorString(e));
+    cudaGetLastError();
+    bcg_cuda_sim_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+BCG_EXPORT int bcg_cuda_sim_substep(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a, real *qo,
+                                    real *uo) {
+  if (n < 0 || n > s->cap) return -1;
+  if (n == 0) return 0;
+  int rc = substep_fwd(s, n, q, s->nq, u, s->nv, a, qo, uo, NULL);
+  return rc ? rc : finish(s);
+}
+
+BCG_EXPORT int bcg_cuda_sim_substep_vjp(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
+                                        const real *qob, const real *uob, real *qb, real *ub, real *ab) {
+  if (n < 0 || n > s->cap) return -1;
+  if (n == 0) return 0;
+  int rc = substep_bwd(s, n, q, s->nq, u, s->nv, a, qob, uob, qb, ub, s->nv, ab);
+  return rc ? rc : finish(s);
+}
+
+BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
+                                         real *qo, real *uo, real *tape) {
+  if (n < 0 || n > s->cap) return -1;
+  if (n == 0) return 0;
+  int nq = s->nq, nv = s->nv, ns = s->sp.substeps;
+  size_t sx = (size_t)nq + nv;
+  CK(s, cudaMemsetAsync(s->maxfn, 0, sizeof(real) * n, s->st));
+  CK(s, cudaMemsetAsync(s->maxpen, 0, sizeof(real) * n, s->st));
+  CK(s, cudaMemsetAsync(s->bad, 0, sizeof(int) * n, s->st));
+  const real *qi = q, *ui = u;
+  for (int k = 0; k < ns; k++) {
+    real *qn, *un;
+    if (k == ns - 1) {
+      qn = qo;
+      un = uo;
+    } else {
+      qn = s->scratch + (size_t)(k % 2) * s->cap * sx;
+      un = qn + (size_t)s->cap * nq;
+    }
+    int rc = substep_fwd(s, n, qi, nq, ui, nv, a, qn, un, tape ? tape + (size_t)k * n * sx : NULL);
+    if (rc) return rc;
+    qi = qn;
+    ui = un;
+  }
+  return finish(s);
+}
+
+BCG_EXPORT int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const real *tape, const real *a,
+                                             const real *xob, real *xb, real *ab) {
+  if (n < 0 || n > s->cap) return -1;
+  if (n == 0) return 0;
+  int nq = s->nq, nv = s->nv, ns = s->sp.substeps, bs = 2 * nv;
+  size_t sx = (size_t)nq + nv;
+  const real *in = xob;
+  for (int k = ns - 1; k >= 0; k--) {
+    real *out = k == 0 ? xb : s->adjbuf + (size_t)(k % 2) * s->cap * bs;
+    const real *qk = tape + (size_t)k * n * sx;
+    int rc = substep_bwd(s, n, qk, (int)sx, qk + nq, (int)sx, a, in, in + nv, out, out + nv, bs, ab);
+    if (rc) return rc;
+    in = out;
+  }
+  return finish(s);
+}
+
+BCG_EXPORT int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, real *maxfn, real *maxpen, int *bad) {
+  if (n < 0 || n > s->cap) return -1;
+  if (n == 0) return 0;
+  CK(s, cudaStreamSynchronize(s->st));
+  if (maxfn) CK(s, cudaMemcpy(maxfn, s->maxfn, sizeof(real) * n, cudaMemcpyDeviceToHost));
+  if (maxpen) CK(s, cudaMemcpy(maxpen, s->maxpen, sizeof(real) * n, cudaMemcpyDeviceToHost));
+  if (bad) CK(s, cudaMemcpy(bad, s->bad, sizeof(int) * n, cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+BCG_EXPORT int bcg_cuda_sim_nactive(bcg_cuda_sim *s, int n, int *nact) {
+  if (n < 0 || n > s->cap) return -1;
+  if (n == 0) return 0;
+  CK(s, cudaStreamSynchronize(s->st));
+  CK(s, cudaMemcpy(nact, s->nact, sizeof(int) * n, cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+BCG_EXPORT int bcg_cuda_sim_set_async(bcg_cuda_sim *s, int async) {
+  s->async = async != 0;
+  return 0;
+}
+
+BCG_EXPORT int bcg_cuda_sim_sync(bcg_cuda_sim *s) {
+  CK(s, cudaStreamSynchronize(s->st));
+  return 0;
+}
+
+BCG_EXPORT void *bcg_cuda_sim_stream(bcg_cuda_sim *s) { return (void *)s->st; }
+BCG_EXPORT const char *bcg_cuda_sim_error(const bcg_cuda_sim *s) { return s->errmsg; }
+BCG_EXPORT int bcg_cuda_sim_block(const bcg_cuda_sim *s) { return s->block; }
+
+BCG_EXPORT int bcg_cuda_sim_set_timing(bcg_cuda_sim *s, int on) {
+  s->timing = on != 0;
+  for (int i = 0; i < BCG_CUDA_NSTAGE; i++) s->ms[i] = 0;
+  return 0;
+}
+
+BCG_EXPORT void bcg_cuda_sim_stage_ms(const bcg_cuda_sim *s, double ms[BCG_CUDA_NSTAGE]) {
+  for (int i = 0; i < BCG_CUDA_NSTAGE; i++) ms[i] = s->ms[i];
+}
+
+BCG_EXPORT void *bcg_cuda_malloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+BCG_EXPORT void bcg_cuda_free(void *p) {
+  if (p) cudaFree(p);
+}
+BCG_EXPORT int bcg_cuda_copy(void *dst, const void *src, size_t bytes) {
+  return cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) == cudaSuccess ? 0 : -1;
+}
+BCG_EXPORT int bcg_cuda_memset(void *p, int byte, size_t bytes) {
+  return cudaMemset(p, byte, bytes) == cudaSuccess ? 0 : -1;
+}
+
+struct bcg_cuda_event {
+  cudaEvent_t ev;
+};
+BCG_EXPORT bcg_cuda_event *bcg_cuda_event_new(void) {
+  bcg_cuda_event *e = (bcg_cuda_event *)calloc(1, sizeof *e);
+  if (e && cudaEventCreate(&e->ev) != cudaSuccess) {
+    free(e);
+    return NULL;
+  }
+  return e;
+}
+BCG_EXPORT void bcg_cuda_event_free(bcg_cuda_event *e) {
+  if (!e) return;
+  cudaEventDestroy(e->ev);
+  free(e);
+}
+BCG_EXPORT int bcg_cuda_event_record(bcg_cuda_event *e, bcg_cuda_sim *s) {
+  return cudaEventRecord(e->ev, s ? s->st : 0) == cudaSuccess ? 0 : -1;
+}
+BCG_EXPORT double bcg_cuda_event_ms(bcg_cuda_event *a, bcg_cuda_event *b) {
+  float ms = -1;
+  if (cudaEventSynchronize(b->ev) != cudaSuccess) return -1;
+  if (cudaEventElapsedTime(&ms, a->ev, b->ev) != cudaSuccess) return -1;
+  return ms;
+}
+
+} /* extern "C" */

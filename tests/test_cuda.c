@@ -1,0 +1,407 @@
+/* tests/test_cuda.c - the CUDA batched stepper (bcg/sim_cuda.h) against the
+ * CPU one (bcg/sim.h) on humanoid.xml: the same control steps (states, tape,
+ * diagnostics) and the same control-step / substep VJPs, at random states
+ * airborne and with feet in the floor, motor and PD actuation, without a
+ * contact plugin and with each built contact plugin that has CUDA entry
+ * points (build/plugins/{smoothed_kappa,soft,hard}.so, loaded with dlopen and
+ * created with their declared defaults).
+ *
+ * Tolerances (relative to each environment's vector norm):
+ *   double: states 1e-10, VJPs 1e-9;  float: states 5e-4, VJPs 2e-3
+ * (the two backends run the same code; they differ by FMA contraction and
+ * the math library's last bits: in float the CPU's C code calls the double
+ * libm, the device the float one). Every control step starts both backends
+ * from the same state, and the VJP runs both from the same tape, so one
+ * control step's rounding is compared, not a diverging trajectory.
+ *
+ * Without a CUDA device (CI) every test prints "skipped: no CUDA device" and
+ * passes; the refusal of a plugin without CUDA entry points is still checked
+ * in CUDA builds (it needs no device). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/sim.h"
+#include "bcg/sim_cuda.h"
+#include "plugin_defaults.h"
+#include "testutil.h"
+
+typedef bcg_real real;
+
+#ifdef BCG_REAL_FLOAT
+#define TOL_STATE 5e-4 /* a host emulation of the device arithmetic (FMA, float libm) gave 7e-5 */
+#define TOL_VJP 2e-3   /* ... and 1.2e-4 */
+#else
+#define TOL_STATE 1e-10 /* the emulation gave 3e-13 */
+#define TOL_VJP 1e-9    /* ... and 4e-13 */
+#endif
+
+#define NENV 96 /* batch capacity; calls use n = NENV and n = 77 (a partial block) */
+
+static int have_gpu = -1;
+static char gpu_why[256];
+static bcg_model *model;
+
+static int gpu(void) {
+  if (have_gpu < 0) {
+    have_gpu = bcg_cuda_available(gpu_why, sizeof gpu_why);
+    if (have_gpu) {
+      char info[256];
+      bcg_cuda_device_info(info, sizeof info);
+      printf("\n  device: %s\n", info);
+    }
+  }
+  if (!have_gpu) printf("\n  skipped: no CUDA device (%s)\n", gpu_why);
+  return have_gpu;
+}
+
+static const bcg_model *humanoid(void) {
+  if (!model) {
+    char err[512];
+    const char *p = bcg_model_default_path();
+    model = bcg_model_load(p, err, sizeof err);
+    if (!model) printf("\n  cannot load %s: %s\n", p, err);
+  }
+  return model;
+}
+
+/* ---- random states ---------------------------------------------------------- */
+
+static unsigned long long rs = 0x2545F4914F6CDD1Dull;
+static double urand(void) {
+  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+  return (double)(rs >> 11) / 9007199254740992.0;
+}
+static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
+
+/* env e: a perturbed reference pose with its lowest contact point at height
+ * h (airborne: 0.05..0.5 m; in contact: -0.02..0.005 m, feet in the floor) */
+static void random_state(const bcg_mdata *m, int airborne, real *q, real *u) {
+  for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
+  for (int i = 7; i < m->nq; i++) q[i] += (real)(0.15 * nrand());
+  double n = 0;
+  for (int i = 3; i < 7; i++) { q[i] += (real)(0.05 * nrand()); n += (double)q[i] * q[i]; }
+  for (int i = 3; i < 7; i++) q[i] = (real)(q[i] / sqrt(n));
+  q[0] = (real)(0.3 * nrand()); q[1] = (real)(0.3 * nrand());
+  static bcg_kin k;
+  bcg_kinematics(m, q, &k);
+  double lo = 1e9;
+  for (int i = 0; i < m->ncp; i++) {
+    real pc[3];
+    bcg_contact_point(m, &k, i, pc);
+    if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
+  }
+  double h = airborne ? 0.05 + 0.45 * urand() : -0.02 + 0.025 * urand();
+  q[2] = (real)(q[2] + h - lo + m->floor_z);
+  double vs = airborne ? 1.0 : 0.3;
+  for (int i = 0; i < m->nv; i++) u[i] = (real)(vs * nrand());
+}
+
+/* ---- comparison --------------------------------------------------------------------- */
+
+/* worst over environments of |a - b| / max(|a|, |b|) in the 2-norm of each
+ * environment's row of len values (stride ld); INFINITY if anything is not
+ * finite (catches unwritten, NaN-poisoned outputs) */
+static double rows_relerr(const real *a, const real *b, int n, int len, int ld) {
+  double worst = 0;
+  for (int e = 0; e < n; e++) {
+    double na = 0, nb = 0, nd = 0;
+    for (int i = 0; i < len; i++) {
+      double x = a[(size_t)e * ld + i], y = b[(size_t)e * ld + i];
+      if (!isfinite(x) || !isfinite(y)) return INFINITY;
+      na += x * x; nb += y * y; nd += (x - y) * (x - y);
+    }
+    double s = sqrt(fmax(na, nb));
+    double r = s > 0 ? sqrt(nd) / s : sqrt(nd);
+    if (r > worst) worst = r;
+  }
+  return worst;
+}
+
+/* device buffer holding a copy of host data (or NaN-poisoned when h == NULL) */
+static real *dev(const real *h, size_t count) {
+  real *d = (real *)bcg_cuda_malloc(sizeof(real) * (count ? count : 1));
+  CU_ASSERT_FATAL(d != NULL);
+  if (h) {
+    CU_ASSERT_FATAL(bcg_cuda_copy(d, h, sizeof(real) * count) == 0);
+  } else {
+    CU_ASSERT_FATAL(bcg_cuda_memset(d, 0xff, sizeof(real) * count) == 0);
+  }
+  return d;
+}
+static void host(real *h, const real *d, size_t count) { CU_ASSERT_FATAL(bcg_cuda_copy(h, d, sizeof(real) * count) == 0); }
+
+/* ---- one CPU-vs-GPU comparison: chained control steps, then the VJP of the last --- */
+
+typedef struct cmp_result {
+  double state, tape, vjp_x, vjp_a, sub_state, sub_vjp, diag;
+  int nact_cpu, nact_gpu, bad;
+} cmp_result;
+
+static void compare(const char *label, const bcg_simparams *sp, const bcg_contact_ops *cops, void *cself, int n,
+                    int airborne_mix, cmp_result *res) {
+  const bcg_mdata *m = &model->m;
+  int nq = m->nq, nv = m->nv, nu = m->nu, ns = sp->substeps;
+  size_t sx = (size_t)nq + nv;
+  char err[512];
+  memset(res, 0, sizeof *res);
+  bcg_sim *cs = bcg_sim_create(model, sp, NENV, cops, cself, err, sizeof err);
+  if (!cs) printf("\n  %s: bcg_sim_create: %s\n", label, err);
+  CU_ASSERT_FATAL(cs != NULL);
+  bcg_cuda_sim *gs = bcg_cuda_sim_create(model, sp, NENV, cops, cself, err, sizeof err);
+  if (!gs) printf("\n  %s: bcg_cuda_sim_create: %s\n", label, err);
+  CU_ASSERT_FATAL(gs != NULL);
+
+  real *q = malloc(sizeof(real) * n * nq), *u = malloc(sizeof(real) * n * nv), *a = malloc(sizeof(real) * n * nu);
+  real *qc = malloc(sizeof(real) * n * nq), *uc = malloc(sizeof(real) * n * nv);
+  real *qg = malloc(sizeof(real) * n * nq), *ug = malloc(sizeof(real) * n * nv);
+  real *tc = malloc(sizeof(real) * ns * n * sx), *tg = malloc(sizeof(real) * ns * n * sx);
+  real *xob = malloc(sizeof(real) * n * 2 * nv), *xbc = malloc(sizeof(real) * n * 2 * nv),
+       *xbg = malloc(sizeof(real) * n * 2 * nv);
+  real *abc = malloc(sizeof(real) * n * nu), *abg = malloc(sizeof(real) * n * nu);
+  for (int e = 0; e < n; e++) {
+    int air = airborne_mix == 2 ? (e % 2) : airborne_mix;
+    random_state(m, air, q + (size_t)e * nq, u + (size_t)e * nv);
+    for (int i = 0; i < nu; i++) a[(size_t)e * nu + i] = (real)(0.8 * (2 * urand() - 1));
+  }
+  real *dq = dev(q, (size_t)n * nq), *du = dev(u, (size_t)n * nv), *da = dev(a, (size_t)n * nu);
+  real *dqo = dev(NULL, (size_t)n * nq), *duo = dev(NULL, (size_t)n * nv), *dt = dev(NULL, (size_t)ns * n * sx);
+
+  /* three chained control steps (the CPU trajectory); both backends step from
+   * the same input each time and are compared after each */
+  memcpy(qc, q, sizeof(real) * n * nq);
+  memcpy(uc, u, sizeof(real) * n * nv);
+  for (int step = 0; step < 3; step++) {
+    real *qi = malloc(sizeof(real) * n * nq), *ui = malloc(sizeof(real) * n * nv);
+    memcpy(qi, qc, sizeof(real) * n * nq);
+    memcpy(ui, uc, sizeof(real) * n * nv);
+    CU_ASSERT_FATAL(bcg_sim_control_step(cs, n, qi, ui, a, qc, uc, tc) == 0);
+    /* the GPU steps from the same input (the CPU's), so that only one control
+     * step's rounding differences are compared, not a diverging trajectory */
+    CU_ASSERT_FATAL(bcg_cuda_copy(dq, qi, sizeof(real) * n * nq) == 0);
+    CU_ASSERT_FATAL(bcg_cuda_copy(du, ui, sizeof(real) * n * nv) == 0);
+    int rc = bcg_cuda_sim_control_step(gs, n, dq, du, da, dqo, duo, dt);
+    if (rc) printf("\n  %s: GPU control step: %d %s\n", label, rc, bcg_cuda_sim_error(gs));
+    CU_ASSERT_FATAL(rc == 0);
+    host(qg, dqo, (size_t)n * nq);
+    host(ug, duo, (size_t)n * nv);
+    host(tg, dt, (size_t)ns * n * sx);
+    double es = fmax(rows_relerr(qc, qg, n, nq, nq), rows_relerr(uc, ug, n, nv, nv));
+    double et = rows_relerr(tc, tg, ns * n, (int)sx, (int)sx);
+    if (es > res->state) res->state = es;
+    if (et > res->tape) res->tape = et;
+    /* diagnostics of this control step */
+    real *mfg = malloc(sizeof(real) * n), *mpg = malloc(sizeof(real) * n);
+    int *bg = malloc(sizeof(int) * n), *nag = malloc(sizeof(int) * n);
+    CU_ASSERT_FATAL(bcg_cuda_sim_diagnostics(gs, n, mfg, mpg, bg) == 0);
+    CU_ASSERT_FATAL(bcg_cuda_sim_nactive(gs, n, nag) == 0);
+    for (int e = 0; e < n; e++) {
+      double d = fmax(bcg_relerr(mfg[e], cs->maxfn[e], 1), bcg_relerr(mpg[e], cs->maxpen[e], 1e-3));
+      if (d > res->diag) res->diag = d;
+      if (bg[e] != cs->bad[e]) res->bad++;
+      if (bg[e] || cs->bad[e]) res->bad += 1000;
+      res->nact_cpu += cs->nact[e];
+      res->nact_gpu += nag[e];
+    }
+    free(mfg); free(mpg); free(bg); free(nag);
+    if (step < 2) { free(qi); free(ui); continue; }
+
+    /* VJP of this (last) control step from the same tape (the CPU's) */
+    CU_ASSERT_FATAL(bcg_cuda_copy(dt, tc, sizeof(real) * ns * n * sx) == 0);
+    for (size_t i = 0; i < (size_t)n * 2 * nv; i++) xob[i] = (real)nrand();
+    for (size_t i = 0; i < (size_t)n * nu; i++) abc[i] = abg[i] = (real)nrand(); /* accumulation */
+    CU_ASSERT_FATAL(bcg_sim_control_step_vjp(cs, n, tc, a, xob, xbc, abc) == 0);
+    real *dxob = dev(xob, (size_t)n * 2 * nv), *dxb = dev(NULL, (size_t)n * 2 * nv), *dab = dev(abg, (size_t)n * nu);
+    rc = bcg_cuda_sim_control_step_vjp(gs, n, dt, da, dxob, dxb, dab);
+    if (rc) printf("\n  %s: GPU control step VJP: %d %s\n", label, rc, bcg_cuda_sim_error(gs));
+    CU_ASSERT_FATAL(rc == 0);
+    host(xbg, dxb, (size_t)n * 2 * nv);
+    host(abg, dab, (size_t)n * nu);
+    res->vjp_x = fmax(rows_relerr(xbc, xbg, n, nv, 2 * nv), rows_relerr(xbc + nv, xbg + nv, n, nv, 2 * nv));
+    res->vjp_a = rows_relerr(abc, abg, n, nu, nu);
+
+    /* a single substep and its VJP from the same inputs (plain batches) */
+    CU_ASSERT_FATAL(bcg_sim_substep(cs, n, qi, ui, a, qc, uc) == 0);
+    real *dqi = dev(qi, (size_t)n * nq), *dui = dev(ui, (size_t)n * nv);
+    CU_ASSERT_FATAL(bcg_cuda_sim_substep(gs, n, dqi, dui, da, dqo, duo) == 0);
+    host(qg, dqo, (size_t)n * nq);
+    host(ug, duo, (size_t)n * nv);
+    res->sub_state = fmax(rows_relerr(qc, qg, n, nq, nq), rows_relerr(uc, ug, n, nv, nv));
+    real *qb = malloc(sizeof(real) * n * nv), *ub = malloc(sizeof(real) * n * nv);
+    for (size_t i = 0; i < (size_t)n * nu; i++) abc[i] = abg[i] = 0;
+    CU_ASSERT_FATAL(bcg_sim_substep_vjp(cs, n, qi, ui, a, xob, xob + (size_t)n * nv, qb, ub, abc) == 0);
+    real *dqob = dev(xob, (size_t)n * nv), *duob = dev(xob + (size_t)n * nv, (size_t)n * nv);
+    real *dqb = dev(NULL, (size_t)n * nv), *dub = dev(NULL, (size_t)n * nv);
+    CU_ASSERT_FATAL(bcg_cuda_copy(dab, abg, sizeof(real) * n * nu) == 0);
+    CU_ASSERT_FATAL(bcg_cuda_sim_substep_vjp(gs, n, dqi, dui, da, dqob, duob, dqb, dub, dab) == 0);
+    real *qbg = malloc(sizeof(real) * n * nv), *ubg = malloc(sizeof(real) * n * nv);
+    host(qbg, dqb, (size_t)n * nv);
+    host(ubg, dub, (size_t)n * nv);
+    host(abg, dab, (size_t)n * nu);
+    res->sub_vjp = fmax(fmax(rows_relerr(qb, qbg, n, nv, nv), rows_relerr(ub, ubg, n, nv, nv)),
+                        rows_relerr(abc, abg, n, nu, nu));
+    free(qb); free(ub); free(qbg); free(ubg);
+    bcg_cuda_free(dqob); bcg_cuda_free(duob); bcg_cuda_free(dqb); bcg_cuda_free(dub);
+    bcg_cuda_free(dqi); bcg_cuda_free(dui);
+    bcg_cuda_free(dxob); bcg_cuda_free(dxb); bcg_cuda_free(dab);
+    free(qi); free(ui);
+  }
+  printf("\n  %-34s n=%3d contacts cpu %5d gpu %5d | state %.2e tape %.2e diag %.2e | vjp x %.2e a %.2e | "
+         "substep %.2e vjp %.2e%s",
+         label, n, res->nact_cpu, res->nact_gpu, res->state, res->tape, res->diag, res->vjp_x, res->vjp_a,
+         res->sub_state, res->sub_vjp, res->bad ? " | status differs or non-zero" : "");
+  char what[128];
+  snprintf(what, sizeof what, "GPU vs CPU state (%s)", label);
+  bcg_test_report(what, fmax(fmax(res->state, res->tape), res->sub_state));
+  snprintf(what, sizeof what, "GPU vs CPU VJP (%s)", label);
+  bcg_test_report(what, fmax(fmax(res->vjp_x, res->vjp_a), res->sub_vjp));
+  CU_ASSERT(res->state <= TOL_STATE);
+  CU_ASSERT(res->tape <= TOL_STATE);
+  CU_ASSERT(res->sub_state <= TOL_STATE);
+  CU_ASSERT(res->vjp_x <= TOL_VJP);
+  CU_ASSERT(res->vjp_a <= TOL_VJP);
+  CU_ASSERT(res->sub_vjp <= TOL_VJP);
+  CU_ASSERT(res->diag <= 100 * TOL_STATE);
+  CU_ASSERT(res->nact_cpu == res->nact_gpu);
+  CU_ASSERT(res->bad == 0);
+
+  bcg_cuda_free(dq); bcg_cuda_free(du); bcg_cuda_free(da); bcg_cuda_free(dqo); bcg_cuda_free(duo);
+  bcg_cuda_free(dt);
+  free(q); free(u); free(a); free(qc); free(uc); free(qg); free(ug); free(tc); free(tg);
+  free(xob); free(xbc); free(xbg); free(abc); free(abg);
+  bcg_cuda_sim_free(gs);
+  bcg_sim_free(cs);
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void test_device_info(void) {
+  char buf[256];
+  bcg_cuda_device_info(buf, sizeof buf);
+  CU_ASSERT(strlen(buf) > 0);
+  if (!gpu()) return;
+  printf("  %s\n", buf);
+}
+
+/* A plugin without CUDA entry points is refused by name, before any device
+ * is touched (so this runs on CI too, in CUDA builds). */
+static int nocuda_solve(void *self, bcg_contact_batch *b) { (void)self; (void)b; return 0; }
+static int nocuda_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *a) {
+  (void)self; (void)b; (void)a;
+  return 0;
+}
+static const bcg_contact_ops NOCUDA = {sizeof(bcg_contact_ops), NULL, NULL, nocuda_solve, nocuda_vjp, NULL, NULL};
+
+static void test_refuses_cpu_only_plugin(void) {
+  if (!humanoid()) { CU_FAIL("humanoid.xml"); return; }
+  bcg_simparams sp;
+  bcg_simparams_default(model, &sp);
+  char err[512] = "";
+  bcg_cuda_sim *s = bcg_cuda_sim_create(model, &sp, 8, &NOCUDA, NULL, err, sizeof err);
+  CU_ASSERT(s == NULL);
+  bcg_cuda_sim_free(s);
+#ifdef BCG_HAVE_CUDA
+  CU_ASSERT(strstr(err, "has no CUDA entry points; use device = cpu") != NULL);
+#else
+  CU_ASSERT(strstr(err, "use device = cpu") != NULL);
+#endif
+  printf("\n  refused: %s", err);
+  /* a real plugin without CUDA (if one is built): refused by its name */
+  const char *names[] = {"smoothed_kappa", "soft", "hard"};
+  for (int i = 0; i < 3; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/plugins/%s.so", bcg_test_build_dir(), names[i]);
+    pd_plugin pl;
+    if (pd_load_contact(path, model, &pl, err, sizeof err)) continue;
+    if (!pd_has_cuda(&pl)) {
+      s = bcg_cuda_sim_create(model, &sp, 8, pl.ops, pl.self, err, sizeof err);
+      CU_ASSERT(s == NULL);
+      bcg_cuda_sim_free(s);
+#ifdef BCG_HAVE_CUDA
+      char want[256];
+      snprintf(want, sizeof want, "contact plugin '%s' has no CUDA entry points", pl.desc->name);
+      CU_ASSERT(strstr(err, want) != NULL);
+#endif
+      printf("\n  refused: %s", err);
+    }
+    pd_unload(&pl);
+  }
+}
+
+static void test_no_contact_motor(void) {
+  if (!gpu()) return;
+  if (!humanoid()) { CU_FAIL("humanoid.xml"); return; }
+  bcg_simparams sp;
+  bcg_simparams_default(model, &sp);
+  cmp_result r;
+  compare("no plugin, motor, airborne", &sp, NULL, NULL, NENV, 1, &r);
+  compare("no plugin, motor, feet in floor", &sp, NULL, NULL, 77, 0, &r);
+}
+
+static void test_no_contact_pd(void) {
+  if (!gpu()) return;
+  if (!humanoid()) { CU_FAIL("humanoid.xml"); return; }
+  bcg_simparams sp;
+  bcg_simparams_default(model, &sp);
+  sp.actuation = BCG_ACTUATION_PD;
+  sp.substeps = 6;
+  cmp_result r;
+  compare("no plugin, PD, mixed", &sp, NULL, NULL, NENV, 2, &r);
+}
+
+static void test_block_sizes(void) {
+  if (!gpu()) return;
+  if (!humanoid()) { CU_FAIL("humanoid.xml"); return; }
+  bcg_simparams sp;
+  bcg_simparams_default(model, &sp);
+  cmp_result r;
+  setenv("BCG_CUDA_BLOCK", "32", 1);
+  compare("no plugin, block 32", &sp, NULL, NULL, 77, 2, &r);
+  setenv("BCG_CUDA_BLOCK", "256", 1);
+  compare("no plugin, block 256", &sp, NULL, NULL, 77, 2, &r);
+  unsetenv("BCG_CUDA_BLOCK");
+}
+
+static void test_plugins(void) {
+  if (!gpu()) return;
+  if (!humanoid()) { CU_FAIL("humanoid.xml"); return; }
+  const char *names[] = {"smoothed_kappa", "soft", "hard"};
+  int tested = 0;
+  for (int i = 0; i < 3; i++) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/plugins/%s.so", bcg_test_build_dir(), names[i]);
+    pd_plugin pl;
+    if (pd_load_contact(path, model, &pl, err, sizeof err)) {
+      printf("\n  %s: not tested (%s)", names[i], err);
+      continue;
+    }
+    if (!pd_has_cuda(&pl)) {
+      printf("\n  %s: not tested (no CUDA entry points)", names[i]);
+      pd_unload(&pl);
+      continue;
+    }
+    bcg_simparams sp;
+    bcg_simparams_default(model, &sp);
+    sp.need_G = (pl.desc->caps & BCG_CAP_NEEDS_DELASSUS) != 0;
+    cmp_result r;
+    char label[96];
+    snprintf(label, sizeof label, "%s, motor, feet in floor", pl.desc->name);
+    compare(label, &sp, pl.ops, pl.self, NENV, 0, &r);
+    snprintf(label, sizeof label, "%s, PD, mixed", pl.desc->name);
+    sp.actuation = BCG_ACTUATION_PD;
+    compare(label, &sp, pl.ops, pl.self, 77, 2, &r);
+    CU_ASSERT(r.nact_cpu > 0); /* contacts were exercised */
+    tested++;
+    pd_unload(&pl);
+  }
+  printf("\n  %d contact plugin(s) compared", tested);
+}
+
+BCG_TESTS({"device info", test_device_info},
+          {"plugin without CUDA entry points is refused", test_refuses_cpu_only_plugin},
+          {"CPU vs GPU: no plugin, motor", test_no_contact_motor},
+          {"CPU vs GPU: no plugin, PD", test_no_contact_pd},
+          {"CPU vs GPU: block sizes", test_block_sizes},
+          {"CPU vs GPU: contact plugins", test_plugins});
+BCG_RUN("cuda")
