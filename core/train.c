@@ -239,9 +239,9 @@ static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void 
   hid_t t = H5Aget_type(a);
   if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) <= 0) {
     size_t n = H5Tget_size(t);
-    char *v = calloc(n + 1, 1);
+    char *v = calloc(n + 2, 1);
     hid_t mt = H5Tcopy(H5T_C_S1);
-    H5Tset_size(mt, n);
+    H5Tset_size(mt, n + 1); /* room for the terminator the conversion writes */
     if (v && H5Aread(a, mt, v) >= 0) {
       if (o->nattr == o->capattr) {
         o->capattr = o->capattr ? 2 * o->capattr : 16;
