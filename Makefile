@@ -81,6 +81,8 @@ RPATH_PLUG := -Wl,-rpath,'$$ORIGIN/..'
 RPATH_TEST := -Wl,-rpath,'$$ORIGIN/..'
 
 .PHONY: motions all deps test test-asan demo bench check-learning install clean cuda-note flags
+# keep the object files of tests (make would delete them as intermediates and relink each time)
+.SECONDARY:
 all: cuda-note $(LIB) $(BIN) $(PLUGINS)
 
 cuda-note:
