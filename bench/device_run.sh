@@ -18,7 +18,8 @@
 #   1. environment: GPU, driver, nvcc, gcc, cores
 #   2. dependencies from build-debs/ (only if some are missing)
 #   3. build double (build-h200) and float (build-h200-float) with make -k:
-#      libbcg with the CUDA stepper, plugins, suites, bench/gpu_bench
+#      libbcg with the CUDA stepper, the contact plugins, test_cuda,
+#      bench/gpu_bench (double: also the CPU suites of step 4)
 #   4. in the background: the CPU suites that bear on it (test_step, test_dyn,
 #      test_contact_plugins, test_physics; double; 200 s each at most)
 #   5. test_cuda in double and float (GPU vs CPU; tolerances in the suite),
@@ -113,14 +114,20 @@ else
 fi
 
 # ---- 3. builds ------------------------------------------------------------------------
-# -k: a broken unrelated target (another plugin, say) must not stop the rest;
-# what this run needs is checked by its binaries below.
+# Only what this run uses: libbcg, the contact plugins, test_cuda, gpu_bench
+# (and in double the CPU suites below). -k: one broken target must not stop
+# the others; what is needed is checked by its file.
+CPU_SUITES="test_step test_dyn test_contact_plugins test_physics"
+export TMPDIR=$(mktemp -d /tmp/bcg-nvcc.XXXXXX) # nvcc's temporary files, private to this run
 for p in double float; do
   b=build-h200; [ $p = float ] && b=build-h200-float
+  targets="$b/libbcg.so $b/tests/test_cuda bench-gpu"
+  for c in contact_models/*.c; do targets="$targets $b/plugins/$(basename "$c" .c).so"; done
+  [ $p = double ] && for t in $CPU_SUITES; do targets="$targets $b/tests/$t"; done
   say "build $b (REAL=$p, -j$NP)"
-  timeout 300 make -k -j"$NP" BUILD=$b REAL=$p CUDA=1 tests-build bench-gpu >/tmp/bcg-build-$p.log 2>&1
+  timeout 300 make -k -j"$NP" BUILD=$b REAL=$p CUDA=1 $targets >/tmp/bcg-build-$p.log 2>&1
   rc=$?
-  grep -iE 'warning|error' /tmp/bcg-build-$p.log | head -n 30 | sed 's/^/  [build] /'
+  grep -iE 'warning|error' /tmp/bcg-build-$p.log | grep -v '^\(cc\|gcc\|nvcc\|/\)' | head -n 30 | sed 's/^/  [build] /'
   for x in libbcg.so tests/test_cuda bench/gpu_bench; do
     [ -e $b/$x ] || { fail="$fail build-$p:$x"; say "FAILED: $b/$x not built (make rc $rc)"; tail -n 30 /tmp/bcg-build-$p.log; }
   done
@@ -128,7 +135,6 @@ for p in double float; do
 done
 
 # ---- 4. CPU suites, in the background --------------------------------------------------------
-CPU_SUITES="test_step test_dyn test_contact_plugins test_physics"
 say "CPU suites in the background (double, 2 threads each, 200 s each at most): $CPU_SUITES"
 pids=""
 for t in $CPU_SUITES; do
@@ -152,7 +158,9 @@ for p in double float; do
   fi
   grep -E 'skipped|n= |\[measured\]|FAIL|BCGSUITE|refused|device:|not tested|compared' "$OUT/test_cuda_$p.log" | sed 's/^/  /' | head -n 60
 done
-if command -v compute-sanitizer >/dev/null && [ -x build-h200/tests/test_cuda ]; then
+if grep -q 'skipped: no CUDA device' "$OUT/test_cuda_double.log" 2>/dev/null; then
+  say "no CUDA device: memcheck skipped"; fail="$fail no-device"
+elif command -v compute-sanitizer >/dev/null && [ -x build-h200/tests/test_cuda ]; then
   say "test_cuda (double) under compute-sanitizer memcheck (120 s at most)"
   BUILD=build-h200 timeout 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
     build-h200/tests/test_cuda >"$OUT/sanitizer.log" 2>&1

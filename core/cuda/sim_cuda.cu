@@ -397,6 +397,19 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
     DALLOC(s->Gb, sizeof(real) * (size_t)cap * n3 * n3);
   }
 #undef DALLOC
+  /* per-thread stack: at least the largest kernel frame (step.h's local arrays) */
+  if (e == cudaSuccess) {
+    const void *kern[] = {(const void *)k_pre, (const void *)k_post, (const void *)k_post_vjp,
+                          (const void *)k_pre_vjp};
+    size_t need = 0, have = 0;
+    for (int i = 0; i < 4 && e == cudaSuccess; i++) {
+      cudaFuncAttributes fa;
+      e = cudaFuncGetAttributes(&fa, kern[i]);
+      if (e == cudaSuccess && fa.localSizeBytes > need) need = fa.localSizeBytes;
+    }
+    if (e == cudaSuccess) e = cudaDeviceGetLimit(&have, cudaLimitStackSize);
+    if (e == cudaSuccess && need + 256 > have) e = cudaDeviceSetLimit(cudaLimitStackSize, need + 256);
+  }
   if (e == cudaSuccess) e = cudaMemcpy(s->m, m, sizeof(bcg_mdata), cudaMemcpyHostToDevice);
   if (e == cudaSuccess) e = cudaMemcpy(s->spd, &s->sp, sizeof(bcg_simparams), cudaMemcpyHostToDevice);
   if (e == cudaSuccess) e = cudaStreamCreate(&s->st);
