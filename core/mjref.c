@@ -100,3 +100,39 @@ double bcg_mjref_steps_per_sec(bcg_mjref *r, const double *qpos, const double *q
   double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   return s > 0 ? nsteps / s : 0;
 }
+
+/* ---- transfer: bcg's PD law as MuJoCo servos ----------------------------- */
+
+int bcg_mjref_use_pd(bcg_mjref *r, const double *kp, const double *kd, const double *tau_max) {
+  mjModel *m = r->m;
+  for (int i = 0; i < m->nu; i++) {
+    if (m->actuator_trntype[i] != mjTRN_JOINT) return -1;
+    m->actuator_gaintype[i] = mjGAIN_FIXED;
+    m->actuator_biastype[i] = mjBIAS_AFFINE;
+    mju_zero(m->actuator_gainprm + i * mjNGAIN, mjNGAIN);
+    mju_zero(m->actuator_biasprm + i * mjNBIAS, mjNBIAS);
+    m->actuator_gainprm[i * mjNGAIN] = kp[i];
+    m->actuator_biasprm[i * mjNBIAS + 1] = -kp[i];
+    m->actuator_biasprm[i * mjNBIAS + 2] = -kd[i];
+    mju_zero(m->actuator_gear + i * 6, 6);
+    m->actuator_gear[i * 6] = 1;
+    m->actuator_ctrllimited[i] = 0;
+    m->actuator_forcelimited[i] = tau_max && tau_max[i] > 0;
+    if (tau_max && tau_max[i] > 0) {
+      m->actuator_forcerange[2 * i] = -tau_max[i];
+      m->actuator_forcerange[2 * i + 1] = tau_max[i];
+    }
+  }
+  m->opt.integrator = mjINT_IMPLICIT;
+  mj_setConst(m, r->d);
+  return 0;
+}
+
+void bcg_mjref_set_state(bcg_mjref *r, const double *qpos, const double *qvel) {
+  mj_resetData(r->m, r->d);
+  mju_copy(r->d->qpos, qpos, r->m->nq);
+  mju_copy(r->d->qvel, qvel, r->m->nv);
+  mj_forward(r->m, r->d);
+}
+
+double bcg_mjref_timestep(const bcg_mjref *r) { return r->m->opt.timestep; }

@@ -62,6 +62,16 @@ void bcg_mjref_step(bcg_mjref *r, const double *ctrl, int nsteps);
 double bcg_mjref_steps_per_sec(bcg_mjref *r, const double *qpos, const double *qvel, const double *ctrl,
                                int nsteps);
 
+/* Sim-to-sim transfer: turn every (joint) motor into a PD servo with bcg's
+ * law, force = kp (ctrl - q) - kd qdot clipped to +-tau_max (tau_max NULL or
+ * <= 0: unclipped), so that ctrl is the PD target in joint coordinates; and
+ * switch to MuJoCo's implicit-in-velocity integrator, which treats the kd
+ * term implicitly as bcg does. Returns -1 if an actuator is not on a joint. */
+int bcg_mjref_use_pd(bcg_mjref *r, const double *kp, const double *kd, const double *tau_max);
+/* Set qpos/qvel (everything else reset) and run mj_forward. */
+void bcg_mjref_set_state(bcg_mjref *r, const double *qpos, const double *qvel);
+double bcg_mjref_timestep(const bcg_mjref *r);
+
 BCG_END_DECLS
 
 #endif
