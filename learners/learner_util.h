@@ -111,6 +111,40 @@ static inline int lu_load_ints(int64_t g, const char *name, int *x, size_t n) {
 }
 
 /* "<prefix>/params" */
+/* the task clocks of n environments as prefix/t, prefix/flags (int64) and
+ * prefix/phase (double, exact) */
+static inline int lu_save_clock(int64_t g, const char *prefix, const bcg_task_clock *c, size_t n) {
+  char nm[256];
+  int64_t *t = malloc((n ? n : 1) * sizeof *t), *f = malloc((n ? n : 1) * sizeof *f);
+  double *ph = malloc((n ? n : 1) * sizeof *ph);
+  int rc = !t || !f || !ph;
+  for (size_t i = 0; !rc && i < n; i++) t[i] = c[i].t, f[i] = c[i].flags, ph[i] = c[i].phase;
+  snprintf(nm, sizeof nm, "%s/t", prefix);
+  rc = rc || lu_save_i64(g, nm, t, n);
+  snprintf(nm, sizeof nm, "%s/flags", prefix);
+  rc = rc || lu_save_i64(g, nm, f, n);
+  snprintf(nm, sizeof nm, "%s/phase", prefix);
+  rc = rc || lu_save_doubles(g, nm, ph, n);
+  free(t), free(f), free(ph);
+  return rc ? -1 : 0;
+}
+
+static inline int lu_load_clock(int64_t g, const char *prefix, bcg_task_clock *c, size_t n) {
+  char nm[256];
+  int64_t *t = malloc((n ? n : 1) * sizeof *t), *f = malloc((n ? n : 1) * sizeof *f);
+  double *ph = malloc((n ? n : 1) * sizeof *ph);
+  int rc = !t || !f || !ph;
+  snprintf(nm, sizeof nm, "%s/t", prefix);
+  rc = rc || lu_load_i64(g, nm, t, n);
+  snprintf(nm, sizeof nm, "%s/flags", prefix);
+  rc = rc || lu_load_i64(g, nm, f, n);
+  snprintf(nm, sizeof nm, "%s/phase", prefix);
+  rc = rc || lu_load_doubles(g, nm, ph, n);
+  for (size_t i = 0; !rc && i < n; i++) c[i].t = (int32_t)t[i], c[i].flags = (int32_t)f[i], c[i].phase = ph[i];
+  free(t), free(f), free(ph);
+  return rc ? -1 : 0;
+}
+
 static inline void lu_name(char *buf, size_t len, const char *prefix, const char *what) {
   snprintf(buf, len, "%s/%s", prefix, what);
 }

@@ -10,6 +10,9 @@
  *     V(obs), log-prob. At a time limit (done = 2) the reward gets
  *     gamma V(x_terminal) (rsl_rl bootstraps time-outs the same way, with the
  *     value of the pre-step observation; the terminal observation is exact).
+ *     The task's reward and observation get the previous env action (zero
+ *     after a reset) and the env's clock (bcg_task_clock, owned and
+ *     checkpointed here, advanced after each step).
  *  2. GAE(lambda) returns and advantages; advantages normalised over the batch.
  *  3. epochs x minibatches over one random permutation (MINIBATCH stream,
  *     keyed by iteration): adaptive-KL learning rate (KL(old || new) > 2
@@ -54,7 +57,7 @@ typedef struct ppo {
   bcg_normalizer obs_rms;
   /* carried across iterations */
   bcg_real *x, *prev_a;
-  int *tep;
+  bcg_task_clock *clk; /* [N] task clocks */
   double *ep_ret;
   int64_t *ep_len;
   uint64_t draw, step;
@@ -75,7 +78,7 @@ static void destroy(void *p) {
   bcg_adam_free(&s->aopt);
   bcg_adam_free(&s->copt);
   bcg_normalizer_free(&s->obs_rms);
-  void *bufs[] = {s->x,   s->prev_a, s->tep,  s->ep_ret, s->ep_len, s->OBS,  s->ACT,   s->MU,   s->LP,   s->V,
+  void *bufs[] = {s->x,   s->prev_a, s->clk,  s->ep_ret, s->ep_len, s->OBS,  s->ACT,   s->MU,   s->LP,   s->V,
                   s->R,   s->RET,    s->ADV,  s->D,      s->obs,    s->obsn, s->xn,    s->env_a, s->rew, s->eps,
                   s->v,   s->mbo,    s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
                   s->perm};
@@ -87,7 +90,7 @@ static void destroy(void *p) {
 
 static int reset_envs(ppo *s, const int *envs, int n, bcg_real *x) {
   if (n == 0) return 0;
-  int rc = s->task_ops->reset(s->task, envs, n, s->draw++, x, s->tep);
+  int rc = s->task_ops->reset(s->task, envs, n, s->draw++, x, s->clk);
   for (int i = 0; i < n; i++) {
     memset(s->prev_a + (size_t)envs[i] * s->nu, 0, sizeof(bcg_real) * s->nu);
     s->ep_ret[envs[i]] = 0;
@@ -145,7 +148,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       bcg_normalizer_init(&s->obs_rms, od, (bcg_real)svc->get_real(p, "obs_clip"), 1e-4))
     goto oom;
   s->sched = s->adaptive ? bcg_lr_kl_schedule((bcg_real)lr, (bcg_real)s->kl_target) : bcg_lr_constant_schedule((bcg_real)lr);
-  if (!ALLOC(s->x, N * nx) || !ALLOC(s->prev_a, N * nu) || !ALLOC(s->tep, N) || !ALLOC(s->ep_ret, N) ||
+  if (!ALLOC(s->x, N * nx) || !ALLOC(s->prev_a, N * nu) || !ALLOC(s->clk, N) || !ALLOC(s->ep_ret, N) ||
       !ALLOC(s->ep_len, N) || !ALLOC(s->OBS, M * od) || !ALLOC(s->ACT, M * nu) || !ALLOC(s->MU, M * nu) ||
       !ALLOC(s->LP, M) || !ALLOC(s->V, M) || !ALLOC(s->R, M) || !ALLOC(s->RET, M) || !ALLOC(s->ADV, M) ||
       !ALLOC(s->D, M) || !ALLOC(s->obs, N * od) || !ALLOC(s->obsn, N * od) || !ALLOC(s->xn, N * nx) ||
@@ -175,14 +178,14 @@ static void normalise(ppo *s, const bcg_real *obs, int n, bcg_real *out) {
 }
 
 static int observe_checked(ppo *s, const bcg_real *x, bcg_real *obs, int *nan_resets) {
-  if (s->task_ops->observe(s->task, x, s->prev_a, s->tep, obs)) return -1;
+  if (s->task_ops->observe(s->task, x, s->prev_a, s->clk, obs)) return -1;
   int nb = 0;
   for (int e = 0; e < s->N; e++)
     if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) s->envs[nb++] = e;
   if (nb == 0) return 0;
   *nan_resets += nb;
   if (reset_envs(s, s->envs, nb, s->x) || s->est_ops->reset_envs(s->est, s->envs, nb) ||
-      s->task_ops->observe(s->task, s->x, s->prev_a, s->tep, obs))
+      s->task_ops->observe(s->task, s->x, s->prev_a, s->clk, obs))
     return -1;
   for (int e = 0; e < s->N; e++)
     if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) {
@@ -219,10 +222,10 @@ static int iterate(void *p, bcg_learner_stats *st) {
     bcg_gauss_logprob_batch(N, nu, MUt, ls, Ac, s->LP + (size_t)t * N);
     for (int i = 0; i < N * nu; i++) s->env_a[i] = s->squash ? tanh(Ac[i]) : Ac[i];
     if (s->est_ops->forward(s->est, t, s->x, s->env_a, s->xn)) return -1;
-    for (int e = 0; e < N; e++) s->tep[e]++;
-    if (to->reward(s->task, s->xn, s->env_a, s->tep, s->rew, s->done)) return -1;
+    for (int e = 0; e < N; e++) s->clk[e].t++;
+    if (to->reward(s->task, s->xn, s->env_a, s->prev_a, s->clk, s->rew, s->done)) return -1;
     /* terminal observations: NaN checks and time-limit bootstrap */
-    if (to->observe(s->task, s->xn, s->env_a, s->tep, s->obs)) return -1;
+    if (to->observe(s->task, s->xn, s->env_a, s->clk, s->obs)) return -1;
     int nreset = 0, nboot = 0;
     for (int e = 0; e < N; e++) {
       int bad = !isfinite((double)s->rew[e]) || !lu_finite(s->xn + (size_t)e * nx, (size_t)nx) ||
@@ -406,7 +409,7 @@ static int save(void *p, int64_t g) {
   return (lu_save_mlp(g, "actor", &s->actor) || lu_save_adam(g, "actor/adam", &s->aopt) ||
           lu_save_mlp(g, "critic", &s->critic) || lu_save_adam(g, "critic/adam", &s->copt) ||
           lu_save_norm(g, "obs_rms", &s->obs_rms) || lu_save_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
-          lu_save_ints(g, "state/tep", s->tep, N) || lu_save_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
+          lu_save_clock(g, "state/clock", s->clk, N) || lu_save_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
           lu_save_doubles(g, "state/ep_return", s->ep_ret, N) || lu_save_i64(g, "state/ep_len", s->ep_len, N) ||
           lu_save_i64(g, "counters", ctr, 2) || lu_save_doubles(g, "lr", &lr, 1))
              ? -1
@@ -421,7 +424,7 @@ static int load(void *p, int64_t g) {
   if (lu_load_mlp(g, "actor", &s->actor) || lu_load_adam(g, "actor/adam", &s->aopt) ||
       lu_load_mlp(g, "critic", &s->critic) || lu_load_adam(g, "critic/adam", &s->copt) ||
       lu_load_norm(g, "obs_rms", &s->obs_rms) || lu_load_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
-      lu_load_ints(g, "state/tep", s->tep, N) || lu_load_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
+      lu_load_clock(g, "state/clock", s->clk, N) || lu_load_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
       lu_load_doubles(g, "state/ep_return", s->ep_ret, N) || lu_load_i64(g, "state/ep_len", s->ep_len, N) ||
       lu_load_i64(g, "counters", ctr, 2) || lu_load_doubles(g, "lr", &lr, 1))
     return -1;

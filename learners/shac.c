@@ -8,7 +8,11 @@
  *     at the start of the iteration (a constant in the VJP) while the running
  *     statistics keep updating; a_t = squash(mu(obs_t) + exp(log_std) eps_t)
  *     (reparameterised; eps from Philox (ACTION, env, global step));
- *     x_{t+1} = estimator.forward(t, x_t, a_t); r_t = task.reward(x_{t+1}, a_t).
+ *     x_{t+1} = estimator.forward(t, x_t, a_t); r_t = task.reward(x_{t+1}, a_t,
+ *     a_{t-1}) (a_{t-1} = 0 after a reset). The task clocks (bcg_task_clock:
+ *     steps since reset, the episode's phase) are owned here and stored for
+ *     every step (before and after it), so each VJP of the backward pass sees
+ *     the clock its forward saw, also for an environment reset since.
  *  2. Actor loss
  *       L = -(1/N) sum_e sum_segments [ sum_t gamma^(t-s) r_t + gamma^(t_end+1-s) V'(x_end) ]
  *     where a segment runs from the horizon start or a reset (s) to a done or
@@ -17,7 +21,8 @@
  *     time limit (done = 2) and at the horizon end. With actor_loss_mean =
  *     env_steps the loss is divided by the horizon too (SHAC's code).
  *  3. Backward in reverse time: reward VJP and critic VJP (w.r.t. its input,
- *     then the normaliser, then observe_vjp) into x_bar_{t+1} and a_bar_t;
+ *     then the normaliser, then observe_vjp) into x_bar_{t+1} and a_bar_t
+ *     (and the reward's prev-action adjoint into a_bar_{t-1});
  *     estimator.backward(t) to x_bar_t and a_bar_t; the policy (squash, the
  *     Gaussian sample, the MLP) to the parameters and to obs_t; observe_vjp
  *     into x_bar_t and the previous action. An environment reset after step t
@@ -79,7 +84,7 @@ typedef struct shac {
   bcg_normalizer obs_rms, ret_rms, snap;
   /* state carried across iterations (checkpointed) */
   bcg_real *x;      /* [N][nx] */
-  int *tep;         /* [N] */
+  bcg_task_clock *clk; /* [N] task clocks */
   bcg_real *prev_a; /* [N][nu] */
   double *ep_ret;   /* [N] undiscounted return of the running episode */
   int64_t *ep_len;  /* [N] */
@@ -88,7 +93,7 @@ typedef struct shac {
   uint64_t step;    /* global rollout step (action-noise stream) */
   /* rollout buffers */
   bcg_real *X, *XN;        /* [T+1][N][nx], [T][N][nx] */
-  int *TEP, *TEPN;         /* [T][N] */
+  bcg_task_clock *CLK, *CLKN; /* [T][N] clocks of x_t and of x_{t+1} (before any reset) */
   bcg_real *PREV, *A, *EPS;/* [T][N][nu] */
   bcg_real *OBS, *OBSP;    /* [T][N][od] raw policy input, normalised policy input */
   bcg_real *OBSX;          /* [T][N][od] raw observation of x_{t+1} before any reset */
@@ -127,8 +132,8 @@ static void destroy(void *p) {
   if (s->vtape)
     for (int i = 0; i < s->T * s->K; i++) bcg_mlp_tape_free(&s->vtape[i]);
   bcg_mlp_tape_free(&s->row);
-  void *bufs[] = {s->x,    s->tep,  s->prev_a, s->ep_ret, s->ep_len, s->ret,  s->X,     s->XN,    s->TEP,
-                  s->TEPN, s->PREV, s->A,      s->EPS,    s->OBS,    s->OBSP, s->OBSX,  s->R,     s->RW,
+  void *bufs[] = {s->x,    s->clk,  s->prev_a, s->ep_ret, s->ep_len, s->ret,  s->X,     s->XN,    s->CLK,
+                  s->CLKN, s->PREV, s->A,      s->EPS,    s->OBS,    s->OBSP, s->OBSX,  s->R,     s->RW,
                   s->DONE, s->live, s->CR,     s->CV,     s->NV,     s->TV,   s->ptape, s->vtape, s->obs,
                   s->obsn, s->mu,   s->rew,    s->v,      s->xb,     s->xbn,  s->ab,    s->pab,   s->dmu,
                   s->dobs, s->dobs2, s->dv,    s->lsb,    s->mub,    s->done, s->envs,  s->seg,   s->g,
@@ -141,7 +146,7 @@ static void destroy(void *p) {
 
 static int reset_envs(shac *s, const int *envs, int n, bcg_real *x) {
   if (n == 0) return 0;
-  int rc = s->task_ops->reset(s->task, envs, n, s->draw++, x, s->tep);
+  int rc = s->task_ops->reset(s->task, envs, n, s->draw++, x, s->clk);
   for (int i = 0; i < n; i++) {
     int e = envs[i];
     memset(s->prev_a + (size_t)e * s->nu, 0, sizeof(bcg_real) * s->nu);
@@ -230,9 +235,9 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
   for (int t = 0; t < T; t++)
     for (int k = 0; k < K; k++)
       if (bcg_mlp_tape_init(&s->vtape[t * K + k], &s->target[k], N, NULL)) goto oom;
-  if (!ALLOC(s->x, N * nx) || !ALLOC(s->tep, N) || !ALLOC(s->prev_a, N * nu) || !ALLOC(s->ep_ret, N) ||
+  if (!ALLOC(s->x, N * nx) || !ALLOC(s->clk, N) || !ALLOC(s->prev_a, N * nu) || !ALLOC(s->ep_ret, N) ||
       !ALLOC(s->ep_len, N) || !ALLOC(s->ret, N) || !ALLOC(s->X, (T + 1) * N * nx) || !ALLOC(s->XN, T * N * nx) ||
-      !ALLOC(s->TEP, T * N) || !ALLOC(s->TEPN, T * N) || !ALLOC(s->PREV, T * N * nu) || !ALLOC(s->A, T * N * nu) ||
+      !ALLOC(s->CLK, T * N) || !ALLOC(s->CLKN, T * N) || !ALLOC(s->PREV, T * N * nu) || !ALLOC(s->A, T * N * nu) ||
       !ALLOC(s->EPS, T * N * nu) || !ALLOC(s->OBS, T * N * od) || !ALLOC(s->OBSP, T * N * od) ||
       !ALLOC(s->OBSX, T * N * od) || !ALLOC(s->R, T * N) || !ALLOC(s->RW, T * N) || !ALLOC(s->DONE, T * N) ||
       !ALLOC(s->live, T * N) || !ALLOC(s->CR, T * N) || !ALLOC(s->CV, T * N) || !ALLOC(s->NV, T * N) ||
@@ -258,11 +263,12 @@ fail:
   return NULL;
 }
 
-/* observations of states x under prev with counters tep into obs; returns a
+/* observations of states x under prev with clocks clk into obs; returns a
  * bitmask-free count of environments whose observation is not finite (their
  * indices into bad[]) */
-static int observe(shac *s, const bcg_real *x, const bcg_real *prev, const int *tep, bcg_real *obs, int *bad) {
-  if (s->task_ops->observe(s->task, x, prev, tep, obs)) return -1;
+static int observe(shac *s, const bcg_real *x, const bcg_real *prev, const bcg_task_clock *clk, bcg_real *obs,
+                   int *bad) {
+  if (s->task_ops->observe(s->task, x, prev, clk, obs)) return -1;
   int nb = 0;
   for (int e = 0; e < s->N; e++)
     if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) bad[nb++] = e;
@@ -320,12 +326,12 @@ static int iterate(void *p, bcg_learner_stats *st) {
   for (int e = 0; e < N; e++) s->g[e] = 1, s->seg[e] = 0;
   memset(s->live, 1, (size_t)T * N);
   /* the observation the rollout starts from */
-  int nb = observe(s, s->X, s->prev_a, s->tep, s->obs, s->envs);
+  int nb = observe(s, s->X, s->prev_a, s->clk, s->obs, s->envs);
   if (nb < 0) return -1;
   if (nb > 0) {
     nan_resets += nb;
     if (reset_envs(s, s->envs, nb, s->X) || s->est_ops->reset_envs(s->est, s->envs, nb)) return -1;
-    if (observe(s, s->X, s->prev_a, s->tep, s->obs, s->envs) != 0) {
+    if (observe(s, s->X, s->prev_a, s->clk, s->obs, s->envs) != 0) {
       s->svc->log(2, "shac: the task's observation is not finite right after a reset");
       return -1;
     }
@@ -334,9 +340,11 @@ static int iterate(void *p, bcg_learner_stats *st) {
   for (int t = 0; t < T; t++) {
     bcg_real *Xt = s->X + (size_t)t * N * nx, *XNt = s->XN + (size_t)t * N * nx, *Xt1 = Xt + (size_t)N * nx;
     bcg_real *At = s->A + (size_t)t * N * nu, *Et = s->EPS + (size_t)t * N * nu;
-    int *TEPt = s->TEP + (size_t)t * N, *TEPNt = s->TEPN + (size_t)t * N, *Dt = s->DONE + (size_t)t * N;
-    memcpy(TEPt, s->tep, sizeof(int) * N);
-    memcpy(s->PREV + (size_t)t * N * nu, s->prev_a, sizeof(bcg_real) * (size_t)N * nu);
+    bcg_task_clock *CLKt = s->CLK + (size_t)t * N, *CLKNt = s->CLKN + (size_t)t * N;
+    int *Dt = s->DONE + (size_t)t * N;
+    bcg_real *PREVt = s->PREV + (size_t)t * N * nu;
+    memcpy(CLKt, s->clk, sizeof(bcg_task_clock) * N);
+    memcpy(PREVt, s->prev_a, sizeof(bcg_real) * (size_t)N * nu);
     memcpy(s->OBS + (size_t)t * N * od, s->obs, sizeof(bcg_real) * (size_t)N * od);
     if (s->obs_norm) bcg_normalizer_update(&s->obs_rms, s->obs, N);
     bcg_real *OBSPt = s->OBSP + (size_t)t * N * od;
@@ -351,11 +359,11 @@ static int iterate(void *p, bcg_learner_stats *st) {
       for (int i = 0; i < N * nu; i++) At[i] = tanh(At[i]);
     /* physics, reward, the observation of x_{t+1} */
     if (s->est_ops->forward(s->est, t, Xt, At, XNt)) return -1;
-    for (int e = 0; e < N; e++) s->tep[e]++;
-    memcpy(TEPNt, s->tep, sizeof(int) * N);
-    if (to->reward(s->task, XNt, At, TEPNt, s->rew, Dt)) return -1;
+    for (int e = 0; e < N; e++) s->clk[e].t++;
+    memcpy(CLKNt, s->clk, sizeof(bcg_task_clock) * N);
+    if (to->reward(s->task, XNt, At, PREVt, CLKNt, s->rew, Dt)) return -1;
     bcg_real *OBSXt = s->OBSX + (size_t)t * N * od;
-    if (to->observe(s->task, XNt, At, TEPNt, OBSXt)) return -1;
+    if (to->observe(s->task, XNt, At, CLKNt, OBSXt)) return -1;
     int nreset = 0;
     for (int e = 0; e < N; e++) {
       int bad = !isfinite((double)s->rew[e]) || !lu_finite(XNt + (size_t)e * nx, (size_t)nx) ||
@@ -423,7 +431,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
     }
     if (nreset) {
       if (reset_envs(s, s->envs, nreset, Xt1) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
-      nb = observe(s, Xt1, s->prev_a, s->tep, s->obs, s->done);
+      nb = observe(s, Xt1, s->prev_a, s->clk, s->obs, s->done);
       if (nb < 0) return -1;
       for (int i = 0; i < nb; i++)
         if (Dt[s->done[i]] != 0) {
@@ -446,10 +454,15 @@ static int iterate(void *p, bcg_learner_stats *st) {
   for (int t = T - 1; t >= 0; t--) {
     bcg_real *Xt = s->X + (size_t)t * N * nx, *XNt = s->XN + (size_t)t * N * nx;
     bcg_real *At = s->A + (size_t)t * N * nu, *Et = s->EPS + (size_t)t * N * nu;
+    const bcg_real *PREVt = s->PREV + (size_t)t * N * nu;
+    const bcg_task_clock *CLKt = s->CLK + (size_t)t * N, *CLKNt = s->CLKN + (size_t)t * N;
     int *Dt = s->DONE + (size_t)t * N;
     const unsigned char *lv = s->live + (size_t)t * N;
-    /* adjoints of x_{t+1} (pre-reset) and a_t from the future: cut at resets */
+    /* adjoints of x_{t+1} (pre-reset) and a_t from the future (step t+1's
+     * observation and reward took a_t as their previous action): cut at
+     * resets; pab now collects the adjoint of a_{t-1} */
     memcpy(s->ab, s->pab, sizeof(bcg_real) * (size_t)N * nu);
+    memset(s->pab, 0, sizeof(bcg_real) * (size_t)N * nu);
     for (int e = 0; e < N; e++)
       if (Dt[e]) {
         memset(s->xbn + (size_t)e * nxb, 0, sizeof(bcg_real) * nxb);
@@ -457,7 +470,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
       }
     /* reward */
     for (int e = 0; e < N; e++) s->rew[e] = lv[e] ? s->CR[(size_t)t * N + e] : 0;
-    if (s->task_ops->reward_vjp(s->task, XNt, At, s->TEPN + (size_t)t * N, s->rew, s->xbn, s->ab)) return -1;
+    if (s->task_ops->reward_vjp(s->task, XNt, At, PREVt, CLKNt, s->rew, s->xbn, s->ab, s->pab)) return -1;
     /* bootstrap value */
     int anyv = 0;
     for (int e = 0; e < N; e++) {
@@ -471,7 +484,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
         for (int i = 0; i < N * od; i++) s->dobs2[i] += s->dobs[i];
       }
       normalise_vjp(s, s->OBSX + (size_t)t * N * od, s->dobs2, s->dobs);
-      if (s->task_ops->observe_vjp(s->task, XNt, At, s->TEPN + (size_t)t * N, s->dobs, s->xbn, s->ab)) return -1;
+      if (s->task_ops->observe_vjp(s->task, XNt, At, CLKNt, s->dobs, s->xbn, s->ab)) return -1;
     }
     for (int e = 0; e < N; e++)
       if (!lv[e]) {
@@ -497,10 +510,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
       }
     if (bcg_mlp_backward(&s->actor, &s->ptape[t], mub, s->actor.grad, s->dobs)) return -1;
     normalise_vjp(s, s->OBS + (size_t)t * N * od, s->dobs, s->dobs2);
-    memset(s->pab, 0, sizeof(bcg_real) * (size_t)N * nu);
-    if (s->task_ops->observe_vjp(s->task, Xt, s->PREV + (size_t)t * N * nu, s->TEP + (size_t)t * N, s->dobs2, s->xb,
-                                 s->pab))
-      return -1;
+    if (s->task_ops->observe_vjp(s->task, Xt, PREVt, CLKt, s->dobs2, s->xb, s->pab)) return -1;
     for (int e = 0; e < N; e++)
       if (!lv[e]) {
         memset(s->xb + (size_t)e * nxb, 0, sizeof(bcg_real) * nxb);
@@ -643,7 +653,7 @@ static int save(void *p, int64_t g) {
   int64_t ctr[3] = {(int64_t)s->draw, (int64_t)s->step, (int64_t)s->K};
   int rc = lu_save_mlp(g, "actor", &s->actor) || lu_save_adam(g, "actor/adam", &s->aopt) ||
            lu_save_norm(g, "obs_rms", &s->obs_rms) || lu_save_norm(g, "ret_rms", &s->ret_rms) ||
-           lu_save_reals(g, "state/x", s->x, (size_t)N * s->nx) || lu_save_ints(g, "state/tep", s->tep, N) ||
+           lu_save_reals(g, "state/x", s->x, (size_t)N * s->nx) || lu_save_clock(g, "state/clock", s->clk, N) ||
            lu_save_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
            lu_save_doubles(g, "state/ep_return", s->ep_ret, N) || lu_save_i64(g, "state/ep_len", s->ep_len, N) ||
            lu_save_doubles(g, "state/disc_return", s->ret, N) || lu_save_i64(g, "counters", ctr, 3);
@@ -666,7 +676,7 @@ static int load(void *p, int64_t g) {
   int rc = lu_load_i64(g, "counters", ctr, 3) || ctr[2] != s->K || lu_load_mlp(g, "actor", &s->actor) ||
            lu_load_adam(g, "actor/adam", &s->aopt) || lu_load_norm(g, "obs_rms", &s->obs_rms) ||
            lu_load_norm(g, "ret_rms", &s->ret_rms) || lu_load_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
-           lu_load_ints(g, "state/tep", s->tep, N) || lu_load_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
+           lu_load_clock(g, "state/clock", s->clk, N) || lu_load_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
            lu_load_doubles(g, "state/ep_return", s->ep_ret, N) || lu_load_i64(g, "state/ep_len", s->ep_len, N) ||
            lu_load_doubles(g, "state/disc_return", s->ret, N);
   for (int k = 0; k < s->K && !rc; k++) {

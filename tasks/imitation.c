@@ -3,11 +3,13 @@
  * formats) with a differentiable tracking reward. Roots and joints as in
  * task_util.h (free root: heading frame; planar roots: world frame).
  *
- * Reference time of an environment: tau = phase[e] + tep[e] * control_dt,
- * where phase[e] is drawn at reset (reference-state initialisation, rsi) and
- * is a constant of the episode. The reference state at tau is the
- * interpolated motion (slerp for quaternions) and its central-difference
- * velocity (motion.h).
+ * Reference time of an environment: tau = clk[e].phase + clk[e].t * control_dt,
+ * where the phase is drawn at reset (reference-state initialisation, rsi)
+ * and written into the caller-owned clock (bcg_task_clock): a constant of the
+ * episode that the task does not keep itself, so the VJP of an earlier step
+ * sees the phase its forward saw even after the environment was reset. The
+ * reference state at tau is the interpolated motion (slerp for quaternions)
+ * and its central-difference velocity (motion.h).
  *
  * Observation (obs_dim = 13 + 2 nj + nu + 3 nk + nf (9 + nj + 3 nk)):
  *   proprioception (task_util.h: root height, root 6D in the heading frame,
@@ -26,16 +28,16 @@
  *   e_rot  = mean_b (3 - tr(R^_b^T R_b))            = 2 (1 - cos angle) ~ angle^2
  *   e_jpos = mean_j (q_j - q^_j)^2,  e_jvel = mean_j (u_j - u^_j)^2
  *   e_root = |p_r - p^_r|^2 + (3 - tr(R^_r^T R_r)) + 0.1 |v_r - v^_r|^2 + 0.1 |w_r - w^_r|^2
- *   r = sum_i w_i exp(-scale_i e_i) - w_action |a|^2
+ *   r = sum_i w_i exp(-scale_i e_i) - w_action |a|^2 - w_action_rate |a - prev_a|^2
+ * (prev_a: the previous action, zero after a reset, so the first step of an
+ * episode pays w_action_rate |a|^2).
  * Done: 1 when the root height < term_height or the tracking error
  * E = mean_b |p_b - p^_b| > max_error; 2 at episode_seconds or, without loop,
  * at the end of the clip.
  *
- * Not provided (see tasks/README.md): an action-rate penalty |a - prev_a|^2
- * (reward() does not receive the previous action, so it cannot be exact
- * under the ABI), the ADD reward, and domain randomisation (friction, masses,
- * pushes change the simulation, which a task cannot do faithfully: they
- * belong in [sim]). */
+ * Not provided (see tasks/README.md): the ADD reward and domain
+ * randomisation (friction, masses, pushes change the simulation, which a task
+ * cannot do faithfully: they belong in [sim]). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +66,9 @@ typedef struct imit {
   bcg_motion mo;
   int nenv, nq, nv, nu, nx, odim, pdim;
   int loop, rsi, ep_steps;
-  double dt, w[5], sc[5], w_action, term_h, max_err;
+  double dt, w[5], sc[5], w_action, w_rate, term_h, max_err;
   int nf, fut[MAX_FUT], nk, key[MAX_KEY];
-  double *phase; /* [nenv] */
-  ws *w_;        /* [nenv] */
+  ws *w_; /* [nenv] scratch (no state across calls) */
 } imit;
 
 enum { T_POS, T_ROT, T_JPOS, T_JVEL, T_ROOT };
@@ -106,6 +107,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
     s->sc[i] = svc->get_real(p, sk[i]);
   }
   s->w_action = svc->get_real(p, "w_action");
+  s->w_rate = svc->get_real(p, "w_action_rate");
   s->term_h = svc->get_real(p, "term_height");
   s->max_err = svc->get_real(p, "max_error");
   s->ep_steps = (int)ceil(svc->get_real(p, "episode_seconds") / s->dt - 1e-9);
@@ -141,10 +143,9 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   }
   s->pdim = tu_proprio_dim(&s->L, s->nu);
   s->odim = s->pdim + 3 * s->nk + s->nf * (9 + s->L.nj + 3 * s->nk);
-  s->phase = calloc(s->nenv, sizeof(double));
   s->w_ = malloc(sizeof(ws) * s->nenv);
-  if (!s->phase || !s->w_) {
-    free(s->phase), free(s->w_), bcg_motion_free(&s->mo), free(s);
+  if (!s->w_) {
+    bcg_motion_free(&s->mo), free(s);
     return snprintf(err, errlen, "out of memory"), NULL;
   }
   return s;
@@ -154,7 +155,6 @@ static void destroy(void *p) {
   imit *s = p;
   if (!s) return;
   bcg_motion_free(&s->mo);
-  free(s->phase);
   free(s->w_);
   free(s);
 }
@@ -170,7 +170,7 @@ static void ref_at(const imit *s, ws *w, double t) {
   bcg_kinematics(s->m, w->qr, &w->kr);
 }
 
-static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, int *tep) {
+static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bcg_task_clock *clk) {
   imit *s = p;
   double D = bcg_motion_duration(&s->mo);
   double span = s->loop ? D : fmax(0.0, D - fmin(1.0, 0.5 * D));
@@ -179,20 +179,21 @@ static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, in
     if (e < 0 || e >= s->nenv) return -1;
     double ph = 0;
     if (s->rsi) ph = span * (1.0 - (double)bcg_rng_uniform(s->env->seed, BCG_RNG_RESET, (uint32_t)e, (uint32_t)draw, 0));
-    s->phase[e] = ph;
     double q[BCG_MAX_Q], u[BCG_MAX_DOF];
     bcg_motion_state(&s->mo, s->m, ph, s->loop, q, u);
     bcg_real *xe = x + (size_t)e * s->nx;
     for (int c = 0; c < s->nq; c++) xe[c] = (bcg_real)q[c];
     for (int d = 0; d < s->nv; d++) xe[s->nq + d] = (bcg_real)u[d];
-    tep[e] = 0;
+    clk[e].t = 0;
+    clk[e].flags = 0;
+    clk[e].phase = ph;
   }
   return 0;
 }
 
 static inline void wpos(const bcg_kin *k, int b, real_t *o) { v3_add(o, k->p[b], k->o); }
 
-static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, int tep, bcg_real *o) {
+static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, bcg_task_clock c, bcg_real *o) {
   ws *w = &s->w_[e];
   const bcg_mdata *m = s->m;
   bcg_kin *k = &w->k;
@@ -209,7 +210,7 @@ static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, i
     o += 3;
   }
   for (int f = 0; f < s->nf; f++) {
-    ref_at(s, w, s->phase[e] + (tep + s->fut[f]) * s->dt);
+    ref_at(s, w, c.phase + (c.t + s->fut[f]) * s->dt);
     real_t ph[3], Rh[9];
     wpos(&w->kr, r, ph);
     v3_sub(d, ph, pr);
@@ -230,16 +231,16 @@ static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, i
   }
 }
 
-static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, bcg_real *obs) {
+static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk, bcg_real *obs) {
   imit *s = p;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++)
-    observe_one(s, e, x + (size_t)e * s->nx, prev_a ? prev_a + (size_t)e * s->nu : NULL, tep[e],
+    observe_one(s, e, x + (size_t)e * s->nx, prev_a ? prev_a + (size_t)e * s->nu : NULL, clk[e],
                 obs + (size_t)e * s->odim);
   return 0;
 }
 
-static void observe_vjp_one(imit *s, int e, const bcg_real *q, int tep, const bcg_real *ob, bcg_real *xb,
+static void observe_vjp_one(imit *s, int e, const bcg_real *q, bcg_task_clock c, const bcg_real *ob, bcg_real *xb,
                             bcg_real *pab) {
   ws *w = &s->w_[e];
   const bcg_mdata *m = s->m;
@@ -263,7 +264,7 @@ static void observe_vjp_one(imit *s, int e, const bcg_real *q, int tep, const bc
     ob += 3;
   }
   for (int f = 0; f < s->nf; f++) {
-    ref_at(s, w, s->phase[e] + (tep + s->fut[f]) * s->dt);
+    ref_at(s, w, c.phase + (c.t + s->fut[f]) * s->dt);
     real_t ph[3];
     wpos(&w->kr, r, ph);
     v3_sub(d, ph, pr);
@@ -292,12 +293,12 @@ static void observe_vjp_one(imit *s, int e, const bcg_real *q, int tep, const bc
   tu_adj_finish(&s->L, m, k, A, xb);
 }
 
-static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, const bcg_real *ob,
-                       bcg_real *xb, bcg_real *pab) {
+static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk,
+                       const bcg_real *ob, bcg_real *xb, bcg_real *pab) {
   imit *s = p;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++)
-    observe_vjp_one(s, e, x + (size_t)e * s->nx, tep[e], ob + (size_t)e * s->odim, xb + (size_t)e * 2 * s->nv,
+    observe_vjp_one(s, e, x + (size_t)e * s->nx, clk[e], ob + (size_t)e * s->odim, xb + (size_t)e * 2 * s->nv,
                     pab ? pab + (size_t)e * s->nu : NULL);
   return 0;
 }
@@ -344,31 +345,37 @@ static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, d
   e[T_ROOT] = v3_dot(d, d) + (3 - tr) + 0.1 * dv2 + 0.1 * dw2;
 }
 
-static int reward(void *p, const bcg_real *x, const bcg_real *a, const int *tep, bcg_real *rew, int *done) {
+static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
+                  bcg_real *rew, int *done) {
   imit *s = p;
   double D = bcg_motion_duration(&s->mo);
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++) {
     ws *w = &s->w_[e];
     const bcg_real *q = x + (size_t)e * s->nx, *ae = a + (size_t)e * s->nu;
-    double tau = s->phase[e] + tep[e] * s->dt, err[5], et;
+    const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
+    double tau = clk[e].phase + clk[e].t * s->dt, err[5], et;
     bcg_kinematics(s->m, q, &w->k);
     ref_at(s, w, tau);
     errors(s, w, q, q + s->nq, err, &et);
-    double r = 0, aa = 0;
+    double r = 0, aa = 0, da = 0;
     for (int i = 0; i < 5; i++) r += s->w[i] * exp(-s->sc[i] * err[i]);
-    for (int i = 0; i < s->nu; i++) aa += ae[i] * ae[i];
-    rew[e] = (bcg_real)(r - s->w_action * aa);
+    for (int i = 0; i < s->nu; i++) {
+      double d = ae[i] - (pe ? pe[i] : 0);
+      aa += ae[i] * ae[i];
+      da += d * d;
+    }
+    rew[e] = (bcg_real)(r - s->w_action * aa - s->w_rate * da);
     double h = w->k.p[s->L.root][2] + w->k.o[2];
     if (!(h >= s->term_h) || !(et <= s->max_err)) done[e] = 1;
-    else if (tep[e] >= s->ep_steps || (!s->loop && tau >= D - 1e-9)) done[e] = 2;
+    else if (clk[e].t >= s->ep_steps || (!s->loop && tau >= D - 1e-9)) done[e] = 2;
     else done[e] = 0;
   }
   return 0;
 }
 
-static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae, int tep, real_t g, bcg_real *xb,
-                           bcg_real *ab) {
+static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae, const bcg_real *pe,
+                           bcg_task_clock ck, real_t g, bcg_real *xb, bcg_real *ab, bcg_real *pab) {
   ws *w = &s->w_[e];
   const bcg_mdata *m = s->m;
   bcg_kin *k = &w->k;
@@ -378,7 +385,7 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
   int nb = m->nbody - 1, nj = s->L.nj, r = s->L.root;
   double err[5], et, c[5];
   bcg_kinematics(m, q, k);
-  ref_at(s, w, s->phase[e] + tep * s->dt);
+  ref_at(s, w, ck.phase + ck.t * s->dt);
   errors(s, w, q, u, err, &et);
   for (int i = 0; i < 5; i++) c[i] = -g * s->w[i] * s->sc[i] * exp(-s->sc[i] * err[i]); /* dr/de_i */
   tu_adj_zero(A);
@@ -409,18 +416,23 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
     wb[i] = c[T_ROOT] * 0.2 * (wv[i] - wr[i]);
   }
   tu_root_vel_vjp(&s->L, k, u, vb, wb, A);
-  if (ab)
-    for (int i = 0; i < s->nu; i++) ab[i] += -2 * g * s->w_action * ae[i];
+  for (int i = 0; i < s->nu; i++) {
+    /* d/da of -w_action |a|^2 - w_rate |a - prev_a|^2, and d/dprev_a */
+    double d = ae[i] - (pe ? pe[i] : 0);
+    if (ab) ab[i] += -2 * g * (s->w_action * ae[i] + s->w_rate * d);
+    if (pab) pab[i] += 2 * g * s->w_rate * d;
+  }
   tu_adj_finish(&s->L, m, k, A, xb);
 }
 
-static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const int *tep, const bcg_real *rb,
-                      bcg_real *xb, bcg_real *ab) {
+static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
+                      const bcg_task_clock *clk, const bcg_real *rb, bcg_real *xb, bcg_real *ab, bcg_real *pab) {
   imit *s = p;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++)
-    reward_vjp_one(s, e, x + (size_t)e * s->nx, a + (size_t)e * s->nu, tep[e], rb[e], xb + (size_t)e * 2 * s->nv,
-                   ab ? ab + (size_t)e * s->nu : NULL);
+    reward_vjp_one(s, e, x + (size_t)e * s->nx, a + (size_t)e * s->nu, prev_a ? prev_a + (size_t)e * s->nu : NULL,
+                   clk[e], rb[e], xb + (size_t)e * 2 * s->nv, ab ? ab + (size_t)e * s->nu : NULL,
+                   pab ? pab + (size_t)e * s->nu : NULL);
   return 0;
 }
 
@@ -452,6 +464,9 @@ static const bcg_key_spec keys[] = {
      "weight of exp(-scale (|dp|^2 + (3 - tr) + 0.1 |dv|^2 + 0.1 |dw|^2)) of the root"},
     {"scale_root", BCG_KEY_REAL, "5", 0, 1e6, NULL, "scale of the root error"},
     {"w_action", BCG_KEY_REAL, "0", 0, 1e6, NULL, "weight of the action cost |a|^2"},
+    {"w_action_rate", BCG_KEY_REAL, "0", 0, 1e6, NULL,
+     "weight of the action-rate penalty |a - prev_a|^2 (prev_a: the previous action, 0 after a reset; DESIGN.md "
+     "section 8 asks for the term, no published weight fits every action scale: off by default)"},
     {"term_height", BCG_KEY_REAL, "0.6", -1e6, 1e6, NULL,
      "terminate when the root origin is below this height (m)"},
     {"max_error", BCG_KEY_REAL, "0.5", 0, 1e6, NULL,

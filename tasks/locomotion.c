@@ -20,6 +20,8 @@
  * The energy term is a power proxy: under actuation = motor it is |torque *
  * velocity| / gear; under pd it weighs targets by velocities (set it to 0).
  * Done: 1 when the root height < fall_height, 2 at episode_seconds.
+ * The reward does not depend on the previous action (reward_vjp adds nothing
+ * to prev_a_bar); the clock's phase is 0 (only its step count is used).
  *
  * Reset: the model's qpos0 with seeded Gaussian noise (reset_noise) on joint
  * positions and all velocities, then the root is lowered or raised so that
@@ -106,7 +108,7 @@ static void destroy(void *p) {
 static int obs_dim(const void *p) { return ((const loco *)p)->odim; }
 static int act_dim(const void *p) { return ((const loco *)p)->nu; }
 
-static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, int *tep) {
+static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bcg_task_clock *clk) {
   loco *s = p;
   const bcg_mdata *m = s->m;
   for (int i = 0; i < n; i++) {
@@ -129,12 +131,14 @@ static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, in
       }
       q[s->zq] -= s->zsgn * (lo - m->floor_z);
     }
-    tep[e] = 0;
+    clk[e].t = 0;
+    clk[e].flags = 0;
+    clk[e].phase = 0;
   }
   return 0;
 }
 
-static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, bcg_real *obs) {
+static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk, bcg_real *obs) {
   loco *s = p;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++) {
@@ -146,8 +150,8 @@ static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const int
   return 0;
 }
 
-static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, const bcg_real *ob,
-                       bcg_real *xb, bcg_real *pab) {
+static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk,
+                       const bcg_real *ob, bcg_real *xb, bcg_real *pab) {
   loco *s = p;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++) {
@@ -164,7 +168,8 @@ static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const
 
 static double sgn(double v) { return v > 0 ? 1 : (v < 0 ? -1 : 0); }
 
-static int reward(void *p, const bcg_real *x, const bcg_real *a, const int *tep, bcg_real *rew, int *done) {
+static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
+                  bcg_real *rew, int *done) {
   loco *s = p;
   const bcg_mdata *m = s->m;
 #pragma omp parallel for schedule(static)
@@ -184,13 +189,13 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const int *tep,
     r -= s->w_action * aa + s->w_energy * en;
     rew[e] = (bcg_real)r;
     double h = k->p[s->L.root][2] + k->o[2];
-    done[e] = !(h >= s->fall) ? 1 : (tep[e] >= s->ep_steps ? 2 : 0);
+    done[e] = !(h >= s->fall) ? 1 : (clk[e].t >= s->ep_steps ? 2 : 0);
   }
   return 0;
 }
 
-static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const int *tep, const bcg_real *rb,
-                      bcg_real *xb, bcg_real *ab) {
+static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
+                      const bcg_task_clock *clk, const bcg_real *rb, bcg_real *xb, bcg_real *ab, bcg_real *pab) {
   loco *s = p;
   const bcg_mdata *m = s->m;
 #pragma omp parallel for schedule(static)

@@ -318,8 +318,15 @@ static void test_use_plugins(void) {
   CU_ASSERT_EQUAL(t->obs_dim(ts), 4);
   bcg_real rew[3] = {1, 1, 1};
   int done[3] = {1, 1, 1};
-  t->reward(ts, NULL, NULL, NULL, rew, done);
+  t->reward(ts, NULL, NULL, NULL, NULL, rew, done);
   CU_ASSERT(rew[0] == 0 && rew[2] == 0 && done[1] == 0);
+  /* reset writes the caller's clocks {0, 0, phase} of the listed envs only */
+  bcg_task_clock clk[3] = {{5, 1, 2.0}, {5, 1, 2.0}, {5, 1, 2.0}};
+  bcg_real xs[9];
+  int envs[2] = {0, 2};
+  CU_ASSERT_EQUAL(t->reset(ts, envs, 2, 0, xs, clk), 0);
+  CU_ASSERT(clk[0].t == 0 && clk[0].flags == 0 && clk[0].phase == 0 && clk[2].t == 0);
+  CU_ASSERT(clk[1].t == 5 && clk[1].phase == 2.0);
   t->destroy(ts);
 
   bcg_config_free(cfg);

@@ -309,18 +309,20 @@ static void test_replay(void) {
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("fight.csv"), 0, 0, err, sizeof err), 0);
   bcg_env *env = I.env;
-  int nx = env->nx, nu = env->nu, tep[2], envs[2] = {0, 1};
+  int nx = env->nx, nu = env->nu, envs[2] = {0, 1};
+  bcg_task_clock clk[2];
   bcg_real x[2 * 64], a[2 * 32] = {0}, rew[2];
   int done[2];
-  CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 2, 0, x, tep), 0);
+  CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 2, 0, x, clk), 0);
+  CU_ASSERT(clk[0].t == 0 && clk[0].flags == 0 && clk[0].phase == 0 && clk[1].phase == 0); /* rsi = false */
   double worst = 0, dt = env->control_dt;
   int bad = 0;
   for (int t = 1; t < 600; t += 7) { /* 600 steps: past the clip's end (loop) */
     for (int e = 0; e < 2; e++) {
       bcg_motion_state(&mo, &model->m, t * dt, 1, x + e * nx, x + e * nx + env->nq);
-      tep[e] = t;
+      clk[e].t = t;
     }
-    I.ops->reward(I.task, x, a, tep, rew, done);
+    I.ops->reward(I.task, x, a, a, clk, rew, done);
     for (int e = 0; e < 2; e++) {
       worst = fmax(worst, fabs(rew[e] - 1.0)); /* the weights sum to 1 */
       bad += done[e] != 0;
@@ -340,75 +342,94 @@ static void test_replay(void) {
 static double fd_task(inst *I, int which, const char *label) {
   bcg_env *env = I->env;
   int n = env->nenv, nx = env->nx, nv = env->nv, nq = env->nq, nu = env->nu, od = I->ops->obs_dim(I->task);
-  int envs[8], tep[8];
+  int envs[8];
+  bcg_task_clock clk[8];
   bcg_real *x = calloc((size_t)n * nx, sizeof(bcg_real)), *a = calloc((size_t)n * nu, sizeof(bcg_real));
+  bcg_real *pa = calloc((size_t)n * nu, sizeof(bcg_real)), *pab = calloc((size_t)n * nu, sizeof(bcg_real));
   bcg_real *ob = calloc((size_t)n * od, sizeof(bcg_real)), *obar = calloc((size_t)n * od, sizeof(bcg_real));
   bcg_real *xb = calloc((size_t)n * 2 * nv, sizeof(bcg_real)), *ab = calloc((size_t)n * nu, sizeof(bcg_real));
   bcg_real *xp = calloc((size_t)n * nx, sizeof(bcg_real)), rew[8], rb[8];
   int done[8];
   for (int e = 0; e < n; e++) envs[e] = e;
-  I->ops->reset(I->task, envs, n, 11, x, tep);
+  I->ops->reset(I->task, envs, n, 11, x, clk);
   /* real states near the reference (random phases), perturbed */
   for (int e = 0; e < n; e++) {
     bcg_real dq[BCG_MAX_DOF], du[BCG_MAX_DOF], y[BCG_MAX_Q + BCG_MAX_DOF];
     for (int d = 0; d < nv; d++) dq[d] = 0.05 * nrand(), du[d] = 0.3 * nrand();
     bcg_env_perturb(env, x + e * nx, dq, du, y);
     memcpy(x + e * nx, y, sizeof(bcg_real) * nx);
-    for (int i = 0; i < nu; i++) a[e * nu + i] = 0.5 * nrand();
-    tep[e] = 1 + 5 * e;
+    for (int i = 0; i < nu; i++) a[e * nu + i] = 0.5 * nrand(), pa[e * nu + i] = 0.5 * nrand();
+    clk[e].t = 1 + 5 * e;
     rb[e] = nrand();
   }
   for (int i = 0; i < n * od; i++) obar[i] = nrand();
-#define EVAL(xx, aa)                                                                              \
+  /* observe(x, prev_a = a); reward(x, a, prev_a = pa): the adjoints of both
+   * action arguments are checked (observe has no a, so pab stays 0) */
+#define EVAL(xx, aa, pp)                                                                          \
   ({                                                                                              \
     double s_ = 0;                                                                                \
     if (which == 0) {                                                                             \
-      I->ops->observe(I->task, xx, aa, tep, ob);                                                  \
+      I->ops->observe(I->task, xx, aa, clk, ob);                                                  \
       for (int i_ = 0; i_ < n * od; i_++) s_ += obar[i_] * ob[i_];                                \
     } else {                                                                                      \
-      I->ops->reward(I->task, xx, aa, tep, rew, done);                                            \
+      I->ops->reward(I->task, xx, aa, pp, clk, rew, done);                                        \
       for (int e_ = 0; e_ < n; e_++) s_ += rb[e_] * rew[e_];                                      \
     }                                                                                             \
     s_;                                                                                           \
   })
-  if (which == 0) I->ops->observe_vjp(I->task, x, a, tep, obar, xb, ab);
-  else I->ops->reward_vjp(I->task, x, a, tep, rb, xb, ab);
+  if (which == 0) I->ops->observe_vjp(I->task, x, a, clk, obar, xb, ab);
+  else I->ops->reward_vjp(I->task, x, a, pa, clk, rb, xb, ab, pab);
   double eps = 1e-6, worst = 0;
   for (int e = 0; e < n; e++) {
-    double g[2 * BCG_MAX_DOF], gb[2 * BCG_MAX_DOF], ga[BCG_MAX_ACT], gab[BCG_MAX_ACT];
+    double g[2 * BCG_MAX_DOF], gb[2 * BCG_MAX_DOF], ga[BCG_MAX_ACT], gab[BCG_MAX_ACT], gp[BCG_MAX_ACT],
+        gpb[BCG_MAX_ACT];
     for (int d = 0; d < 2 * nv; d++) {
       bcg_real dq[BCG_MAX_DOF] = {0}, du[BCG_MAX_DOF] = {0};
       memcpy(xp, x, sizeof(bcg_real) * n * nx);
       if (d < nv) dq[d] = eps; else du[d - nv] = eps;
       bcg_env_perturb(env, x + e * nx, dq, du, xp + e * nx);
-      double lp = EVAL(xp, a);
+      double lp = EVAL(xp, a, pa);
       if (d < nv) dq[d] = -eps; else du[d - nv] = -eps;
       bcg_env_perturb(env, x + e * nx, dq, du, xp + e * nx);
-      double lm = EVAL(xp, a);
+      double lm = EVAL(xp, a, pa);
       g[d] = (lp - lm) / (2 * eps);
       gb[d] = xb[e * 2 * nv + d];
     }
     for (int i = 0; i < nu; i++) {
       bcg_real s = a[e * nu + i];
       a[e * nu + i] = s + eps;
-      double lp = EVAL(x, a);
+      double lp = EVAL(x, a, pa);
       a[e * nu + i] = s - eps;
-      double lm = EVAL(x, a);
+      double lm = EVAL(x, a, pa);
       a[e * nu + i] = s;
       ga[i] = (lp - lm) / (2 * eps);
       gab[i] = ab[e * nu + i];
+      s = pa[e * nu + i];
+      pa[e * nu + i] = s + eps;
+      lp = EVAL(x, a, pa);
+      pa[e * nu + i] = s - eps;
+      lm = EVAL(x, a, pa);
+      pa[e * nu + i] = s;
+      gp[i] = (lp - lm) / (2 * eps);
+      gpb[i] = pab[e * nu + i];
     }
-    double ex = bcg_vec_relerr(gb, g, 2 * nv), ea = bcg_vec_relerr(gab, ga, nu);
-    if (ex > 1e-6 || ea > 1e-6) {
-      fprintf(stderr, "%s env %d: x relerr %.3g a relerr %.3g\n", label, e, ex, ea);
+    double ex = bcg_vec_relerr(gb, g, 2 * nv), ea = bcg_vec_relerr(gab, ga, nu), ep = 0;
+    /* an all-zero prev_a gradient (no action-rate term) must be exactly zero */
+    double gpn = 0;
+    for (int i = 0; i < nu; i++) gpn = fmax(gpn, fabs(gp[i]));
+    if (gpn > 0) ep = bcg_vec_relerr(gpb, gp, nu);
+    else
+      for (int i = 0; i < nu; i++) ep = fmax(ep, fabs(gpb[i]));
+    if (ex > 1e-6 || ea > 1e-6 || ep > 1e-6) {
+      fprintf(stderr, "%s env %d: x relerr %.3g a relerr %.3g prev_a relerr %.3g\n", label, e, ex, ea, ep);
       for (int d = 0; d < 2 * nv; d++)
         if (fabs(g[d] - gb[d]) > 1e-7 * (1 + fabs(g[d]))) fprintf(stderr, "  %2d %s %.9g %.9g\n", d % nv, d < nv ? "q" : "u", gb[d], g[d]);
     }
-    worst = fmax(worst, fmax(ex, ea));
+    worst = fmax(worst, fmax(ex, fmax(ea, ep)));
   }
 #undef EVAL
   (void)nq;
-  free(x), free(a), free(ob), free(obar), free(xb), free(ab), free(xp);
+  free(x), free(a), free(pa), free(pab), free(ob), free(obar), free(xb), free(ab), free(xp);
   bcg_test_report(label, worst);
   return worst;
 }
@@ -422,10 +443,94 @@ static void test_imitation_vjp(void) {
   CU_ASSERT(fd_task(&I, 1, "imitation humanoid reward VJP vs FD (rel)") < 1e-6);
   inst_free(&I);
   snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nloop = true\nkey_bodies = right_hand,left_foot\n"
-           "future = 1,4\nw_action = 0.1\n", motion_file("dance.csv"));
+           "future = 1,4\nw_action = 0.1\nw_action_rate = 0.3\n", motion_file("dance.csv"));
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
   CU_ASSERT(fd_task(&I, 0, "imitation humanoid observe VJP vs FD (rel)") < 1e-6);
-  CU_ASSERT(fd_task(&I, 1, "imitation humanoid reward VJP vs FD (rel)") < 1e-6);
+  CU_ASSERT(fd_task(&I, 1, "imitation humanoid reward VJP vs FD, action rate (rel)") < 1e-6);
+  inst_free(&I);
+}
+
+/* the action-rate penalty: w |a - prev_a|^2 off the replayed reference's
+ * maximal reward 1, zero for a repeated action, |a|^2 with prev_a = NULL */
+static void test_action_rate(void) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nrsi = false\nw_action_rate = 0.5\n",
+           motion_file("run.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
+  bcg_env *env = I.env;
+  int nx = env->nx, nu = env->nu, envs[3] = {0, 1, 2}, done[3];
+  bcg_task_clock clk[3];
+  bcg_real x[3 * 64], a[3 * 32], pa[3 * 32], rew[3];
+  CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 3, 0, x, clk), 0); /* rsi off: x is the reference at t = 0 */
+  double want[3];
+  for (int e = 0; e < 3; e++) {
+    double d2 = 0;
+    for (int i = 0; i < nu; i++) {
+      a[e * nu + i] = 0.3 * nrand();
+      pa[e * nu + i] = e == 1 ? a[e * nu + i] : 0.3 * nrand();
+      d2 += (a[e * nu + i] - pa[e * nu + i]) * (a[e * nu + i] - pa[e * nu + i]);
+    }
+    want[e] = 1 - 0.5 * d2;
+  }
+  I.ops->reward(I.task, x, a, pa, clk, rew, done);
+  double worst = 0;
+  for (int e = 0; e < 3; e++) worst = fmax(worst, fabs(rew[e] - want[e]));
+  bcg_test_report("action-rate penalty: |reward - (1 - w |a - prev_a|^2)|", worst);
+  CU_ASSERT(worst < 1e-9);
+  CU_ASSERT(fabs(rew[1] - 1) < 1e-9);
+  CU_ASSERT(rew[0] < 1 - 1e-3);
+  /* prev_a = NULL reads as zeros (the first step of an episode) */
+  I.ops->reward(I.task, x, a, NULL, clk, rew, done);
+  double a2 = 0;
+  for (int i = 0; i < nu; i++) a2 += a[i] * a[i];
+  CU_ASSERT(fabs(rew[0] - (1 - 0.5 * a2)) < 1e-9);
+  (void)nx;
+  inst_free(&I);
+}
+
+/* the task keeps no per-episode state: observe, reward and their VJPs under
+ * a clock saved before the environment was reset again are bit-identical to
+ * their values before that reset (the backward pass of a learner reads the
+ * clock its forward saw) */
+static void test_clock_across_resets(void) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nw_action_rate = 0.2\n", motion_file("jump.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 2), 0);
+  bcg_env *env = I.env;
+  int nx = env->nx, nu = env->nu, nv = env->nv, od = I.ops->obs_dim(I.task), envs[2] = {0, 1}, d1[2], d2[2];
+  bcg_task_clock clk[2], saved[2];
+  bcg_real *x = calloc((size_t)2 * nx, sizeof(bcg_real)), *y = calloc((size_t)2 * nx, sizeof(bcg_real));
+  bcg_real *o1 = calloc((size_t)2 * od, sizeof(bcg_real)), *o2 = calloc((size_t)2 * od, sizeof(bcg_real));
+  bcg_real *ob = calloc((size_t)2 * od, sizeof(bcg_real));
+  bcg_real *xb1 = calloc((size_t)4 * nv, sizeof(bcg_real)), *xb2 = calloc((size_t)4 * nv, sizeof(bcg_real));
+  bcg_real a[2 * 32], pa[2 * 32], ab1[2 * 32] = {0}, ab2[2 * 32] = {0}, pb1[2 * 32] = {0}, pb2[2 * 32] = {0};
+  bcg_real r1[2], r2[2], rb[2] = {1.0, -0.5};
+  I.ops->reset(I.task, envs, 2, 7, x, clk);
+  for (int e = 0; e < 2; e++) clk[e].t = 12;
+  for (int i = 0; i < 2 * nu; i++) a[i] = 0.2 * nrand(), pa[i] = 0.2 * nrand();
+  for (int i = 0; i < 2 * od; i++) ob[i] = nrand();
+  memcpy(saved, clk, sizeof clk);
+  I.ops->observe(I.task, x, pa, saved, o1);
+  I.ops->reward(I.task, x, a, pa, saved, r1, d1);
+  I.ops->observe_vjp(I.task, x, pa, saved, ob, xb1, pb1);
+  I.ops->reward_vjp(I.task, x, a, pa, saved, rb, xb1, ab1, pb1);
+  I.ops->reset(I.task, envs, 2, 8, y, clk); /* new episodes, new phases */
+  CU_ASSERT(clk[0].phase != saved[0].phase);
+  I.ops->observe(I.task, x, pa, saved, o2);
+  I.ops->reward(I.task, x, a, pa, saved, r2, d2);
+  I.ops->observe_vjp(I.task, x, pa, saved, ob, xb2, pb2);
+  I.ops->reward_vjp(I.task, x, a, pa, saved, rb, xb2, ab2, pb2);
+  CU_ASSERT_EQUAL(memcmp(o1, o2, sizeof(bcg_real) * 2 * od), 0);
+  CU_ASSERT(r1[0] == r2[0] && r1[1] == r2[1] && d1[0] == d2[0] && d1[1] == d2[1]);
+  CU_ASSERT_EQUAL(memcmp(xb1, xb2, sizeof(bcg_real) * 4 * nv), 0);
+  CU_ASSERT_EQUAL(memcmp(ab1, ab2, sizeof(bcg_real) * 2 * nu), 0);
+  CU_ASSERT_EQUAL(memcmp(pb1, pb2, sizeof(bcg_real) * 2 * nu), 0);
+  /* and the new clock gives a different reward at the same state */
+  I.ops->reward(I.task, x, a, pa, clk, r2, d2);
+  CU_ASSERT(r2[0] != r1[0]);
+  free(x), free(y), free(o1), free(o2), free(ob), free(xb1), free(xb2);
   inst_free(&I);
 }
 
@@ -453,15 +558,25 @@ static void test_reset_reproducible(void) {
   for (int c = 0; c < 2; c++) {
     inst I;
     CU_ASSERT_EQUAL_FATAL(inst_make(&I, cfgs[c][0], cfgs[c][1], 4), 0);
-    int nx = I.env->nx, envs[4] = {0, 1, 2, 3}, tep[4] = {9, 9, 9, 9};
+    int nx = I.env->nx, envs[4] = {0, 1, 2, 3};
+    bcg_task_clock c1[4], c2[4], c3[4];
+    for (int e = 0; e < 4; e++) c1[e] = c2[e] = c3[e] = (bcg_task_clock){9, 7, 99.0};
     bcg_real x1[4 * 64], x2[4 * 64], x3[4 * 64];
-    I.ops->reset(I.task, envs, 4, 42, x1, tep);
-    CU_ASSERT(tep[0] == 0 && tep[3] == 0);
-    I.ops->reset(I.task, envs, 4, 43, x3, tep);
-    I.ops->reset(I.task, envs + 1, 2, 42, x3, tep); /* a subset with the same draw */
-    I.ops->reset(I.task, envs, 4, 42, x2, tep);
+    I.ops->reset(I.task, envs, 4, 42, x1, c1);
+    CU_ASSERT(c1[0].t == 0 && c1[3].t == 0 && c1[0].flags == 0 && c1[3].flags == 0);
+    I.ops->reset(I.task, envs, 4, 43, x3, c3);
+    I.ops->reset(I.task, envs + 1, 2, 42, x3, c3); /* a subset with the same draw */
+    I.ops->reset(I.task, envs, 4, 42, x2, c2);
     CU_ASSERT_EQUAL(memcmp(x1, x2, sizeof(bcg_real) * 4 * nx), 0);
     CU_ASSERT_EQUAL(memcmp(x1 + nx, x3 + nx, sizeof(bcg_real) * 2 * nx), 0);
+    for (int e = 0; e < 4; e++) CU_ASSERT(c1[e].phase == c2[e].phase && c1[e].t == c2[e].t);
+    CU_ASSERT(c3[1].phase == c1[1].phase && c3[2].phase == c1[2].phase);
+    if (c == 0) { /* imitation (rsi): the phase is the reset's reference time, different per env */
+      CU_ASSERT(c1[0].phase != c1[1].phase);
+      CU_ASSERT(c1[0].phase >= 0 && c1[0].phase < 8);
+    } else {
+      CU_ASSERT(c1[0].phase == 0 && c1[3].phase == 0);
+    }
     CU_ASSERT_NOT_EQUAL(memcmp(x1, x1 + nx, sizeof(bcg_real) * nx), 0); /* environments differ */
     /* the initial state does not penetrate the floor */
     const bcg_mdata *m = &I.env->model->m;
@@ -491,14 +606,16 @@ static void test_termination(void) {
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
   bcg_env *env = I.env;
-  int nx = env->nx, tep[4] = {10, 10, 10, 100}, envs[4] = {0, 1, 2, 3}, done[4], t0[4];
+  int nx = env->nx, tep[4] = {10, 10, 10, 100}, envs[4] = {0, 1, 2, 3}, done[4];
+  bcg_task_clock clk[4];
   bcg_real x[4 * 64], a[4 * 32] = {0}, rew[4];
-  I.ops->reset(I.task, envs, 4, 0, x, t0);
+  I.ops->reset(I.task, envs, 4, 0, x, clk);
+  for (int e = 0; e < 4; e++) clk[e].t = tep[e];
   for (int e = 0; e < 4; e++) bcg_motion_state(&mo, &model->m, tep[e] * env->control_dt, 0, x + e * nx, x + e * nx + env->nq);
   x[0 * nx + 2] = 0.5;   /* root below term_height 0.6 */
   x[1 * nx + 0] += 1.0;  /* 1 m off: tracking error above max_error */
   x[2 * nx + 0] += 0.1;  /* 10 cm off: fine */
-  I.ops->reward(I.task, x, a, tep, rew, done);
+  I.ops->reward(I.task, x, a, NULL, clk, rew, done);
   CU_ASSERT_EQUAL(done[0], 1);
   CU_ASSERT_EQUAL(done[1], 1);
   CU_ASSERT_EQUAL(done[2], 0);
@@ -510,21 +627,21 @@ static void test_termination(void) {
            motion_file("run.csv"));
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 1), 0);
   int steps = (int)ceil(bcg_motion_duration(&mo) / I.env->control_dt - 1e-9);
-  I.ops->reset(I.task, envs, 1, 0, x, t0);
+  I.ops->reset(I.task, envs, 1, 0, x, clk);
   for (int s = steps - 1; s <= steps; s++) {
-    tep[0] = s;
+    clk[0].t = s;
     bcg_motion_state(&mo, &model->m, s * I.env->control_dt, 0, x, x + I.env->nq);
-    I.ops->reward(I.task, x, a, tep, rew, done);
+    I.ops->reward(I.task, x, a, a, clk, rew, done);
     CU_ASSERT_EQUAL(done[0], s == steps ? 2 : 0);
   }
   inst_free(&I);
   /* locomotion */
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", "plugin = locomotion\nepisode_seconds = 1\n", 3), 0);
   nx = I.env->nx;
-  I.ops->reset(I.task, envs, 3, 0, x, t0);
-  tep[0] = 5; tep[1] = 5; tep[2] = 50;
+  I.ops->reset(I.task, envs, 3, 0, x, clk);
+  clk[0].t = 5; clk[1].t = 5; clk[2].t = 50;
   x[0 * nx + 1] -= 0.6; /* rootz slide: the torso drops to ~0.6 m */
-  I.ops->reward(I.task, x, a, tep, rew, done);
+  I.ops->reward(I.task, x, a, a, clk, rew, done);
   CU_ASSERT_EQUAL(done[0], 1);
   CU_ASSERT_EQUAL(done[1], 0);
   CU_ASSERT_EQUAL(done[2], 2);
@@ -619,11 +736,18 @@ static void test_biped2d_clip(void) {
   CU_ASSERT_EQUAL(I.ops->obs_dim(I.task), 31 + 6 + 3 * 21);
   CU_ASSERT(fd_task(&I, 0, "imitation biped2d observe VJP vs FD (rel)") < 1e-6);
   CU_ASSERT(fd_task(&I, 1, "imitation biped2d reward VJP vs FD (rel)") < 1e-6);
-  /* replay at the reset phase (tep 0) gives the maximal reward */
-  int envs[3] = {0, 1, 2}, tep[3], done[3];
+  inst_free(&I);
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nterm_height = 0.3\nloop = true\nw_action_rate = 2\n", p);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", lines, 3), 0);
+  CU_ASSERT(fd_task(&I, 1, "imitation biped2d reward VJP vs FD, action rate (rel)") < 1e-6);
+  inst_free(&I);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", lines, 3), 0);
+  /* replay at the reset phase (t = 0) gives the maximal reward */
+  int envs[3] = {0, 1, 2}, done[3];
+  bcg_task_clock clk[3];
   bcg_real x[3 * 32], a[3 * 8] = {0}, rew[3];
-  I.ops->reset(I.task, envs, 3, 3, x, tep);
-  I.ops->reward(I.task, x, a, tep, rew, done);
+  I.ops->reset(I.task, envs, 3, 3, x, clk);
+  I.ops->reward(I.task, x, a, a, clk, rew, done);
   for (int e = 0; e < 3; e++) {
     CU_ASSERT(fabs(rew[e] - 1) < 1e-9);
     CU_ASSERT_EQUAL(done[e], 0);
@@ -634,6 +758,7 @@ static void test_biped2d_clip(void) {
 
 BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_mismatch}, {"hdf5", test_hdf5},
           {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp},
+          {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
           {"termination", test_termination}, {"shipped_motions", test_shipped_motions},
           {"biped2d_clip", test_biped2d_clip});

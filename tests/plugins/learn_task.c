@@ -3,10 +3,13 @@
  * pendulum of tests/models/pendulum.xml (q = 0 upright).
  *
  *   observation  (cos q, sin q, 0.1 u, prev_a)               obs_dim = 3 + nu
- *   reward       cos q - vel_cost u^2 - act_cost |a|^2        (at most 1 per step)
+ *   reward       cos(q - phase) - vel_cost u^2 - act_cost |a|^2 - rate_cost |a - prev_a|^2
+ *                (at most 1 per step; prev_a: the previous action, 0 after a reset)
  *   done         2 (time limit) at episode_length steps; 1 when |u| exceeds
  *                terminate_speed (> 0); NaN injection for the NaN tests
- *   reset        q ~ U(-init_angle, init_angle), u ~ U(-init_speed, init_speed)
+ *   reset        q ~ U(-init_angle, init_angle), u ~ U(-init_speed, init_speed);
+ *                the clock's phase (the episode's target angle) ~ U(-target_angle,
+ *                target_angle), 0 by default (not drawn then)
  *
  * Exact VJPs of observe and reward. Built into build/tests/plugins/ (not
  * linked against libbcg). */
@@ -22,7 +25,7 @@
 typedef struct self {
   bcg_env *env;
   int nenv, nx, nu, ep_len;
-  double init_angle, init_speed, vel_cost, act_cost, term_speed;
+  double init_angle, init_speed, vel_cost, act_cost, rate_cost, target_angle, term_speed;
   int nan_env, nan_step, nan_obs;
 } self;
 
@@ -40,6 +43,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->init_speed = svc->get_real(p, "init_speed");
   s->vel_cost = svc->get_real(p, "vel_cost");
   s->act_cost = svc->get_real(p, "act_cost");
+  s->rate_cost = svc->get_real(p, "rate_cost");
+  s->target_angle = svc->get_real(p, "target_angle");
   s->term_speed = svc->get_real(p, "terminate_speed");
   s->nan_env = (int)svc->get_int(p, "nan_env");
   s->nan_step = (int)svc->get_int(p, "nan_step");
@@ -50,7 +55,7 @@ static void destroy(void *p) { free(p); }
 static int obs_dim(const void *p) { return 3 + ((const self *)p)->nu; }
 static int act_dim(const void *p) { return ((const self *)p)->nu; }
 
-static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, int *tep) {
+static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bcg_task_clock *clk) {
   self *s = p;
   for (int i = 0; i < n; i++) {
     int e = envs[i];
@@ -58,12 +63,16 @@ static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, in
     bcg_rng_fill_uniform(r, 2, s->env->seed, BCG_RNG_RESET, (uint32_t)e, (uint32_t)draw);
     x[(size_t)e * s->nx] = (bcg_real)((2 * r[0] - 1) * s->init_angle);
     x[(size_t)e * s->nx + 1] = (bcg_real)((2 * r[1] - 1) * s->init_speed);
-    tep[e] = 0;
+    double ph = 0;
+    if (s->target_angle > 0)
+      ph = (2 * (double)bcg_rng_uniform(s->env->seed, BCG_RNG_RESET, (uint32_t)e, (uint32_t)draw, 2) - 1) *
+           s->target_angle;
+    clk[e] = (bcg_task_clock){0, 0, ph};
   }
   return 0;
 }
 
-static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, bcg_real *obs) {
+static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk, bcg_real *obs) {
   self *s = p;
   int od = 3 + s->nu;
   for (int e = 0; e < s->nenv; e++) {
@@ -73,13 +82,13 @@ static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const int
     o[1] = sin(xe[0]);
     o[2] = (bcg_real)0.1 * xe[1];
     for (int j = 0; j < s->nu; j++) o[3 + j] = prev_a[(size_t)e * s->nu + j];
-    if (s->nan_obs && e == s->nan_env && tep[e] == s->nan_step) o[1] = NAN;
+    if (s->nan_obs && e == s->nan_env && clk[e].t == s->nan_step) o[1] = NAN;
   }
   return 0;
 }
 
-static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, const bcg_real *ob,
-                       bcg_real *xb, bcg_real *ab) {
+static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk,
+                       const bcg_real *ob, bcg_real *xb, bcg_real *ab) {
   self *s = p;
   int od = 3 + s->nu;
   for (int e = 0; e < s->nenv; e++) {
@@ -92,30 +101,40 @@ static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const
   return 0;
 }
 
-static int reward(void *p, const bcg_real *x, const bcg_real *a, const int *tep, bcg_real *rew, int *done) {
+static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
+                  bcg_real *rew, int *done) {
   self *s = p;
   for (int e = 0; e < s->nenv; e++) {
     const bcg_real *xe = x + (size_t)e * s->nx;
-    double r = cos(xe[0]) - s->vel_cost * xe[1] * xe[1];
+    double r = cos(xe[0] - clk[e].phase) - s->vel_cost * xe[1] * xe[1];
     for (int j = 0; j < s->nu; j++) r -= s->act_cost * a[(size_t)e * s->nu + j] * a[(size_t)e * s->nu + j];
-    if (!s->nan_obs && e == s->nan_env && tep[e] == s->nan_step) r = NAN;
+    if (s->rate_cost > 0)
+      for (int j = 0; j < s->nu; j++) {
+        double d = a[(size_t)e * s->nu + j] - (prev_a ? prev_a[(size_t)e * s->nu + j] : 0);
+        r -= s->rate_cost * d * d;
+      }
+    if (!s->nan_obs && e == s->nan_env && clk[e].t == s->nan_step) r = NAN;
     rew[e] = (bcg_real)r;
     done[e] = 0;
     if (s->term_speed > 0 && fabs(xe[1]) > s->term_speed) done[e] = 1;
-    else if (tep[e] >= s->ep_len) done[e] = 2;
+    else if (clk[e].t >= s->ep_len) done[e] = 2;
   }
   return 0;
 }
 
-static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const int *tep, const bcg_real *rb,
-                      bcg_real *xb, bcg_real *ab) {
+static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
+                      const bcg_task_clock *clk, const bcg_real *rb, bcg_real *xb, bcg_real *ab, bcg_real *pab) {
   self *s = p;
   for (int e = 0; e < s->nenv; e++) {
     const bcg_real *xe = x + (size_t)e * s->nx;
-    xb[(size_t)e * 2] += -sin(xe[0]) * rb[e];
+    xb[(size_t)e * 2] += -sin(xe[0] - clk[e].phase) * rb[e];
     xb[(size_t)e * 2 + 1] += -2 * s->vel_cost * xe[1] * rb[e];
-    if (ab)
-      for (int j = 0; j < s->nu; j++) ab[(size_t)e * s->nu + j] += -2 * s->act_cost * a[(size_t)e * s->nu + j] * rb[e];
+    for (int j = 0; j < s->nu; j++) {
+      size_t i = (size_t)e * s->nu + j;
+      double d = a[i] - (prev_a ? prev_a[i] : 0);
+      if (ab) ab[i] += (-2 * s->act_cost * a[i] - 2 * s->rate_cost * d) * rb[e];
+      if (pab) pab[i] += 2 * s->rate_cost * d * rb[e];
+    }
   }
   return 0;
 }
@@ -126,6 +145,9 @@ static const bcg_key_spec keys[] = {
     {"init_speed", BCG_KEY_REAL, "0.5", 0, 100, NULL, "initial speed ~ U(-init_speed, init_speed) (rad/s)"},
     {"vel_cost", BCG_KEY_REAL, "0.01", 0, 100, NULL, "reward penalty per (rad/s)^2"},
     {"act_cost", BCG_KEY_REAL, "0.01", 0, 100, NULL, "reward penalty per action^2"},
+    {"rate_cost", BCG_KEY_REAL, "0", 0, 100, NULL, "reward penalty per (a - prev_a)^2 (action rate)"},
+    {"target_angle", BCG_KEY_REAL, "0", 0, 10, NULL,
+     "per-episode target angle (the clock's phase) ~ U(-target_angle, target_angle); 0: upright"},
     {"terminate_speed", BCG_KEY_REAL, "0", 0, 1e6, NULL, "terminate (done = 1) above this speed (0: never)"},
     {"nan_env", BCG_KEY_INT, "-1", -1, 1e6, NULL, "inject a NaN into this environment (-1: never)"},
     {"nan_step", BCG_KEY_INT, "5", 0, 1e6, NULL, "... at this episode step"},

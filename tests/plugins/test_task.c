@@ -18,27 +18,28 @@ static void *create(const bcg_services *svc, const bcg_params *params, bcg_env *
 static void destroy(void *p) { free(p); }
 static int obs_dim(const void *p) { return OBS; }
 static int act_dim(const void *p) { return ACT; }
-static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, int *tep) {
+static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bcg_task_clock *clk) {
   for (int i = 0; i < n; i++) {
     memset(x + (size_t)envs[i] * NX, 0, NX * sizeof(bcg_real));
-    tep[envs[i]] = 0;
+    clk[envs[i]] = (bcg_task_clock){0, 0, 0.0};
   }
   return 0;
 }
-static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, bcg_real *obs) {
+static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk, bcg_real *obs) {
   memset(obs, 0, (size_t)((self *)p)->nenv * OBS * sizeof(bcg_real));
   return 0;
 }
-static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const int *tep, const bcg_real *ob,
-                       bcg_real *xb, bcg_real *ab) {
+static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk,
+                       const bcg_real *ob, bcg_real *xb, bcg_real *ab) {
   return 0;
 }
-static int reward(void *p, const bcg_real *x, const bcg_real *a, const int *tep, bcg_real *rew, int *done) {
+static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
+                  bcg_real *rew, int *done) {
   for (int i = 0; i < ((self *)p)->nenv; i++) rew[i] = 0, done[i] = 0;
   return 0;
 }
-static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const int *tep, const bcg_real *rb,
-                      bcg_real *xb, bcg_real *ab) {
+static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
+                      const bcg_task_clock *clk, const bcg_real *rb, bcg_real *xb, bcg_real *ab, bcg_real *pab) {
   return 0;
 }
 

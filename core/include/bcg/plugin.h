@@ -22,6 +22,9 @@
 
 BCG_BEGIN_DECLS
 
+/* Pre-1.0 the function tables still change without a version bump (the task
+ * ops took the caller-owned episode clock bcg_task_clock and the previous
+ * action in reward/reward_vjp while at 1): rebuild plugins with the tree. */
 #define BCG_ABI_VERSION 1u
 #define BCG_PLUGIN_ENTRY_SYMBOL "bcg_plugin_entry"
 
@@ -180,9 +183,26 @@ typedef struct bcg_learner_ops {
 
 /* ---- tasks --------------------------------------------------------------------- */
 
-/* Per-environment episode step counters tep are owned by the caller and
- * passed in; tasks keep no per-rollout mutable state that a backward pass
- * would need (reference phases chosen at reset are constants of an episode). */
+/* The per-environment episode clock. It is owned by the caller (a learner,
+ * an evaluator), one per environment, written by reset() and advanced by the
+ * caller (t++ after every control step); tasks read it and keep no
+ * per-episode mutable state of their own. Everything a task's observation or
+ * reward depends on besides x and the actions is in the clock, so a caller
+ * that stores the clock of each step (with x and the actions) can evaluate
+ * the VJPs of any earlier step exactly, even after the environment has been
+ * reset since (DESIGN.md section 12: a backward pass reads only what the
+ * forward saved). */
+typedef struct bcg_task_clock {
+  int32_t t;     /* control steps since the episode's reset */
+  int32_t flags; /* reserved, 0 */
+  double phase;  /* episode constant chosen by reset() (imitation: reference start time in s; else 0) */
+} bcg_task_clock;
+
+/* Arrays are [nenv][...] contiguous; clk is [nenv]. Within one step the
+ * caller: x_{t+1} = physics(x_t, a_t); clk[e].t++; reward(x_{t+1}, a_t,
+ * a_{t-1}, clk); the next observation observe(x_{t+1}, a_t, clk). The
+ * previous action a_{t-1} is zero right after a reset (no action of the new
+ * episode has been taken yet). */
 typedef struct bcg_task_ops {
   uint32_t size;
   void *(*create)(const bcg_services *svc, const bcg_params *params, bcg_env *env, char *err, size_t errlen);
@@ -190,19 +210,26 @@ typedef struct bcg_task_ops {
   int (*obs_dim)(const void *self);
   int (*act_dim)(const void *self);
   /* reset the listed environments: write their initial states into the rows
-   * of x [nenv][nx] and set tep[e] = 0; draw is a counter for the random
-   * stream (reproducible: same draw, same states) */
-  int (*reset)(void *self, const int *envs, int n, uint64_t draw, bcg_real *x, int *tep);
+   * of x [nenv][nx] and their clocks clk[e] = {0, 0, phase} (rows of other
+   * environments untouched); draw is a counter for the random stream
+   * (reproducible: same draw, same states and phases) */
+  int (*reset)(void *self, const int *envs, int n, uint64_t draw, bcg_real *x, bcg_task_clock *clk);
   /* observation of state x under the previous action prev_a [nenv][nu] */
-  int (*observe)(void *self, const bcg_real *x, const bcg_real *prev_a, const int *tep, bcg_real *obs);
-  /* accumulate (+=) the adjoints of x and prev_a given obs_bar */
-  int (*observe_vjp)(void *self, const bcg_real *x, const bcg_real *prev_a, const int *tep,
+  int (*observe)(void *self, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk, bcg_real *obs);
+  /* accumulate (+=) the adjoints of x and prev_a given obs_bar (prev_a_bar may be NULL) */
+  int (*observe_vjp)(void *self, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk,
                      const bcg_real *obs_bar, bcg_real *x_bar, bcg_real *prev_a_bar);
-  /* reward of the transition that ended in x under action a (tep already
-   * counts it); done[e]: 0 running, 1 terminated (no bootstrap), 2 time limit */
-  int (*reward)(void *self, const bcg_real *x, const bcg_real *a, const int *tep, bcg_real *rew, int *done);
-  int (*reward_vjp)(void *self, const bcg_real *x, const bcg_real *a, const int *tep, const bcg_real *rew_bar,
-                    bcg_real *x_bar, bcg_real *a_bar);
+  /* reward of the transition that ended in x under action a, taken after the
+   * previous action prev_a (zeros after a reset; for action-rate terms); clk
+   * already counts the transition; done[e]: 0 running, 1 terminated (no
+   * bootstrap), 2 time limit */
+  int (*reward)(void *self, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
+                bcg_real *rew, int *done);
+  /* accumulate (+=) the adjoints of x, a and prev_a given rew_bar [nenv]
+   * (a_bar and prev_a_bar may be NULL) */
+  int (*reward_vjp)(void *self, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
+                    const bcg_task_clock *clk, const bcg_real *rew_bar, bcg_real *x_bar, bcg_real *a_bar,
+                    bcg_real *prev_a_bar);
   /* optional (may be NULL): once per learner iteration (e.g. train ADD's discriminator) */
   int (*update)(void *self, int64_t iteration);
 } bcg_task_ops;
