@@ -64,15 +64,7 @@ int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len) 
 typedef struct loop {
   const bcg_config *cfg;
   const bcg_train_options *opt;
-  bcg_env *env;
-  const bcg_plugin *ptask, *pest, *plearn;
-  const bcg_task_ops *task_ops;
-  void *task;
-  const bcg_estimator_ops *est_ops;
-  void *est;
-  const bcg_learner_ops *lops;
-  void *learner;
-  bcg_trainer tr;
+  bcg_session S; /* env, task, estimator, learner */
   bcg_runlog *log;
   int64_t it;       /* completed iterations */
   uint64_t samples; /* total */
@@ -92,7 +84,7 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
   int64_t g = bcg_h5_group(root, "trainer", 1, err, errlen);
   if (g < 0) goto fail;
   int64_t iv[1] = {L->it}, sv[1] = {(int64_t)L->samples}, lv[1] = {bcg_runlog_iterations(L->log)},
-          seed[1] = {(int64_t)L->tr.seed};
+          seed[1] = {(int64_t)L->S.tr.seed};
   double wv[1] = {wall};
   int rc = bcg_h5_write_i64(g, "iteration", iv, 1, err, errlen) || bcg_h5_write_i64(g, "samples", sv, 1, err, errlen) ||
            bcg_h5_write_i64(g, "log_iterations", lv, 1, err, errlen) ||
@@ -108,10 +100,10 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
   if (rc) goto fail;
   g = bcg_h5_group(root, "learner", 1, err, errlen);
   if (g < 0) goto fail;
-  rc = L->lops->save(L->learner, g);
+  rc = L->S.lops->save(L->S.learner, g);
   bcg_h5_group_close(g);
   if (rc) {
-    setf(err, errlen, "checkpoint %s: learner %s: save failed", path, L->plearn->desc->name);
+    setf(err, errlen, "checkpoint %s: learner %s: save failed", path, L->S.plearn->desc->name);
     goto fail;
   }
   return bcg_checkpoint_commit(ck, err, errlen);
@@ -120,7 +112,8 @@ fail:
   return -1;
 }
 
-static int load_checkpoint(loop *L, const char *path, int64_t *log_iters, char *err, size_t errlen) {
+int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint64_t *samples, double *wall,
+                     int64_t *log_iters, char *err, size_t errlen) {
   int64_t f = bcg_checkpoint_open(path, err, errlen);
   if (f < 0) return -1;
   int rc = -1;
@@ -137,24 +130,24 @@ static int load_checkpoint(loop *L, const char *path, int64_t *log_iters, char *
     goto out;
   }
   bcg_h5_group_close(g);
-  if (strcmp(name, L->plearn->desc->name) != 0) {
+  if (strcmp(name, S->plearn->desc->name) != 0) {
     setf(err, errlen, "checkpoint %s: written by learner '%s', the config selects '%s'", path, name,
-         L->plearn->desc->name);
+         S->plearn->desc->name);
     goto out;
   }
   g = bcg_h5_group(f, "learner", 0, err, errlen);
   if (g < 0) goto out;
-  int lrc = L->lops->load(L->learner, g);
+  int lrc = S->lops->load(S->learner, g);
   bcg_h5_group_close(g);
   if (lrc) {
     setf(err, errlen, "checkpoint %s: learner %s: load failed (a checkpoint of another configuration?)", path,
          name);
     goto out;
   }
-  L->it = iv[0];
-  L->samples = (uint64_t)sv[0];
-  L->wall0 = wv[0];
-  *log_iters = lv[0];
+  if (iteration) *iteration = iv[0];
+  if (samples) *samples = (uint64_t)sv[0];
+  if (wall) *wall = wv[0];
+  if (log_iters) *log_iters = lv[0];
   rc = 0;
 out:
   bcg_checkpoint_close(f);
@@ -368,11 +361,92 @@ static void log_stats(bcg_runlog *log, int64_t it, uint64_t samples, double wall
   bcg_runlog_append(log, "skipped_updates", (double)st->skipped_updates);
 }
 
-static void teardown(loop *L) {
-  if (L->learner) L->lops->destroy(L->learner);
-  if (L->est) L->est_ops->destroy(L->est);
-  if (L->task) L->task_ops->destroy(L->task);
-  bcg_env_free(L->env);
+void bcg_session_close(bcg_session *S) {
+  if (S->learner) S->lops->destroy(S->learner);
+  if (S->est) S->est_ops->destroy(S->est);
+  if (S->task) S->task_ops->destroy(S->task);
+  bcg_env_free(S->env);
+  memset(S, 0, sizeof *S);
+}
+
+static void teardown(loop *L) { bcg_session_close(&L->S); }
+
+int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t errlen) {
+  memset(S, 0, sizeof *S);
+  S->cfg = cfg;
+  const bcg_services *svc = bcg_services_host();
+  char e2[2048];
+  S->ptask = bcg_config_plugin(cfg, BCG_KIND_TASK);
+  S->pest = bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR);
+  S->plearn = bcg_config_plugin(cfg, BCG_KIND_LEARNER);
+  if (!S->ptask || !S->pest || !S->plearn) {
+    setf(err, errlen, "%s: training needs [task], [estimator] and [learner] sections with 'plugin = NAME'",
+         bcg_config_path(cfg));
+    return -1;
+  }
+  long threads = bcg_config_get_int(cfg, "run", "threads");
+  if (threads > 0) {
+    omp_set_num_threads((int)threads);
+    openblas_set_num_threads((int)threads);
+  }
+  int nenv = (int)bcg_config_get_int(cfg, "run", "num_envs");
+  S->env = bcg_env_create(cfg, nenv, err, errlen);
+  if (!S->env) goto fail;
+
+  const bcg_params *tp = bcg_config_section(cfg, "task");
+  S->task_ops = S->ptask->desc->ops;
+  S->task = S->task_ops->create(svc, tp, S->env, e2, sizeof e2);
+  if (!S->task) {
+    setf(err, errlen, "[task] %s (%s): %s", S->ptask->desc->name, S->ptask->path, e2);
+    goto fail;
+  }
+  S->env->task_ops = S->task_ops;
+  S->env->task = S->task;
+  if (S->task_ops->act_dim(S->task) != S->env->nu) {
+    setf(err, errlen, "[task] %s: %d action dimensions, but the model has %d actuators", S->ptask->desc->name,
+         S->task_ops->act_dim(S->task), S->env->nu);
+    goto fail;
+  }
+
+  const bcg_params *lp = bcg_config_section(cfg, "learner");
+  int horizon = 0;
+  if (S->plearn->desc->caps & BCG_CAP_NEEDS_BACKWARD) {
+    if (!bcg_params_value(lp, "horizon")) {
+      setf(err, errlen, "[learner] %s uses the estimator's backward pass but declares no 'horizon' key",
+           S->plearn->desc->name);
+      goto fail;
+    }
+    horizon = (int)bcg_params_get_int(lp, "horizon");
+  }
+  S->est_ops = S->pest->desc->ops;
+  S->est = S->est_ops->create(svc, bcg_config_section(cfg, "estimator"), S->env, horizon, e2, sizeof e2);
+  if (!S->est) {
+    setf(err, errlen, "[estimator] %s (%s): %s", S->pest->desc->name, S->pest->path, e2);
+    goto fail;
+  }
+
+  S->tr.env = S->env;
+  S->tr.task_ops = S->task_ops;
+  S->tr.task = S->task;
+  S->tr.est_ops = S->est_ops;
+  S->tr.est = S->est;
+  S->tr.estimator = S->pest;
+  S->tr.cfg = cfg;
+  S->tr.seed = (uint64_t)bcg_config_get_int(cfg, "run", "seed");
+  S->tr.iteration = 0;
+  S->tr.max_iterations = bcg_config_get_int(cfg, "run", "iterations");
+  S->tr.threads = threads > 0 ? (int)threads : omp_get_max_threads();
+  S->lops = S->plearn->desc->ops;
+  S->learner = S->lops->create(svc, lp, &S->tr, e2, sizeof e2);
+  if (!S->learner) {
+    setf(err, errlen, "[learner] %s (%s): %s", S->plearn->desc->name, S->plearn->path, e2);
+    goto fail;
+  }
+
+  return 0;
+fail:
+  bcg_session_close(S);
+  return -1;
 }
 
 int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train_result *res, char *err,
@@ -385,11 +459,8 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     memset(res, 0, sizeof *res);
     res->last.mean_return = res->last.mean_ep_len = NAN;
   }
-  const bcg_services *svc = bcg_services_host();
-  L.ptask = bcg_config_plugin(cfg, BCG_KIND_TASK);
-  L.pest = bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR);
-  L.plearn = bcg_config_plugin(cfg, BCG_KIND_LEARNER);
-  if (!L.ptask || !L.pest || !L.plearn) {
+  if (!bcg_config_plugin(cfg, BCG_KIND_TASK) || !bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR) ||
+      !bcg_config_plugin(cfg, BCG_KIND_LEARNER)) {
     setf(err, errlen, "%s: training needs [task], [estimator] and [learner] sections with 'plugin = NAME'",
          bcg_config_path(cfg));
     return -1;
@@ -411,64 +482,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
       bcg_runlog_set_attr(L.log, attr, plugin_name(cfg, kinds[k]), e2, sizeof e2);
     }
   }
-  long threads = bcg_config_get_int(cfg, "run", "threads");
-  if (threads > 0) {
-    omp_set_num_threads((int)threads);
-    openblas_set_num_threads((int)threads);
-  }
-  int nenv = (int)bcg_config_get_int(cfg, "run", "num_envs");
-  L.env = bcg_env_create(cfg, nenv, err, errlen);
-  if (!L.env) goto fail;
-
-  const bcg_params *tp = bcg_config_section(cfg, "task");
-  L.task_ops = L.ptask->desc->ops;
-  L.task = L.task_ops->create(svc, tp, L.env, e2, sizeof e2);
-  if (!L.task) {
-    setf(err, errlen, "[task] %s (%s): %s", L.ptask->desc->name, L.ptask->path, e2);
-    goto fail;
-  }
-  L.env->task_ops = L.task_ops;
-  L.env->task = L.task;
-  if (L.task_ops->act_dim(L.task) != L.env->nu) {
-    setf(err, errlen, "[task] %s: %d action dimensions, but the model has %d actuators", L.ptask->desc->name,
-         L.task_ops->act_dim(L.task), L.env->nu);
-    goto fail;
-  }
-
-  const bcg_params *lp = bcg_config_section(cfg, "learner");
-  int horizon = 0;
-  if (L.plearn->desc->caps & BCG_CAP_NEEDS_BACKWARD) {
-    if (!bcg_params_value(lp, "horizon")) {
-      setf(err, errlen, "[learner] %s uses the estimator's backward pass but declares no 'horizon' key",
-           L.plearn->desc->name);
-      goto fail;
-    }
-    horizon = (int)bcg_params_get_int(lp, "horizon");
-  }
-  L.est_ops = L.pest->desc->ops;
-  L.est = L.est_ops->create(svc, bcg_config_section(cfg, "estimator"), L.env, horizon, e2, sizeof e2);
-  if (!L.est) {
-    setf(err, errlen, "[estimator] %s (%s): %s", L.pest->desc->name, L.pest->path, e2);
-    goto fail;
-  }
-
-  L.tr.env = L.env;
-  L.tr.task_ops = L.task_ops;
-  L.tr.task = L.task;
-  L.tr.est_ops = L.est_ops;
-  L.tr.est = L.est;
-  L.tr.estimator = L.pest;
-  L.tr.cfg = cfg;
-  L.tr.seed = (uint64_t)bcg_config_get_int(cfg, "run", "seed");
-  L.tr.iteration = 0;
-  L.tr.max_iterations = bcg_config_get_int(cfg, "run", "iterations");
-  L.tr.threads = threads > 0 ? (int)threads : omp_get_max_threads();
-  L.lops = L.plearn->desc->ops;
-  L.learner = L.lops->create(svc, lp, &L.tr, e2, sizeof e2);
-  if (!L.learner) {
-    setf(err, errlen, "[learner] %s (%s): %s", L.plearn->desc->name, L.plearn->path, e2);
-    goto fail;
-  }
+  if (bcg_session_open(&L.S, cfg, err, errlen)) goto fail;
 
   /* on resume: the state, then the log rebuilt up to it */
   if (opt->resume) {
@@ -478,7 +492,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
       goto fail;
     }
     int64_t keep = 0;
-    if (load_checkpoint(&L, ck, &keep, err, errlen)) goto fail;
+    if (bcg_session_load(&L.S, ck, &L.it, &L.samples, &L.wall0, &keep, err, errlen)) goto fail;
     L.log = log_resume(path, &meta, keep, err, errlen);
     if (!L.log) goto fail;
     char stamp[64];
@@ -490,7 +504,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     snprintf(key, sizeof key, "resumed_%" PRId64, L.it);
     bcg_runlog_set_attr(L.log, key, stamp, e2, sizeof e2);
   }
-  L.tr.log = L.log;
+  L.S.tr.log = L.log;
 
   int64_t max_it = bcg_config_get_int(cfg, "run", "iterations");
   uint64_t max_s = (uint64_t)bcg_config_get_int(cfg, "run", "samples");
@@ -517,14 +531,14 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     memset(&st, 0, sizeof st);
     st.mean_return = st.mean_ep_len = st.grad_var = st.bundle_frac = NAN;
     st.actor_loss = st.critic_loss = st.grad_norm = st.lr = st.action_std = st.mean_reward = NAN;
-    L.tr.iteration = L.it;
-    if (L.lops->iterate(L.learner, &st)) {
-      setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed", L.plearn->desc->name, L.it);
+    L.S.tr.iteration = L.it;
+    if (L.S.lops->iterate(L.S.learner, &st)) {
+      setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed", L.S.plearn->desc->name, L.it);
       rc = -1;
       break;
     }
-    if (L.task_ops->update && L.task_ops->update(L.task, L.it)) {
-      setf(err, errlen, "[task] %s: update at iteration %" PRId64 " failed", L.ptask->desc->name, L.it);
+    if (L.S.task_ops->update && L.S.task_ops->update(L.S.task, L.it)) {
+      setf(err, errlen, "[task] %s: update at iteration %" PRId64 " failed", L.S.ptask->desc->name, L.it);
       rc = -1;
       break;
     }

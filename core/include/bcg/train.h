@@ -90,6 +90,29 @@ typedef struct bcg_train_result {
 int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train_result *res, char *err,
                   size_t errlen);
 
+/* A training session without the loop: the env, task, estimator and learner
+ * a config describes, as bcg_train_run builds them ([run] threads applied).
+ * Evaluation and gradient statistics open one and load a checkpoint into it. */
+typedef struct bcg_session {
+  const bcg_config *cfg;
+  bcg_env *env;
+  const bcg_plugin *ptask, *pest, *plearn;
+  const bcg_task_ops *task_ops;
+  void *task;
+  const bcg_estimator_ops *est_ops;
+  void *est;
+  const bcg_learner_ops *lops;
+  void *learner;
+  bcg_trainer tr;
+} bcg_session;
+
+int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t errlen);
+/* Load a checkpoint's learner state; the trainer counters it holds are
+ * returned through the optional pointers. */
+int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint64_t *samples, double *wall,
+                     int64_t *log_iters, char *err, size_t errlen);
+void bcg_session_close(bcg_session *S);
+
 /* The latest checkpoint of a run directory: its path into buf and its
  * iteration count, or -1 when there is none. */
 int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len);
