@@ -3,7 +3,8 @@
  * the reference for "what the smoothing changes". The gradient through s is
  * zero; the adjoint is otherwise the exact adjoint of the unrolled sweeps.
  *
- * Keys: iterations (default 10), solver = reference|block (default block).
+ * Keys: iterations (default 10), solver = split|block|reference (default
+ * split: normal step first, then tangential; see smoothed_kappa.c for why).
  *
  * The solver is written once, in smoothed_kappa.c, and compiled here with
  * BCG_CONTACT_HARD; that includes its host part and its __CUDACC__ part
