@@ -61,13 +61,15 @@ static const bcg_key_spec sim_keys[] = {
 };
 
 static const bcg_key_spec eval_keys[] = {
-    {"episodes", BCG_KEY_INT, "5", 1, 1e6, NULL, "evaluation episodes (paper: 5)"},
-    {"seconds", BCG_KEY_REAL, "10", 0.01, 1e6, NULL, "length of one episode in seconds"},
-    {"simulator", BCG_KEY_CHOICE, "mujoco", 0, 0, "bcg|mujoco",
-     "bcg: the training simulator; mujoco: transfer to MuJoCo"},
-    {"checkpoint", BCG_KEY_STRING, "", 0, 0, NULL, "checkpoint file (empty: the run's latest)"},
-    {"fall_height", BCG_KEY_REAL, "0.6", 0, 10, NULL,
+    {"episodes", BCG_KEY_INT, "5", 1, 256, NULL, "evaluation episodes per simulator (paper: 5; at most [run] num_envs)"},
+    {"seconds", BCG_KEY_REAL, "10", 0.01, 1e6, NULL, "length of one episode in seconds (the clip's end stops it earlier)"},
+    {"simulator", BCG_KEY_CHOICE, "both", 0, 0, "bcg|mujoco|both",
+     "bcg: the training simulator; mujoco: transfer to MuJoCo; both: both, with the penetration gap Delta d"},
+    {"fall_height", BCG_KEY_REAL, "0.3", 0, 10, NULL,
      "an episode counts as a fall when the root drops below this height (m)"},
+    {"seed", BCG_KEY_INT, "1", 0, 2147483647.0, NULL, "seed of the initial-state noise"},
+    {"noise_q", BCG_KEY_REAL, "0.01", 0, 1, NULL, "std of the joint-angle noise added to each initial state (rad)"},
+    {"noise_u", BCG_KEY_REAL, "0.05", 0, 10, NULL, "std of the velocity noise added to each initial state"},
 };
 
 static const bcg_key_spec sweep_keys[] = {

@@ -30,8 +30,13 @@ static const struct command {
      "--resume RUN_DIR continues a run from its latest checkpoint (bit for bit on the CPU);\n"
      "overrides may extend run.iterations, run.samples, run.seconds or change\n"
      "run.checkpoint_every and run.threads."},
-    {"eval", unavailable, "RUN_DIR [section.key=value ...]", "evaluate a trained policy (planned)",
-     "Planned: evaluates a run's checkpoint in bcg or MuJoCo and writes eval.h5."},
+    {"eval", bcg_cmd_eval, "RUN_DIR|CHECKPOINT [--sim mujoco|bcg|both] [--runs N] [--seconds S] [--initial|--compare-initial] [section.key=value ...]",
+     "evaluate a trained policy in MuJoCo and bcg",
+     "Runs the policy (mean action) of the latest checkpoint of RUN_DIR (or of CHECKPOINT) from the start of\n"
+     "the task's reference with small seeded noise, in MuJoCo (libmujoco, PD servos with bcg's law, its own\n"
+     "contact) and in bcg, and reports falls (root below [eval] fall_height), the mean foot penetration of each\n"
+     "simulator and their difference Delta d, and the tracking error E_track. Writes RUN_DIR/eval.h5.\n"
+     "--initial evaluates the untrained policy; --compare-initial both, with a one-line result."},
     {"bench", bcg_cmd_bench, "[--model MJCF] [--envs N] [--seconds S]", "physics steps/s beside MuJoCo mj_step",
      "Physics steps per second (forward and forward+backward) per contact model on the CPU, one thread and all\n"
      "threads, beside MuJoCo's mj_step on the same model and state measured in the same run, as ratios."},

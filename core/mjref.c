@@ -136,3 +136,5 @@ void bcg_mjref_set_state(bcg_mjref *r, const double *qpos, const double *qvel) {
 }
 
 double bcg_mjref_timestep(const bcg_mjref *r) { return r->m->opt.timestep; }
+
+void bcg_mjref_set_timestep(bcg_mjref *r, double dt) { r->m->opt.timestep = dt; }

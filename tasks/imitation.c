@@ -473,8 +473,23 @@ static const bcg_key_spec keys[] = {
      "terminate when the mean body-position error exceeds this (m)"},
 };
 
+/* E_track of the evaluation: mean over bodies of |p_b - p^_b| */
+static int tracking_error(void *p, const bcg_real *x, const bcg_task_clock *clk, bcg_real *out) {
+  imit *s = p;
+  for (int e = 0; e < s->nenv; e++) {
+    ws *w = &s->w_[e];
+    const bcg_real *q = x + (size_t)e * s->nx;
+    double err[5], et;
+    bcg_kinematics(s->m, q, &w->k);
+    ref_at(s, w, clk[e].phase + clk[e].t * s->dt);
+    errors(s, w, q, q + s->nq, err, &et);
+    out[e] = (bcg_real)et;
+  }
+  return 0;
+}
+
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
-                                 observe_vjp, reward, reward_vjp, NULL};
+                                 observe_vjp, reward, reward_vjp, NULL, tracking_error};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "imitation", "track a reference motion (CSV/HDF5 qpos frames)"),

@@ -71,6 +71,7 @@ int bcg_mjref_use_pd(bcg_mjref *r, const double *kp, const double *kd, const dou
 /* Set qpos/qvel (everything else reset) and run mj_forward. */
 void bcg_mjref_set_state(bcg_mjref *r, const double *qpos, const double *qvel);
 double bcg_mjref_timestep(const bcg_mjref *r);
+void bcg_mjref_set_timestep(bcg_mjref *r, double dt);
 
 BCG_END_DECLS
 

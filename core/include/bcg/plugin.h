@@ -232,6 +232,10 @@ typedef struct bcg_task_ops {
                     bcg_real *prev_a_bar);
   /* optional (may be NULL): once per learner iteration (e.g. train ADD's discriminator) */
   int (*update)(void *self, int64_t iteration);
+  /* optional (may be NULL): per environment, the mean over bodies of the
+   * distance between simulated and reference body positions (m) at x under
+   * clk (E_track of the evaluation); for tasks that track a reference */
+  int (*tracking_error)(void *self, const bcg_real *x, const bcg_task_clock *clk, bcg_real *err);
 } bcg_task_ops;
 
 /* ---- the descriptor ----------------------------------------------------------- */

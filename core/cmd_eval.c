@@ -1,0 +1,126 @@
+/* cmd_eval.c - `bcg eval RUN_DIR|CHECKPOINT`: the trained policy (mean
+ * action) in MuJoCo and in bcg from the same initial states (bcg/eval.h);
+ * prints the table and writes eval.h5 into the run directory. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bcg/config.h"
+#include "bcg/eval.h"
+#include "bcg/loader.h"
+#include "cmd.h"
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int bcg_cmd_eval(int argc, char **argv) {
+  const char *target = NULL, *sim = NULL;
+  int runs = 0, initial = 0, compare = 0;
+  double seconds = 0;
+  char *ov[260];
+  int nov = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--sim") && i + 1 < argc) sim = argv[++i];
+    else if (!strcmp(a, "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+    else if (!strcmp(a, "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+    else if (!strcmp(a, "--initial")) initial = 1;
+    else if (!strcmp(a, "--compare-initial")) compare = 1;
+    else if (a[0] == '-') return bcg_cli_usage("eval", "unknown option '%s'", a);
+    else if (strchr(a, '=')) {
+      if (nov >= 250) return bcg_cli_usage("eval", "too many overrides");
+      ov[nov++] = argv[i];
+    } else if (!target) target = a;
+    else return bcg_cli_usage("eval", "unexpected argument '%s'", a);
+  }
+  if (!target) return bcg_cli_usage("eval", "missing RUN_DIR or CHECKPOINT");
+  if (sim && strcmp(sim, "bcg") && strcmp(sim, "mujoco") && strcmp(sim, "both"))
+    return bcg_cli_usage("eval", "--sim must be mujoco, bcg or both");
+  /* the run directory and the checkpoint */
+  char run_dir[PATH_MAX + 8], ckpt[PATH_MAX + 64], cfgpath[PATH_MAX + 32];
+  if (is_dir(target)) {
+    snprintf(run_dir, sizeof run_dir, "%s", target);
+    if (!initial && bcg_train_latest_checkpoint(run_dir, ckpt, sizeof ckpt) < 0)
+      return bcg_cli_error("%s: no checkpoint in %s/checkpoints (train first, or --initial)", target, target);
+  } else {
+    snprintf(ckpt, sizeof ckpt, "%s", target);
+    char tmp[PATH_MAX - 8];
+    snprintf(tmp, sizeof tmp, "%s", target);
+    char *s = strrchr(tmp, '/');
+    if (s) *s = 0; else snprintf(tmp, sizeof tmp, ".");
+    snprintf(run_dir, sizeof run_dir, "%s/..", tmp); /* RUN/checkpoints/ckpt_*.h5 */
+  }
+  snprintf(cfgpath, sizeof cfgpath, "%s/config.ini", run_dir);
+  /* the evaluation starts at the beginning of the clip: no random phase */
+  char err[4096];
+  bcg_config *cfg = NULL;
+  if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, nov, ov, err, sizeof err))
+    return bcg_cli_error("%s", err);
+  const bcg_params *tp = bcg_config_section(cfg, "task");
+  if (tp && bcg_params_value(tp, "rsi") && bcg_params_get_bool(tp, "rsi")) {
+    bcg_config_free(cfg);
+    ov[nov++] = "task.rsi=false";
+    if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, nov, ov, err, sizeof err))
+      return bcg_cli_error("%s", err);
+  }
+  bcg_eval_opts o;
+  memset(&o, 0, sizeof o);
+  o.runs = runs > 0 ? runs : (int)bcg_config_get_int(cfg, "eval", "episodes");
+  o.seconds = seconds > 0 ? seconds : bcg_config_get_real(cfg, "eval", "seconds");
+  o.fall_height = bcg_config_get_real(cfg, "eval", "fall_height");
+  o.seed = (uint64_t)bcg_config_get_int(cfg, "eval", "seed");
+  o.noise_q = bcg_config_get_real(cfg, "eval", "noise_q");
+  o.noise_u = bcg_config_get_real(cfg, "eval", "noise_u");
+  if (!sim) sim = bcg_config_get_string(cfg, "eval", "simulator");
+  o.sims = !strcmp(sim, "bcg") ? BCG_EVAL_BCG : !strcmp(sim, "mujoco") ? BCG_EVAL_MUJOCO : BCG_EVAL_BCG | BCG_EVAL_MUJOCO;
+
+  bcg_session S;
+  if (bcg_session_open(&S, cfg, err, sizeof err)) {
+    bcg_config_free(cfg);
+    return bcg_cli_error("%s", err);
+  }
+  int rc = BCG_EXIT_OK;
+  bcg_eval_result *before = NULL, *res = calloc(1, sizeof *res);
+  if (compare || initial) {
+    before = calloc(1, sizeof *before);
+    if (!before || bcg_eval(&S, bcg_eval_learner_policy, &S, &o, before, err, sizeof err)) {
+      rc = bcg_cli_error("eval of the initial policy: %s", err);
+      goto out;
+    }
+    printf("initial policy (untrained), %d episodes of up to %g s:\n", o.runs, o.seconds);
+    bcg_eval_print(before, stdout);
+    if (initial) goto out;
+  }
+  int64_t it = 0;
+  if (bcg_session_load(&S, ckpt, &it, NULL, NULL, NULL, err, sizeof err)) {
+    rc = bcg_cli_error("%s", err);
+    goto out;
+  }
+  if (!res || bcg_eval(&S, bcg_eval_learner_policy, &S, &o, res, err, sizeof err)) {
+    rc = bcg_cli_error("eval: %s", err);
+    goto out;
+  }
+  printf("policy of %s (iteration %lld), %d episodes of up to %g s, fall below %g m:\n", ckpt, (long long)it, o.runs,
+         o.seconds, o.fall_height);
+  bcg_eval_print(res, stdout);
+  char out[PATH_MAX + 16];
+  snprintf(out, sizeof out, "%s/eval.h5", run_dir);
+  if (bcg_eval_write(res, &o, out, err, sizeof err)) rc = bcg_cli_error("%s", err);
+  else printf("written: %s\n", out);
+  if (compare) {
+    int s = res->have[1] ? 1 : 0;
+    printf("result: E_track in %s %.1f cm before training -> %.1f cm after; falls %d/%d -> %d/%d\n",
+           s ? "MuJoCo" : "bcg", before->stats[s].etrack_mean, res->stats[s].etrack_mean, before->stats[s].falls,
+           before->stats[s].n, res->stats[s].falls, res->stats[s].n);
+  }
+out:
+  free(before);
+  free(res);
+  bcg_session_close(&S);
+  bcg_config_free(cfg);
+  return rc;
+}

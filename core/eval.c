@@ -1,0 +1,283 @@
+/* core/eval.c - sim-to-sim transfer evaluation (see bcg/eval.h). */
+#include "bcg/eval.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/mjref.h"
+#include "bcg/rng.h"
+#include "bcg/runlog.h"
+
+static void setf(char *err, size_t errlen, const char *msg) { snprintf(err, errlen, "%s", msg); }
+
+int bcg_eval_learner_policy(void *session, const bcg_real *obs, int n, bcg_real *a) {
+  bcg_session *S = session;
+  return S->lops->act(S->learner, obs, n, a);
+}
+
+/* contact slots on bodies whose name contains "foot" (all slots if none) */
+static int foot_slots(const bcg_model *M, int *mask) {
+  int n = 0;
+  for (int i = 0; i < M->m.ncp; i++) {
+    char name[BCG_NAME_LEN];
+    const char *s = M->body_name[M->m.cp_body[i]];
+    int k = 0;
+    for (; s[k] && k < BCG_NAME_LEN - 1; k++) name[k] = (char)tolower((unsigned char)s[k]);
+    name[k] = 0;
+    mask[i] = strstr(name, "foot") != NULL;
+    n += mask[i];
+  }
+  if (!n)
+    for (int i = 0; i < M->m.ncp; i++) mask[i] = 1;
+  return n;
+}
+
+/* deepest penetration (m, >= 0) of the masked slots at state x, and whether any is in contact */
+static double foot_penetration(const bcg_model *M, const int *mask, const bcg_real *x, bcg_kin *k, int *contact) {
+  const bcg_mdata *m = &M->m;
+  bcg_kinematics(m, x, k);
+  double deepest = 0;
+  *contact = 0;
+  for (int i = 0; i < m->ncp; i++) {
+    if (!mask[i]) continue;
+    bcg_real pc[3];
+    bcg_contact_point(m, k, i, pc);
+    double g = pc[2] + k->o[2] - m->floor_z;
+    if (g <= 0) {
+      *contact = 1;
+      if (-g > deepest) deepest = -g;
+    }
+  }
+  return deepest;
+}
+
+static double root_height(const bcg_model *M, const bcg_real *x, bcg_kin *k) {
+  bcg_kinematics(&M->m, x, k);
+  int r = 1;
+  for (int b = 1; b < M->m.nbody; b++)
+    if (M->m.body_jntnum[b] > 0) { r = b; break; }
+  return k->p[r][2] + k->o[2];
+}
+
+static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
+  memset(st, 0, sizeof *st);
+  st->n = n;
+  double s[3] = {0, 0, 0}, s2[3] = {0, 0, 0};
+  for (int r = 0; r < n; r++) {
+    double v[3] = {run[r].length_s, run[r].pen_mm, run[r].etrack_cm};
+    st->falls += run[r].fell;
+    for (int i = 0; i < 3; i++) { s[i] += v[i]; s2[i] += v[i] * v[i]; }
+  }
+  double mean[3], sd[3];
+  for (int i = 0; i < 3; i++) {
+    mean[i] = n ? s[i] / n : NAN;
+    sd[i] = n > 1 ? sqrt(fmax(0, (s2[i] - n * mean[i] * mean[i]) / (n - 1))) : 0;
+  }
+  st->length_mean = mean[0]; st->length_std = sd[0];
+  st->pen_mean = mean[1]; st->pen_std = sd[1];
+  st->etrack_mean = mean[2]; st->etrack_std = sd[2];
+}
+
+int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *o, bcg_eval_result *res,
+             char *err, size_t errlen) {
+  bcg_env *env = S->env;
+  const bcg_model *M = env->model;
+  const bcg_mdata *m = &M->m;
+  const bcg_simparams *sp = &env->sim->sp;
+  const bcg_task_ops *T = S->task_ops;
+  int nenv = env->nenv, nx = env->nx, nu = env->nu, nq = env->nq, nv = env->nv;
+  int N = o->runs;
+  memset(res, 0, sizeof *res);
+  if (N < 1 || N > BCG_EVAL_MAX_RUNS || N > nenv) {
+    snprintf(err, errlen, "runs = %d must be in [1, min(%d, num_envs = %d)]", N, BCG_EVAL_MAX_RUNS, nenv);
+    return -1;
+  }
+  res->runs = N;
+  int od = T->obs_dim(S->task);
+  size_t xs = (size_t)nenv * nx;
+  bcg_real *x0 = calloc(xs, sizeof *x0), *x = calloc(xs, sizeof *x), *xn = calloc(xs, sizeof *xn);
+  bcg_real *a = calloc((size_t)nenv * nu, sizeof *a), *pa = calloc((size_t)nenv * nu, sizeof *pa);
+  bcg_real *obs = calloc((size_t)nenv * od, sizeof *obs), *rew = calloc(nenv, sizeof *rew);
+  bcg_real *et = calloc(nenv, sizeof *et);
+  int *done = calloc(nenv, sizeof *done), *envs = calloc(nenv, sizeof *envs), *mask = calloc(BCG_MAX_CP, sizeof(int));
+  bcg_task_clock *clk0 = calloc(nenv, sizeof *clk0), *clk = calloc(nenv, sizeof *clk);
+  bcg_kin *k = malloc(sizeof *k);
+  int rc = -1;
+  if (!x0 || !x || !xn || !a || !pa || !obs || !rew || !et || !done || !envs || !mask || !clk0 || !clk || !k) {
+    setf(err, errlen, "out of memory");
+    goto out;
+  }
+  foot_slots(M, mask);
+  /* initial states: the task's reset (reference-state initialisation) plus small seeded noise */
+  for (int e = 0; e < nenv; e++) envs[e] = e;
+  if (T->reset(S->task, envs, nenv, o->seed, x0, clk0)) {
+    setf(err, errlen, "the task's reset failed");
+    goto out;
+  }
+  for (int r = 0; r < N; r++) {
+    bcg_real dq[BCG_MAX_DOF] = {0}, du[BCG_MAX_DOF];
+    for (int j = 0; j < m->njnt; j++)
+      if (m->jnt_type[j] == BCG_JNT_HINGE || m->jnt_type[j] == BCG_JNT_SLIDE)
+        dq[m->jnt_dofadr[j]] = (bcg_real)o->noise_q * bcg_rng_normal(o->seed, BCG_RNG_TEST, (uint32_t)r, 0, (uint32_t)j);
+    for (int d = 0; d < nv; d++) du[d] = (bcg_real)o->noise_u * bcg_rng_normal(o->seed, BCG_RNG_TEST, (uint32_t)r, 1, (uint32_t)d);
+    bcg_real xr[BCG_MAX_Q + BCG_MAX_DOF];
+    bcg_env_perturb(env, x0 + (size_t)r * nx, dq, du, xr);
+    memcpy(x0 + (size_t)r * nx, xr, sizeof(bcg_real) * nx);
+  }
+  int steps = (int)ceil(o->seconds / env->control_dt - 1e-9);
+  for (int si = 0; si < 2; si++) {
+    int which = si == 0 ? BCG_EVAL_BCG : BCG_EVAL_MUJOCO;
+    if (!(o->sims & which)) continue;
+    res->have[si] = 1;
+    bcg_mjref *ref[BCG_EVAL_MAX_RUNS] = {0};
+    int alive[BCG_EVAL_MAX_RUNS], ncont[BCG_EVAL_MAX_RUNS];
+    double pen_sum[BCG_EVAL_MAX_RUNS], et_sum[BCG_EVAL_MAX_RUNS];
+    int et_n[BCG_EVAL_MAX_RUNS];
+    memcpy(x, x0, sizeof(bcg_real) * xs);
+    memcpy(clk, clk0, sizeof(bcg_task_clock) * nenv);
+    memset(pa, 0, sizeof(bcg_real) * (size_t)nenv * nu);
+    for (int r = 0; r < N; r++) {
+      alive[r] = 1; ncont[r] = 0; pen_sum[r] = 0; et_sum[r] = 0; et_n[r] = 0;
+      res->run[si][r].length_s = 0;
+    }
+    if (which == BCG_EVAL_MUJOCO) {
+      double kp[BCG_MAX_ACT], kd[BCG_MAX_ACT], tm[BCG_MAX_ACT];
+      for (int i = 0; i < nu; i++) { kp[i] = sp->kp[i]; kd[i] = sp->kd[i]; tm[i] = sp->tau_max[i]; }
+      for (int r = 0; r < N; r++) {
+        ref[r] = bcg_mjref_new(M, 0);
+        if (!ref[r] || (sp->actuation == BCG_ACTUATION_PD && bcg_mjref_use_pd(ref[r], kp, kd, tm))) {
+          setf(err, errlen, "cannot set up MuJoCo for the evaluation (PD needs joint motors)");
+          for (int q = 0; q <= r; q++) bcg_mjref_free(ref[q]);
+          goto out;
+        }
+        bcg_mjref_set_timestep(ref[r], sp->dt);
+        double qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
+        for (int i = 0; i < nq; i++) qd[i] = x[(size_t)r * nx + i];
+        for (int i = 0; i < nv; i++) ud[i] = x[(size_t)r * nx + nq + i];
+        bcg_mjref_set_state(ref[r], qd, ud);
+      }
+    }
+    for (int step = 0; step < steps; step++) {
+      int any = 0;
+      for (int r = 0; r < N; r++) any |= alive[r];
+      if (!any) break;
+      if (T->observe(S->task, x, pa, clk, obs) || policy(ctx, obs, N, a)) {
+        setf(err, errlen, "the task's observation or the policy failed");
+        for (int r = 0; r < N; r++) bcg_mjref_free(ref[r]);
+        goto out;
+      }
+      if (which == BCG_EVAL_BCG) {
+        bcg_env_step(env, N, x, a, xn, NULL);
+      } else {
+        for (int r = 0; r < N; r++) {
+          if (!alive[r]) continue;
+          double ctrl[BCG_MAX_ACT], qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
+          for (int i = 0; i < nu; i++) {
+            double ai = a[(size_t)r * nu + i];
+            ctrl[i] = sp->actuation == BCG_ACTUATION_PD
+                          ? sp->qdef[m->jnt_qposadr[m->act_jnt[i]]] + sp->action_scale * ai
+                          : ai;
+          }
+          bcg_mjref_step(ref[r], ctrl, sp->substeps);
+          bcg_mjref_state(ref[r], qd, ud);
+          for (int i = 0; i < nq; i++) xn[(size_t)r * nx + i] = (bcg_real)qd[i];
+          for (int i = 0; i < nv; i++) xn[(size_t)r * nx + nq + i] = (bcg_real)ud[i];
+        }
+      }
+      for (int r = N; r < nenv; r++) memcpy(xn + (size_t)r * nx, x + (size_t)r * nx, sizeof(bcg_real) * nx);
+      for (int r = 0; r < N; r++) {
+        if (!alive[r]) memcpy(xn + (size_t)r * nx, x + (size_t)r * nx, sizeof(bcg_real) * nx);
+        else clk[r].t++;
+      }
+      T->reward(S->task, xn, a, pa, clk, rew, done);
+      if (T->tracking_error) T->tracking_error(S->task, xn, clk, et);
+      for (int r = 0; r < N; r++) {
+        if (!alive[r]) continue;
+        const bcg_real *xr = xn + (size_t)r * nx;
+        int finite = 1;
+        for (int i = 0; i < nx; i++) finite &= isfinite(xr[i]) != 0;
+        res->run[si][r].length_s += env->control_dt;
+        if (!finite) { res->run[si][r].fell = 1; alive[r] = 0; continue; }
+        int c;
+        double p = foot_penetration(M, mask, xr, k, &c);
+        if (c) { pen_sum[r] += p; ncont[r]++; }
+        if (T->tracking_error) { et_sum[r] += et[r]; et_n[r]++; }
+        if (root_height(M, xr, k) < o->fall_height) { res->run[si][r].fell = 1; alive[r] = 0; }
+        else if (done[r] == 2) alive[r] = 0; /* the clip or the episode ended */
+      }
+      memcpy(x, xn, sizeof(bcg_real) * xs);
+      memcpy(pa, a, sizeof(bcg_real) * (size_t)nenv * nu);
+    }
+    for (int r = 0; r < N; r++) {
+      res->run[si][r].pen_mm = ncont[r] ? 1000 * pen_sum[r] / ncont[r] : 0;
+      res->run[si][r].etrack_cm = et_n[r] ? 100 * et_sum[r] / et_n[r] : NAN;
+      bcg_mjref_free(ref[r]);
+    }
+    summarise(res->run[si], N, &res->stats[si]);
+  }
+  rc = 0;
+out:
+  free(x0); free(x); free(xn); free(a); free(pa); free(obs); free(rew); free(et);
+  free(done); free(envs); free(mask); free(clk0); free(clk); free(k);
+  return rc;
+}
+
+void bcg_eval_print(const bcg_eval_result *res, FILE *f) {
+  static const char *names[2] = {"bcg", "mujoco"};
+  fprintf(f, "%-8s %7s %16s %18s %18s\n", "sim", "fell", "length s", "foot pen. mm", "E_track cm");
+  for (int s = 0; s < 2; s++) {
+    if (!res->have[s]) continue;
+    const bcg_eval_stats *st = &res->stats[s];
+    fprintf(f, "%-8s %4d/%-2d %8.2f +- %-5.2f %9.2f +- %-6.2f %9.2f +- %-6.2f\n", names[s], st->falls, st->n,
+            st->length_mean, st->length_std, st->pen_mean, st->pen_std, st->etrack_mean, st->etrack_std);
+  }
+  if (res->have[0] && res->have[1])
+    fprintf(f, "Delta d (bcg - mujoco foot penetration): %+.2f mm\n", res->stats[0].pen_mean - res->stats[1].pen_mean);
+}
+
+int bcg_eval_write(const bcg_eval_result *res, const bcg_eval_opts *o, const char *path, char *err, size_t errlen) {
+  bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, errlen);
+  if (!ck) return -1;
+  int64_t root = bcg_checkpoint_root(ck);
+  static const char *names[2] = {"bcg", "mujoco"};
+  int rc = 0;
+  for (int s = 0; s < 2 && !rc; s++) {
+    if (!res->have[s]) continue;
+    int64_t g = bcg_h5_group(root, names[s], 1, err, errlen);
+    if (g < 0) { rc = -1; break; }
+    int n = res->runs;
+    double v[4][BCG_EVAL_MAX_RUNS];
+    for (int r = 0; r < n; r++) {
+      v[0][r] = res->run[s][r].fell;
+      v[1][r] = res->run[s][r].length_s;
+      v[2][r] = res->run[s][r].pen_mm;
+      v[3][r] = res->run[s][r].etrack_cm;
+    }
+    const bcg_eval_stats *st = &res->stats[s];
+    double summ[7] = {st->falls, st->length_mean, st->length_std, st->pen_mean, st->pen_std, st->etrack_mean,
+                      st->etrack_std};
+    rc = bcg_h5_write_doubles(g, "fell", v[0], n, err, errlen) || bcg_h5_write_doubles(g, "length_s", v[1], n, err, errlen) ||
+         bcg_h5_write_doubles(g, "foot_penetration_mm", v[2], n, err, errlen) ||
+         bcg_h5_write_doubles(g, "etrack_cm", v[3], n, err, errlen) ||
+         bcg_h5_write_doubles(g, "summary_falls_len_mean_std_pen_mean_std_etrack_mean_std", summ, 7, err, errlen);
+    bcg_h5_group_close(g);
+  }
+  if (!rc) {
+    double opts[5] = {o->runs, o->seconds, o->fall_height, o->noise_q, o->noise_u};
+    int64_t seed[1] = {(int64_t)o->seed};
+    rc = bcg_h5_write_doubles(root, "options_runs_seconds_fall_noiseq_noiseu", opts, 5, err, errlen) ||
+         bcg_h5_write_i64(root, "seed", seed, 1, err, errlen);
+    if (!rc && res->have[0] && res->have[1]) {
+      double dd[1] = {res->stats[0].pen_mean - res->stats[1].pen_mean};
+      rc = bcg_h5_write_doubles(root, "delta_d_mm", dd, 1, err, errlen);
+    }
+  }
+  if (rc) {
+    bcg_checkpoint_abort(ck);
+    return -1;
+  }
+  return bcg_checkpoint_commit(ck, err, errlen);
+}

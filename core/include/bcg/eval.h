@@ -1,0 +1,74 @@
+/* bcg/eval.h - sim-to-sim transfer evaluation: a trained policy run in
+ * MuJoCo (libmujoco) and in bcg from the same initial states, with falls,
+ * foot penetration and tracking error.
+ *
+ * Both simulators are driven the same way: every control step the task
+ * computes the observation from the simulator's state (qpos, qvel in
+ * MuJoCo's layout, which is bcg's), the policy gives the mean action, and
+ * the action is held for [sim] substeps substeps of control_dt / substeps.
+ * With actuation = pd, MuJoCo's motors are turned into servos with bcg's PD
+ * law (force = kp (target - q) - kd qdot, target = qdef + action_scale * a,
+ * clipped to gear * ctrlrange) and MuJoCo's implicit-in-velocity integrator
+ * treats the kd term implicitly, as bcg's stepper does; MuJoCo keeps its own
+ * contact model (soft constraints) and joint-limit constraints, which is the
+ * point of the transfer test. Penetration is measured with bcg's contact
+ * geometry on each simulator's state, so both columns use one ruler. */
+#ifndef BCG_EVAL_H
+#define BCG_EVAL_H
+
+#include <stdint.h>
+#include "bcg/train.h"
+
+BCG_BEGIN_DECLS
+
+#define BCG_EVAL_MAX_RUNS 256
+
+enum { BCG_EVAL_BCG = 1, BCG_EVAL_MUJOCO = 2 };
+
+/* The policy: mean actions a [n][nu] for observations obs [n][obs_dim]. */
+typedef int (*bcg_policy_fn)(void *ctx, const bcg_real *obs, int n, bcg_real *a);
+
+typedef struct bcg_eval_opts {
+  int runs;           /* episodes per simulator (at most BCG_EVAL_MAX_RUNS and the env's num_envs) */
+  double seconds;     /* episode length (the clip's end stops it earlier) */
+  double fall_height; /* the root below this (m) is a fall; the run stops there */
+  uint64_t seed;      /* initial-state noise */
+  double noise_q;     /* std of the joint-angle noise of the initial state (rad) */
+  double noise_u;     /* std of the velocity noise of the initial state (rad/s, m/s) */
+  int sims;           /* BCG_EVAL_BCG | BCG_EVAL_MUJOCO */
+} bcg_eval_opts;
+
+typedef struct bcg_eval_run {
+  int fell;          /* 1 if the root fell below fall_height */
+  double length_s;   /* simulated seconds until the end or the fall */
+  double pen_mm;     /* mean over control steps with a foot in contact of the deepest foot penetration (mm) */
+  double etrack_cm;  /* mean over control steps of the mean body-position error (cm); NaN without a reference */
+} bcg_eval_run;
+
+typedef struct bcg_eval_stats {
+  int n, falls;
+  double length_mean, length_std, pen_mean, pen_std, etrack_mean, etrack_std;
+} bcg_eval_stats;
+
+typedef struct bcg_eval_result {
+  int runs;
+  bcg_eval_run run[2][BCG_EVAL_MAX_RUNS]; /* [0] bcg, [1] mujoco */
+  bcg_eval_stats stats[2];
+  int have[2];
+} bcg_eval_result;
+
+/* Evaluate policy in the simulators of opts->sims. S must be an open session
+ * (its env, task and [sim] parameters are used; its learner is not). */
+int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *opts, bcg_eval_result *res,
+             char *err, size_t errlen);
+
+/* The session's learner as a policy (ctx = the session). */
+int bcg_eval_learner_policy(void *session, const bcg_real *obs, int n, bcg_real *a);
+
+/* Print the table; write eval.h5 (path may be NULL). */
+void bcg_eval_print(const bcg_eval_result *res, FILE *f);
+int bcg_eval_write(const bcg_eval_result *res, const bcg_eval_opts *opts, const char *path, char *err, size_t errlen);
+
+BCG_END_DECLS
+
+#endif
