@@ -175,9 +175,12 @@ test-asan: deps
 	@BCG_ASAN=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  BUILD=build-asan sh tests/run.sh $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
 
+# make demo: train SHAC+BCG on the jump clip (configs/demo.ini, ~7 min on 2
+# cores), then evaluate the untrained and the trained policy in MuJoCo and bcg.
 demo: deps
 	$(MAKE) all
 	$(BIN) train configs/demo.ini
+	$(BIN) eval "$$(ls -td runs/demo/*/ | head -n 1)" --compare-initial
 
 bench: all
 	$(BIN) bench
