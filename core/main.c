@@ -50,8 +50,11 @@ static const struct command {
     {"check", bcg_cmd_check, "CONFIG [section.key=value ...]", "validate a config and print it resolved",
      "Validates CONFIG against the core's keys and each selected plugin's keys, with\n"
      "the overrides applied first, and prints the fully resolved configuration."},
-    {"gradstats", unavailable, "CONFIG [section.key=value ...]", "gradient statistics (planned)",
-     "Planned: gradient variance and bias statistics of the estimators."},
+    {"gradstats", bcg_cmd_gradstats, "CONFIG --checkpoint FILE [--estimators a,b] [--kappas k1,k2] [--repeats R] [--out FILE]",
+     "policy-gradient variance per estimator and kappa at a fixed policy",
+     "Loads the checkpoint's policy into CONFIG with each listed estimator (default autodiff,truncate,bcg) and\n"
+     "kappa, keeps the policy fixed (learning rates 0), runs R fresh rollouts and reports the policy-gradient\n"
+     "variance across environments, the gradient norm and the bundled fraction; writes gradstats.h5."},
     {"sweep", unavailable, "CONFIG [section.key=value ...]", "expand [sweep] into runs (planned)",
      "Planned: expands the [sweep] section into one run per combination."},
     {"report", unavailable, "RUN_DIR ...", "summarise runs (planned)", "Planned: tables and plots of runs."},

@@ -1,0 +1,220 @@
+/* cmd_gradstats.c - `bcg gradstats CONFIG --checkpoint FILE`: the policy-
+ * gradient statistics of the paper's Figure 4 at a fixed policy.
+ *
+ * For every estimator and every kappa listed, the checkpoint's policy is
+ * loaded into a session of CONFIG whose [estimator] section is replaced by
+ * that estimator (keeping the keys it declares, e.g. force_threshold) and
+ * whose kappa is set, with the learning rates at 0 so the policy stays fixed,
+ * and `repeats` learner iterations (fresh rollouts) are run. Each iteration
+ * measures the policy-gradient variance across environments (the learner's
+ * grad_var: sum over parameters of the sample variance of the per-environment
+ * gradients), the gradient norm and the fraction of bundled / truncated
+ * transitions. Results: a table and gradstats.h5 beside the checkpoint's run. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bcg/config.h"
+#include "bcg/loader.h"
+#include "bcg/runlog.h"
+#include "bcg/train.h"
+#include "cmd.h"
+
+/* the resolved CONFIG with its [estimator] section replaced */
+static int write_variant(const bcg_config *cfg, const char *est, const char *path, char *err, size_t errlen) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mf = open_memstream(&buf, &len);
+  if (!mf) return snprintf(err, errlen, "out of memory"), -1;
+  bcg_config_resolved_write(cfg, mf);
+  fclose(mf);
+  const bcg_plugin *pl = bcg_registry_find(bcg_registry_global(), BCG_KIND_ESTIMATOR, est);
+  if (!pl) {
+    free(buf);
+    return snprintf(err, errlen, "no estimator plugin named '%s'", est), -1;
+  }
+  const bcg_params *old = bcg_config_section(cfg, "estimator");
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    free(buf);
+    return snprintf(err, errlen, "cannot write %s", path), -1;
+  }
+  int skip = 0;
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    const char *t = line;
+    while (*t == ' ') t++;
+    if (*t == '[') {
+      skip = strncmp(t, "[estimator]", 11) == 0;
+      if (skip) {
+        fprintf(f, "[estimator]\nplugin = %s\n", est);
+        for (int i = 0; i < pl->desc->nkeys; i++) {
+          const char *k = pl->desc->keys[i].name;
+          const char *v = old ? bcg_params_value(old, k) : NULL;
+          if (v) fprintf(f, "%s = %s\n", k, v);
+        }
+        continue;
+      }
+    }
+    if (!skip) fprintf(f, "%s\n", line);
+  }
+  fclose(f);
+  free(buf);
+  return 0;
+}
+
+typedef struct row {
+  char est[64];
+  double kappa;
+  int n;
+  double var_mean, var_std, norm_mean, norm_std, bundle;
+} row;
+
+int bcg_cmd_gradstats(int argc, char **argv) {
+  const char *cfgpath = NULL, *ckpt = NULL, *ests = "autodiff,truncate,bcg", *kappas = NULL, *out = NULL;
+  int repeats = 5;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--checkpoint") && i + 1 < argc) ckpt = argv[++i];
+    else if (!strcmp(a, "--estimators") && i + 1 < argc) ests = argv[++i];
+    else if (!strcmp(a, "--kappas") && i + 1 < argc) kappas = argv[++i];
+    else if (!strcmp(a, "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+    else if (!strcmp(a, "--out") && i + 1 < argc) out = argv[++i];
+    else if (a[0] == '-') return bcg_cli_usage("gradstats", "unknown option '%s'", a);
+    else if (!cfgpath) cfgpath = a;
+    else return bcg_cli_usage("gradstats", "unexpected argument '%s'", a);
+  }
+  if (!cfgpath || !ckpt) return bcg_cli_usage("gradstats", "usage: bcg gradstats CONFIG --checkpoint FILE");
+  if (repeats < 1) return bcg_cli_usage("gradstats", "--repeats must be at least 1");
+  char err[4096];
+  bcg_config *cfg = NULL;
+  if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, 0, NULL, err, sizeof err))
+    return bcg_cli_error("%s", err);
+  const bcg_plugin *lp = bcg_config_plugin(cfg, BCG_KIND_LEARNER);
+  if (!lp || !bcg_params_value(bcg_config_section(cfg, "learner"), "grad_var_every")) {
+    bcg_config_free(cfg);
+    return bcg_cli_error("%s: gradstats needs a learner that measures the gradient variance (shac)", cfgpath);
+  }
+  const bcg_plugin *cp = bcg_config_plugin(cfg, BCG_KIND_CONTACT);
+  int has_kappa = cp && bcg_params_value(bcg_config_section(cfg, "contact"), "kappa");
+  double klist[16];
+  int nk = 0;
+  if (kappas) {
+    if (!has_kappa) {
+      bcg_config_free(cfg);
+      return bcg_cli_error("%s: --kappas needs a contact plugin with a kappa key", cfgpath);
+    }
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", kappas);
+    for (char *t = strtok(tmp, ","); t && nk < 16; t = strtok(NULL, ",")) klist[nk++] = atof(t);
+  } else {
+    klist[nk++] = has_kappa ? bcg_params_get_real(bcg_config_section(cfg, "contact"), "kappa") : NAN;
+  }
+  char elist[16][64];
+  int ne = 0;
+  {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", ests);
+    for (char *t = strtok(tmp, ","); t && ne < 16; t = strtok(NULL, ",")) snprintf(elist[ne++], 64, "%s", t);
+  }
+  row rows[256];
+  int nrow = 0;
+  char vpath[] = "/tmp/bcg_gradstats_XXXXXX";
+  int fd = mkstemp(vpath);
+  if (fd < 0) return bcg_cli_error("cannot create a temporary config");
+  close(fd);
+  int rc = BCG_EXIT_OK;
+  printf("gradient statistics at %s (%d rollouts each, policy fixed)\n", ckpt, repeats);
+  printf("%-10s %8s %24s %22s %10s\n", "estimator", "kappa", "grad variance", "grad norm", "bundled");
+  for (int ei = 0; ei < ne && rc == BCG_EXIT_OK; ei++)
+    for (int ki = 0; ki < nk && rc == BCG_EXIT_OK; ki++) {
+      if (write_variant(cfg, elist[ei], vpath, err, sizeof err)) { rc = bcg_cli_error("%s", err); break; }
+      char o1[64], o2[64];
+      char *ov[8];
+      int nov = 0;
+      ov[nov++] = "learner.actor_lr=0";
+      ov[nov++] = "learner.critic_lr=0";
+      ov[nov++] = "learner.grad_var_every=1";
+      snprintf(o1, sizeof o1, "run.iterations=%d", repeats);
+      ov[nov++] = o1;
+      if (has_kappa) {
+        snprintf(o2, sizeof o2, "contact.kappa=%g", klist[ki]);
+        ov[nov++] = o2;
+      }
+      bcg_config *vc = NULL;
+      if (bcg_config_load_with(&vc, bcg_registry_global(), vpath, nov, ov, err, sizeof err)) {
+        rc = bcg_cli_error("%s", err);
+        break;
+      }
+      bcg_session S;
+      if (bcg_session_open(&S, vc, err, sizeof err) || bcg_session_load(&S, ckpt, NULL, NULL, NULL, NULL, err, sizeof err)) {
+        rc = bcg_cli_error("%s", err);
+        bcg_config_free(vc);
+        break;
+      }
+      row *r = &rows[nrow++];
+      snprintf(r->est, sizeof r->est, "%s", elist[ei]);
+      r->kappa = klist[ki];
+      double sv = 0, sv2 = 0, sn = 0, sn2 = 0, sb = 0;
+      int n = 0;
+      for (int it = 0; it < repeats; it++) {
+        bcg_learner_stats st;
+        memset(&st, 0, sizeof st);
+        S.tr.iteration = it;
+        S.tr.max_iterations = repeats;
+        if (S.lops->iterate(S.learner, &st)) { rc = bcg_cli_error("%s: iteration failed", elist[ei]); break; }
+        if (!isfinite(st.grad_var)) continue;
+        sv += st.grad_var; sv2 += st.grad_var * st.grad_var;
+        sn += st.grad_norm; sn2 += st.grad_norm * st.grad_norm;
+        sb += isfinite(st.bundle_frac) ? st.bundle_frac : 0;
+        n++;
+      }
+      r->n = n;
+      r->var_mean = n ? sv / n : NAN;
+      r->var_std = n > 1 ? sqrt(fmax(0, (sv2 - n * r->var_mean * r->var_mean) / (n - 1))) : 0;
+      r->norm_mean = n ? sn / n : NAN;
+      r->norm_std = n > 1 ? sqrt(fmax(0, (sn2 - n * r->norm_mean * r->norm_mean) / (n - 1))) : 0;
+      r->bundle = n ? sb / n : NAN;
+      printf("%-10s %8g %12.4g +- %-9.3g %10.4g +- %-9.3g %9.3f\n", r->est, r->kappa, r->var_mean, r->var_std,
+             r->norm_mean, r->norm_std, r->bundle);
+      fflush(stdout);
+      bcg_session_close(&S);
+      bcg_config_free(vc);
+    }
+  unlink(vpath);
+  if (rc == BCG_EXIT_OK) {
+    char path[PATH_MAX];
+    if (out) snprintf(path, sizeof path, "%s", out);
+    else {
+      snprintf(path, sizeof path, "%s", ckpt);
+      char *s = strrchr(path, '/');
+      if (s) *s = 0; else snprintf(path, sizeof path, ".");
+      size_t l = strlen(path);
+      snprintf(path + l, sizeof path - l, "/../gradstats.h5");
+    }
+    bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, sizeof err);
+    if (!ck) rc = bcg_cli_error("%s", err);
+    else {
+      int64_t root = bcg_checkpoint_root(ck);
+      int w = 0;
+      for (int i = 0; i < nrow && !w; i++) {
+        char g[128];
+        snprintf(g, sizeof g, "%.63s_kappa%g", rows[i].est, rows[i].kappa);
+        int64_t gr = bcg_h5_group(root, g, 1, err, sizeof err);
+        if (gr < 0) { w = 1; break; }
+        double v[7] = {rows[i].kappa, rows[i].var_mean, rows[i].var_std, rows[i].norm_mean, rows[i].norm_std,
+                       rows[i].bundle, rows[i].n};
+        w = bcg_h5_write_doubles(gr, "kappa_var_mean_std_norm_mean_std_bundled_n", v, 7, err, sizeof err) ||
+            bcg_h5_write_str(gr, "estimator", rows[i].est, err, sizeof err);
+        bcg_h5_group_close(gr);
+      }
+      if (w) { bcg_checkpoint_abort(ck); rc = bcg_cli_error("%s", err); }
+      else if (bcg_checkpoint_commit(ck, err, sizeof err)) rc = bcg_cli_error("%s", err);
+      else printf("written: %s\n", path);
+    }
+  }
+  bcg_config_free(cfg);
+  return rc;
+}
