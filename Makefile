@@ -10,7 +10,8 @@
 #   make bench           the benchmarks (bcg bench)
 #   make bench-gpu       build/bench/gpu_bench: CUDA vs CPU stepper rates (bench/device_run.sh)
 #   make check-learning  the slow learning checks (not in CI)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (+ bcg.pc and the plugin SDK: plugins/README.md)
+#   make install-built   the same without building (installs what BUILD holds)
 
 REAL ?= double
 BUILD ?= build
@@ -76,11 +77,12 @@ TEST_PLUGINS := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.so,$(TEST_
 
 LIB := $(BUILD)/libbcg.so
 BIN := $(BUILD)/bcg
-RPATH_BIN := -Wl,-rpath,'$$ORIGIN'
+# $ORIGIN/../lib: the installed bcg finds PREFIX/lib/libbcg.so under any PREFIX
+RPATH_BIN := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_PLUG := -Wl,-rpath,'$$ORIGIN/..'
 RPATH_TEST := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: motions all deps test test-asan demo bench check-learning install clean cuda-note flags
+.PHONY: motions all deps test test-asan demo bench check-learning install install-built clean cuda-note flags
 # keep the object files of tests (make would delete them as intermediates and relink each time)
 .SECONDARY:
 all: cuda-note $(LIB) $(BIN) $(PLUGINS)
@@ -200,11 +202,33 @@ check-learning: all
 check-learning: $(BUILD)/tests/plugins/learn_task.so $(BUILD)/tests/plugins/test_exact_estimator.so
 
 install: all
+	@$(MAKE) --no-print-directory install-built
+
+# Install what $(BUILD) already holds, building nothing (tests/test_sdk.c
+# installs the build under test this way, so no flag difference can trigger a
+# rebuild): lib, bin, plugins, headers, PREFIX/lib/pkgconfig/bcg.pc (its
+# Cflags carry -DBCG_REAL_FLOAT when BUILD is a float build) and the plugin
+# SDK (plugins/README.md, template/, example/) in PREFIX/share/bcg/sdk.
+BUILT_REALDEF = $(if $(wildcard $(BUILD)/.flags-float-*),-DBCG_REAL_FLOAT)
+BCG_VERSION_STR = $(shell sed -n 's/^\#define BCG_VERSION "\(.*\)"/\1/p' core/include/bcg/version.h)
+SDK_SHARE = $(PREFIX)/share/bcg/sdk
+install-built:
+	@test -f $(LIB) -a -f $(BIN) || { echo "bcg: $(BUILD) holds no build (run make BUILD=$(BUILD) first)" >&2; exit 1; }
 	install -d $(PREFIX)/lib $(PREFIX)/bin $(PREFIX)/lib/bcg/plugins $(PREFIX)/include/bcg
 	install -m 755 $(LIB) $(PREFIX)/lib/
 	install -m 755 $(BIN) $(PREFIX)/bin/
-	install -m 755 $(PLUGINS) $(PREFIX)/lib/bcg/plugins/
+	$(if $(wildcard $(PLUGINS)),install -m 755 $(wildcard $(PLUGINS)) $(PREFIX)/lib/bcg/plugins/)
 	install -m 644 core/include/bcg/*.h $(PREFIX)/include/bcg/
+	install -d $(PREFIX)/lib/pkgconfig $(SDK_SHARE)/template $(SDK_SHARE)/example
+	install -m 644 plugins/README.md $(SDK_SHARE)/
+	install -m 644 plugins/template/Makefile plugins/template/*.c $(SDK_SHARE)/template/
+	install -m 644 plugins/example/Makefile plugins/example/*.c $(SDK_SHARE)/example/
+	printf '%s\n' 'prefix=$(abspath $(PREFIX))' 'exec_prefix=$${prefix}' 'libdir=$${exec_prefix}/lib' \
+	  'includedir=$${prefix}/include' 'plugindir=$${libdir}/bcg/plugins' 'sdkdir=$${prefix}/share/bcg/sdk' \
+	  'real=$(if $(BUILT_REALDEF),float,double)' '' 'Name: bcg' \
+	  'Description: bcg plugin SDK (headers and libbcg of the differentiable rigid-body simulator)' \
+	  'Version: $(BCG_VERSION_STR)' 'Cflags: -I$${includedir} $(BUILT_REALDEF)' 'Libs: -L$${libdir} -lbcg' \
+	  > $(PREFIX)/lib/pkgconfig/bcg.pc
 
 clean:
 	rm -rf build build-asan

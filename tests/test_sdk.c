@@ -1,0 +1,456 @@
+/* tests/test_sdk.c - the plugin SDK (plugins/): an out-of-tree plugin built
+ * from an installed bcg only.
+ *
+ *   - `make install-built PREFIX=$tmp BUILD=<the build under test>` installs
+ *     that build (nothing is rebuilt, whatever flags it was made with) with
+ *     the headers, bcg.pc and the SDK (README, template, example);
+ *   - plugins/example (clip_autodiff) is built with its own Makefile through
+ *     pkg-config against that prefix alone (PKG_CONFIG_LIBDIR/PATH =
+ *     $tmp/lib/pkgconfig), and the installed template is built as is;
+ *   - the installed bcg, with BCG_PLUGIN_PATH at the example's output, lists
+ *     it (`bcg plugins`) and shows its keys (`bcg describe`);
+ *   - loaded through the registry API and configured from an INI file on
+ *     humanoid.xml (no contact), clip_autodiff with max_norm = 0 and the
+ *     template with adjoint_scale = 1 equal autodiff bit for bit over a
+ *     horizon; with max_norm > 0 every environment's state adjoint is
+ *     autodiff's scaled to the bound (l2) or clamped (value), the action
+ *     adjoint exact unless clip_action_grad; its backward matches central
+ *     finite differences of its forward in the actions and the tangent state.
+ * The install and the two compiles are most of the run time. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bcg/config.h"
+#include "bcg/env.h"
+#include "bcg/loader.h"
+#include "testutil.h"
+
+#define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
+/* a child make must not inherit the jobserver or the variables of a make
+ * that runs this suite */
+#define CLEAN_ENV "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES"
+
+static char tmp[256];       /* the install prefix and scratch space */
+static int installed, built; /* steps done so far */
+static char out[65536];
+
+static void cleanup(void) {
+  if (!tmp[0] || getenv("BCG_KEEP_TMP")) return;
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+}
+
+static int exists(const char *rel) {
+  char p[1024];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/%s", tmp, rel);
+  return stat(p, &st) == 0;
+}
+
+/* Run a shell command; its stdout+stderr into out. Returns the exit status. */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = 0;
+  int st = pclose(p);
+  int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  if (rc) fprintf(stderr, "\n$ %s\n%s\n(exit %d)\n", cmd, out, rc);
+  return rc;
+}
+
+/* ---- install and out-of-tree builds ------------------------------------------- */
+
+static void test_install(void) {
+  CU_ASSERT_FATAL(access("Makefile", R_OK) == 0 && access("plugins/example/Makefile", R_OK) == 0);
+  snprintf(tmp, sizeof tmp, "/tmp/bcg_test_sdk_XXXXXX");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmp));
+  atexit(cleanup);
+  int rc = sh(CLEAN_ENV " make -s --no-print-directory install-built PREFIX='%s' BUILD='%s'", tmp,
+              bcg_test_build_dir());
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  static const char *files[] = {"lib/libbcg.so",
+                                "bin/bcg",
+                                "lib/bcg/plugins/autodiff.so",
+                                "include/bcg/plugin.h",
+                                "include/bcg/env.h",
+                                "include/bcg/rng.h",
+                                "lib/pkgconfig/bcg.pc",
+                                "share/bcg/sdk/README.md",
+                                "share/bcg/sdk/template/my_estimator.c",
+                                "share/bcg/sdk/template/Makefile",
+                                "share/bcg/sdk/example/clip_autodiff.c",
+                                "share/bcg/sdk/example/Makefile"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    if (!exists(files[i])) fprintf(stderr, "not installed: %s\n", files[i]);
+    CU_ASSERT(exists(files[i]));
+  }
+  /* pkg-config of this prefix alone; precision as the build under test */
+  rc = sh("PKG_CONFIG_LIBDIR='%s/lib/pkgconfig' PKG_CONFIG_PATH='%s/lib/pkgconfig' pkg-config --cflags --libs bcg",
+          tmp, tmp);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  char want[600];
+  snprintf(want, sizeof want, "-I%s/include", tmp);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  snprintf(want, sizeof want, "-L%s/lib -lbcg", tmp);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_EQUAL(strstr(out, "-DBCG_REAL_FLOAT") != NULL, sizeof(bcg_real) == sizeof(float));
+  installed = 1;
+}
+
+static void test_build_example(void) {
+  CU_ASSERT_FATAL(installed);
+  const char *pc = "PKG_CONFIG_LIBDIR='%s/lib/pkgconfig' PKG_CONFIG_PATH='%s/lib/pkgconfig'";
+  char env[1024];
+  snprintf(env, sizeof env, pc, tmp, tmp);
+  /* nothing in the example's build points into the source tree */
+  CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -n -C plugins/example OUT='%s/example'", env, tmp), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "core/include"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, tmp));
+  CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -s -C plugins/example OUT='%s/example'", env, tmp), 0);
+  CU_ASSERT_FATAL(exists("example/clip_autodiff.so"));
+  /* the installed template compiles as is (its build output goes elsewhere) */
+  CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -s -C '%s/share/bcg/sdk/template' OUT='%s/template'", env, tmp, tmp),
+                        0);
+  CU_ASSERT_FATAL(exists("template/my_estimator.so"));
+  /* one exported symbol */
+  CU_ASSERT_EQUAL(sh("nm -D --defined-only '%s/example/clip_autodiff.so' | grep -c ' T '", tmp), 0);
+  CU_ASSERT_EQUAL(atoi(out), 1);
+  built = 1;
+}
+
+static void test_cli(void) {
+  CU_ASSERT_FATAL(built);
+  /* LD_LIBRARY_PATH only in case the build under test predates the bcg
+   * binary's $ORIGIN/../lib run path */
+  CU_ASSERT_EQUAL(
+      sh("BCG_PLUGIN_PATH='%s/example' LD_LIBRARY_PATH='%s/lib' '%s/bin/bcg' plugins", tmp, tmp, tmp), 0);
+  char want[600];
+  snprintf(want, sizeof want, "%s/example/clip_autodiff.so", tmp);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "clip_autodiff"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_PTR_NULL(strstr(out, "clip_autodiff.so: ")); /* no load warning */
+  CU_ASSERT_EQUAL(sh("BCG_PLUGIN_PATH='%s/example' LD_LIBRARY_PATH='%s/lib' '%s/bin/bcg' describe clip_autodiff",
+                     tmp, tmp, tmp),
+                  0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "estimator plugin clip_autodiff"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "max_norm"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "l2|value"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "clip_action_grad"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "differentiable"));
+}
+
+/* ---- the plugins through the registry, on a real env ----------------------------- */
+
+static bcg_registry *reg;
+
+static bcg_config *load_cfg(const char *estimator) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/cfg_XXXXXX", tmp);
+  int fd = mkstemp(path);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "[run]\nseed = 3\n[model]\npath = %s\n[estimator]\n%s\n", HUMANOID, estimator);
+  fclose(f);
+  bcg_config *cfg = NULL;
+  char err[1024];
+  if (bcg_config_load_with(&cfg, reg, path, 0, NULL, err, sizeof err)) fprintf(stderr, "config: %s\n", err);
+  unlink(path);
+  return cfg;
+}
+
+typedef struct est {
+  const bcg_estimator_ops *ops;
+  void *self;
+  bcg_config *cfg;
+} est;
+
+static est make_est(bcg_env *env, const char *text, int horizon) {
+  est E = {0};
+  E.cfg = load_cfg(text);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(E.cfg);
+  E.ops = bcg_config_plugin(E.cfg, BCG_KIND_ESTIMATOR)->desc->ops;
+  char err[512];
+  E.self = E.ops->create(bcg_services_host(), bcg_config_section(E.cfg, "estimator"), env, horizon, err, sizeof err);
+  if (!E.self) fprintf(stderr, "create: %s\n", err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(E.self);
+  return E;
+}
+static void free_est(est *E) {
+  E->ops->destroy(E->self);
+  bcg_config_free(E->cfg);
+}
+
+static unsigned long long rs = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+  rs ^= rs << 13;
+  rs ^= rs >> 7;
+  rs ^= rs << 17;
+  return (double)(rs >> 11) / 9007199254740992.0;
+}
+
+#define NENV 2
+#define T 3
+
+static bcg_env *env;
+static int nq, nv, nu, nx;
+static bcg_real *x0, *acts; /* [NENV][nx], [T][NENV][nu] */
+
+static void setup_env(void) {
+  CU_ASSERT_FATAL(built);
+  if (env) return;
+  reg = bcg_registry_new();
+  char dir[1024], err[1024];
+  snprintf(dir, sizeof dir, "%s/plugins", bcg_test_build_dir());
+  bcg_registry_scan_dir(reg, dir, 1);
+  snprintf(dir, sizeof dir, "%s/example/clip_autodiff.so", tmp);
+  if (bcg_registry_load_file(reg, dir, err, sizeof err)) fprintf(stderr, "%s\n", err);
+  snprintf(dir, sizeof dir, "%s/template/my_estimator.so", tmp);
+  if (bcg_registry_load_file(reg, dir, err, sizeof err)) fprintf(stderr, "%s\n", err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(bcg_registry_find(reg, BCG_KIND_ESTIMATOR, "autodiff"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(bcg_registry_find(reg, BCG_KIND_ESTIMATOR, "clip_autodiff"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(bcg_registry_find(reg, BCG_KIND_ESTIMATOR, "my_estimator"));
+  bcg_config *cfg = load_cfg("plugin = autodiff");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  env = bcg_env_create(cfg, NENV, err, sizeof err);
+  if (!env) fprintf(stderr, "env: %s\n", err);
+  bcg_config_free(cfg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(env);
+  nq = env->nq, nv = env->nv, nu = env->nu, nx = env->nx;
+  /* airborne poses near qpos0 (hinges in [-1.7, 0] degrees, inside every
+   * joint range of humanoid.xml) with small random velocities: no contact,
+   * no joint limit reached within T steps */
+  const bcg_mdata *m = &env->model->m;
+  x0 = malloc(sizeof(bcg_real) * NENV * nx);
+  acts = malloc(sizeof(bcg_real) * T * NENV * nu);
+  for (int e = 0; e < NENV; e++) {
+    bcg_real *q = x0 + (size_t)e * nx, *u = q + nq;
+    for (int i = 0; i < nq; i++) q[i] = m->qpos0[i];
+    for (int i = 7; i < nq; i++) q[i] -= (bcg_real)(0.03 * urand());
+    q[2] += 1.0;
+    for (int i = 0; i < nv; i++) u[i] = (bcg_real)(0.2 * (2 * urand() - 1));
+  }
+  for (int i = 0; i < T * NENV * nu; i++) acts[i] = (bcg_real)(0.4 * (2 * urand() - 1));
+}
+
+/* Roll T steps forward, then sweep back with xbar_T = seed weights and
+ * nothing added on the way: the states, the state adjoint of x_0 and the
+ * accumulated action adjoints. */
+typedef struct sweep {
+  bcg_real xs[(T + 1) * NENV * 2 * (BCG_MAX_Q + BCG_MAX_DOF)];
+  bcg_real x0b[NENV * 2 * BCG_MAX_DOF];
+  bcg_real ab[T * NENV * BCG_MAX_ACT];
+  bcg_estimator_stats st;
+} sweep;
+
+static void run_sweep(est *E, int steps, sweep *S) {
+  memset(S, 0, sizeof *S);
+  size_t sx = (size_t)NENV * nx, sb = (size_t)NENV * 2 * nv, sa = (size_t)NENV * nu;
+  CU_ASSERT_EQUAL(E->ops->begin(E->self), 0);
+  memcpy(S->xs, x0, sizeof(bcg_real) * sx);
+  for (int t = 0; t < steps; t++)
+    CU_ASSERT_EQUAL(E->ops->forward(E->self, t, S->xs + t * sx, acts + t * sa, S->xs + (t + 1) * sx), 0);
+  bcg_real xb[NENV * 2 * BCG_MAX_DOF], xbn[NENV * 2 * BCG_MAX_DOF];
+  unsigned long long save = rs;
+  rs = 0x1234567ull;
+  for (size_t i = 0; i < sb; i++) xbn[i] = (bcg_real)(2 * urand() - 1);
+  rs = save;
+  for (int t = steps - 1; t >= 0; t--) {
+    CU_ASSERT_EQUAL(E->ops->backward(E->self, t, xbn, xb, S->ab + t * sa), 0);
+    memcpy(xbn, xb, sizeof(bcg_real) * sb);
+  }
+  memcpy(S->x0b, xbn, sizeof(bcg_real) * sb);
+  E->ops->stats(E->self, &S->st);
+}
+
+static sweep A, B; /* autodiff's, the plugin's */
+
+static void test_exact_when_off(void) {
+  setup_env();
+  est ad = make_est(env, "plugin = autodiff", T);
+  run_sweep(&ad, T, &A);
+  free_est(&ad);
+  const char *off[] = {"plugin = clip_autodiff", "plugin = clip_autodiff\nmax_norm = 0\nclip_action_grad = true",
+                       "plugin = clip_autodiff\nmax_norm = 0\nnorm = value", "plugin = my_estimator"};
+  for (int k = 0; k < 4; k++) {
+    est E = make_est(env, off[k], T);
+    run_sweep(&E, T, &B);
+    free_est(&E);
+    size_t nxs = (size_t)(T + 1) * NENV * nx, nb = (size_t)NENV * 2 * nv, na = (size_t)T * NENV * nu;
+    CU_ASSERT(memcmp(A.xs, B.xs, sizeof(bcg_real) * nxs) == 0);
+    CU_ASSERT(memcmp(A.x0b, B.x0b, sizeof(bcg_real) * nb) == 0);
+    CU_ASSERT(memcmp(A.ab, B.ab, sizeof(bcg_real) * na) == 0);
+    CU_ASSERT_EQUAL(B.st.samples, (uint64_t)T * NENV);
+    CU_ASSERT_EQUAL(B.st.transitions, (uint64_t)T * NENV);
+    CU_ASSERT_EQUAL(B.st.triggered, 0);
+    double sum = 0;
+    for (size_t i = 0; i < nb; i++) sum += fabs((double)B.x0b[i]);
+    CU_ASSERT(sum > 0 && isfinite(sum));
+  }
+}
+
+static double norm2(const bcg_real *v, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += (double)v[i] * v[i];
+  return sqrt(s);
+}
+
+static void test_clip_semantics(void) {
+  setup_env();
+  const double tol = sizeof(bcg_real) == 8 ? 1e-12 : 1e-5;
+  /* one step: the plugin's x_bar_0 against autodiff's */
+  est ad = make_est(env, "plugin = autodiff", 1);
+  run_sweep(&ad, 1, &A);
+  free_est(&ad);
+  double lo = 1e300, amax = 0;
+  for (int e = 0; e < NENV; e++) {
+    lo = fmin(lo, norm2(A.x0b + (size_t)e * 2 * nv, 2 * nv));
+    for (int i = 0; i < 2 * nv; i++) amax = fmax(amax, fabs((double)A.x0b[(size_t)e * 2 * nv + i]));
+  }
+  CU_ASSERT_FATAL(lo > 0);
+  double bound = 0.5 * lo;
+  char text[256];
+
+  snprintf(text, sizeof text, "plugin = clip_autodiff\nmax_norm = %.17g", bound);
+  est E = make_est(env, text, 1);
+  run_sweep(&E, 1, &B);
+  free_est(&E);
+  double worst = 0;
+  for (int e = 0; e < NENV; e++) {
+    const bcg_real *a = A.x0b + (size_t)e * 2 * nv, *b = B.x0b + (size_t)e * 2 * nv;
+    double na = norm2(a, 2 * nv);
+    CU_ASSERT(fabs(norm2(b, 2 * nv) - bound) <= tol * bound);
+    for (int i = 0; i < 2 * nv; i++) worst = fmax(worst, fabs(b[i] - a[i] * bound / na) / (bound / na * amax));
+  }
+  CU_ASSERT(worst <= tol);
+  bcg_test_report("clip l2: x_bar vs scaled autodiff (rel)", worst);
+  CU_ASSERT(memcmp(A.ab, B.ab, sizeof(bcg_real) * NENV * nu) == 0); /* action adjoint exact */
+  CU_ASSERT_EQUAL(B.st.triggered, NENV);
+
+  /* value: entries clamped */
+  double cv = 0.25 * amax;
+  snprintf(text, sizeof text, "plugin = clip_autodiff\nnorm = value\nmax_norm = %.17g", cv);
+  E = make_est(env, text, 1);
+  run_sweep(&E, 1, &B);
+  free_est(&E);
+  int bad = 0;
+  for (int i = 0; i < NENV * 2 * nv; i++) {
+    double want = fmin(fmax((double)A.x0b[i], -cv), cv);
+    bad += fabs((double)B.x0b[i] - want) > tol * cv;
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(memcmp(A.ab, B.ab, sizeof(bcg_real) * NENV * nu) == 0);
+
+  /* clip_action_grad: each environment's action adjoint bounded too */
+  double alo = 1e300;
+  for (int e = 0; e < NENV; e++) alo = fmin(alo, norm2(A.ab + (size_t)e * nu, nu));
+  CU_ASSERT_FATAL(alo > 0);
+  snprintf(text, sizeof text, "plugin = clip_autodiff\nmax_norm = %.17g\nclip_action_grad = true", 0.5 * alo);
+  E = make_est(env, text, 1);
+  run_sweep(&E, 1, &B);
+  free_est(&E);
+  for (int e = 0; e < NENV; e++) {
+    const bcg_real *a = A.ab + (size_t)e * nu, *b = B.ab + (size_t)e * nu;
+    double na = norm2(a, nu);
+    CU_ASSERT(fabs(norm2(b, nu) - 0.5 * alo) <= tol * alo);
+    double w = 0;
+    for (int i = 0; i < nu; i++) w = fmax(w, fabs(b[i] - a[i] * 0.5 * alo / na));
+    CU_ASSERT(w <= tol * alo);
+  }
+}
+
+/* L = w . u_1 (velocities only: no quaternion conversion on the output) */
+static double loss(est *E, const bcg_real *x, const bcg_real *a, const bcg_real *w) {
+  bcg_real xn[NENV * (BCG_MAX_Q + BCG_MAX_DOF)];
+  E->ops->begin(E->self);
+  CU_ASSERT(E->ops->forward(E->self, 0, x, a, xn) == 0);
+  double L = 0;
+  for (int e = 0; e < NENV; e++)
+    for (int i = 0; i < nv; i++) L += (double)w[e * nv + i] * xn[(size_t)e * nx + nq + i];
+  return L;
+}
+
+static void test_fd(void) {
+  setup_env();
+  int dbl = sizeof(bcg_real) == 8;
+  const double h = dbl ? 1e-6 : 1e-2, tol = dbl ? 1e-5 : 5e-2;
+  est E = make_est(env, "plugin = clip_autodiff", 1);
+  bcg_real w[NENV * BCG_MAX_DOF], xnb[NENV * 2 * BCG_MAX_DOF] = {0}, xb[NENV * 2 * BCG_MAX_DOF];
+  bcg_real ab[NENV * BCG_MAX_ACT] = {0}, xn[NENV * (BCG_MAX_Q + BCG_MAX_DOF)];
+  for (int i = 0; i < NENV * nv; i++) w[i] = (bcg_real)(2 * urand() - 1);
+  for (int e = 0; e < NENV; e++)
+    for (int i = 0; i < nv; i++) xnb[(size_t)e * 2 * nv + nv + i] = w[e * nv + i];
+  E.ops->begin(E.self);
+  CU_ASSERT_EQUAL(E.ops->forward(E.self, 0, x0, acts, xn), 0);
+  CU_ASSERT_EQUAL(E.ops->backward(E.self, 0, xnb, xb, ab), 0);
+
+  /* actions */
+  bcg_real d[NENV * BCG_MAX_ACT], ap[NENV * BCG_MAX_ACT], am[NENV * BCG_MAX_ACT];
+  double an = 0;
+  for (int i = 0; i < NENV * nu; i++) {
+    d[i] = (bcg_real)(2 * urand() - 1);
+    ap[i] = acts[i] + (bcg_real)h * d[i];
+    am[i] = acts[i] - (bcg_real)h * d[i];
+    an += (double)ab[i] * d[i];
+  }
+  double fd = (loss(&E, x0, ap, w) - loss(&E, x0, am, w)) / (2 * h);
+  double ea = bcg_relerr(an, fd, 1e-8);
+  /* tangent state */
+  bcg_real dq[NENV * BCG_MAX_DOF], du[NENV * BCG_MAX_DOF], dqh[NENV * BCG_MAX_DOF], duh[NENV * BCG_MAX_DOF];
+  bcg_real xp[NENV * (BCG_MAX_Q + BCG_MAX_DOF)], xm[NENV * (BCG_MAX_Q + BCG_MAX_DOF)];
+  double xnum = 0;
+  for (int e = 0; e < NENV; e++)
+    for (int i = 0; i < nv; i++) {
+      dq[e * nv + i] = (bcg_real)(2 * urand() - 1);
+      du[e * nv + i] = (bcg_real)(2 * urand() - 1);
+      xnum += (double)xb[(size_t)e * 2 * nv + i] * dq[e * nv + i] + (double)xb[(size_t)e * 2 * nv + nv + i] * du[e * nv + i];
+    }
+  for (int s = 0; s < 2; s++) {
+    double sg = s ? -h : h;
+    for (int i = 0; i < NENV * nv; i++) dqh[i] = (bcg_real)(sg * dq[i]), duh[i] = (bcg_real)(sg * du[i]);
+    for (int e = 0; e < NENV; e++) /* one environment per call */
+      bcg_env_perturb(env, x0 + (size_t)e * nx, dqh + e * nv, duh + e * nv, (s ? xm : xp) + (size_t)e * nx);
+  }
+  double fdx = (loss(&E, xp, acts, w) - loss(&E, xm, acts, w)) / (2 * h);
+  double ex = bcg_relerr(xnum, fdx, 1e-8);
+  free_est(&E);
+  bcg_test_report("clip_autodiff backward vs FD, actions (rel)", ea);
+  bcg_test_report("clip_autodiff backward vs FD, tangent state (rel)", ex);
+  if (ea > tol || ex > tol) fprintf(stderr, "FD: actions %g vs %g, state %g vs %g\n", an, fd, xnum, fdx);
+  CU_ASSERT(ea <= tol);
+  CU_ASSERT(ex <= tol);
+}
+
+static void test_teardown(void) {
+  if (env) bcg_env_free(env);
+  env = NULL;
+  free(x0);
+  free(acts);
+  x0 = acts = NULL;
+  /* dlclose the plugins before the prefix they came from is removed */
+  bcg_registry_free(reg);
+  reg = NULL;
+}
+
+BCG_TESTS({"install into a temporary prefix: lib, bin, headers, bcg.pc, SDK", test_install},
+          {"example and template build from the installed SDK only", test_build_example},
+          {"installed bcg: plugins lists the example, describe shows its keys", test_cli},
+          {"clip_autodiff off / template at 1 equal autodiff bit for bit", test_exact_when_off},
+          {"clip_autodiff: l2 and value clipping of the state adjoint, action clip", test_clip_semantics},
+          {"clip_autodiff backward matches central finite differences", test_fd},
+          {"teardown", test_teardown});
+BCG_RUN("sdk")
