@@ -54,64 +54,8 @@ gcc --version 2>&1 | head -n 1 | sed 's/^/  /'
 echo "  cores: $NP; $(grep PRETTY_NAME /etc/os-release 2>/dev/null)"
 git log --oneline -1 2>/dev/null | sed 's/^/  commit: /'
 
-# ---- 2. dependencies ----------------------------------------------------------------
-D=/tmp/bcgdeps
-have_hdr() { echo "#include <$1>" | gcc -E -x c - ${2:-} >/dev/null 2>&1; }
-have_lib() { [ "$(gcc -print-file-name=lib$1.so)" != "lib$1.so" ]; }
-missing=""
-have_hdr mujoco/mujoco.h || missing="$missing mujoco"
-have_hdr iniparser/iniparser.h || missing="$missing iniparser"
-have_hdr CUnit/CUnit.h || missing="$missing cunit"
-have_hdr hdf5.h "-I/usr/include/hdf5/serial" || missing="$missing hdf5"
-have_hdr cblas.h || missing="$missing cblas"
-for l in mujoco iniparser cunit openblas; do have_lib $l || missing="$missing lib$l"; done
-F=${BCG_FORCE_DEBS:-} # set: use every carried package even where the machine has its own (a test of this path)
-[ -n "$F" ] && missing="$missing (forced)"
-if [ -n "$missing" ]; then
-  say "missing here:$missing"
-  if ! ls build-debs/*.deb >/dev/null 2>&1; then
-    say "FATAL: no build-debs/*.deb: run 'sh bench/fetch_debs.sh' on the dev machine and carry build-debs"
-    exit 2
-  fi
-  rm -rf "$D"; mkdir -p "$D/lib-missing" "$D/lib-dev"
-  for f in build-debs/*.deb; do
-    if command -v dpkg-deb >/dev/null; then dpkg-deb -x "$f" "$D"
-    else t=$(mktemp -d); abs=$(readlink -f "$f"); (cd "$t" && ar x "$abs" && tar -xf data.tar.* -C "$D"); rm -rf "$t"; fi
-  done
-  # runtime libraries the machine lacks (by soname), and the -l names
-  n=0
-  while read -r f; do
-    b=$(basename "$f")
-    if [ -n "$F" ] || ! ldconfig -p | grep -q "^[[:space:]]*$b "; then ln -sf "$f" "$D/lib-missing/$b"; n=$((n + 1)); fi
-  done < <(find "$D" \( -type f -o -type l \) -name 'lib*.so.*' | grep -v '/lib-missing/')
-  for l in mujoco iniparser cunit openblas hdf5; do
-    if [ -n "$F" ] || ! have_lib $l; then
-      f=$(find "$D/usr" -name "lib$l.so" | grep -v 'lib-dev' | sort | head -n 1)
-      [ -n "$f" ] && ln -sf "$f" "$D/lib-dev/lib$l.so"
-    fi
-  done
-  export CPATH="$D/usr/include:$D/usr/include/hdf5/serial:$D/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}"
-  export LIBRARY_PATH="$D/lib-dev:$D/lib-missing${LIBRARY_PATH:+:$LIBRARY_PATH}"
-  export LD_LIBRARY_PATH="$D/lib-missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  say "unpacked $(ls build-debs/*.deb | wc -l) packages into $D; $n libraries taken from them: $(ls $D/lib-missing | tr '\n' ' ')"
-  if [ ! -e /usr/share/mujoco/model/humanoid/humanoid.xml ] && [ -e "$D/usr/share/mujoco/model/humanoid/humanoid.xml" ]; then
-    if [ ! -e /usr/share/mujoco/model ] && mkdir -p /usr/share/mujoco 2>/dev/null && ln -s "$D/usr/share/mujoco/model" /usr/share/mujoco/model; then
-      say "linked /usr/share/mujoco/model -> $D/usr/share/mujoco/model"
-    else
-      export BCG_MODEL="$D/usr/share/mujoco/model/humanoid/humanoid.xml"
-      say "BCG_MODEL=$BCG_MODEL (suites with the path built in may fail)"
-    fi
-  fi
-  missing=""
-  have_hdr mujoco/mujoco.h || missing="$missing mujoco"
-  have_hdr iniparser/iniparser.h || missing="$missing iniparser"
-  have_hdr CUnit/CUnit.h || missing="$missing cunit"
-  have_hdr hdf5.h "-I/usr/include/hdf5/serial" || missing="$missing hdf5"
-  have_hdr cblas.h || missing="$missing cblas"
-  [ -n "$missing" ] && { say "FATAL: still missing:$missing"; exit 2; }
-else
-  say "all dependencies present"
-fi
+# ---- 2. dependencies (shared with bench/device_train.sh) ---------------------------------
+. bench/device_deps.sh
 
 # ---- 3. builds ------------------------------------------------------------------------
 # Only what this run uses: libbcg, the contact plugins, test_cuda, gpu_bench

@@ -96,7 +96,9 @@ int bcg_cmd_eval(int argc, char **argv) {
     if (initial) goto out;
   }
   int64_t it = 0;
-  if (bcg_session_load(&S, ckpt, &it, NULL, NULL, NULL, err, sizeof err)) {
+  uint64_t samples = 0;
+  double wall = 0;
+  if (bcg_session_load(&S, ckpt, &it, &samples, &wall, NULL, err, sizeof err)) {
     rc = bcg_cli_error("%s", err);
     goto out;
   }
@@ -104,8 +106,8 @@ int bcg_cmd_eval(int argc, char **argv) {
     rc = bcg_cli_error("eval: %s", err);
     goto out;
   }
-  printf("policy of %s (iteration %lld), %d episodes of up to %g s, fall below %g m:\n", ckpt, (long long)it, o.runs,
-         o.seconds, o.fall_height);
+  printf("policy of %s (iteration %lld, %llu samples, %.0f s of training), %d episodes of up to %g s, fall below %g m:\n",
+         ckpt, (long long)it, (unsigned long long)samples, wall, o.runs, o.seconds, o.fall_height);
   bcg_eval_print(res, stdout);
   char out[PATH_MAX + 16];
   snprintf(out, sizeof out, "%s/eval.h5", run_dir);

@@ -348,22 +348,25 @@ int bcg_registry_scan_dir(bcg_registry *r, const char *dir, int required) {
   return loaded;
 }
 
-/* plugins/ next to the directory holding libbcg.so */
-static int build_tree_dir(char *buf, size_t len) {
+/* SUB next to the directory holding libbcg.so: "plugins" is the build tree,
+ * "bcg/plugins" an installation under any prefix (PREFIX/lib/bcg/plugins) */
+static int lib_relative_dir(const char *sub, char *buf, size_t len) {
   Dl_info info;
   if (!dladdr((void *)bcg_registry_new, &info) || !info.dli_fname) return -1;
   const char *slash = strrchr(info.dli_fname, '/');
-  if (!slash) return snprintf(buf, len, "plugins"), 0;
-  snprintf(buf, len, "%.*s/plugins", (int)(slash - info.dli_fname), info.dli_fname);
+  if (!slash) return snprintf(buf, len, "%s", sub), 0;
+  snprintf(buf, len, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, sub);
   return 0;
 }
+static int build_tree_dir(char *buf, size_t len) { return lib_relative_dir("plugins", buf, len); }
 
 void bcg_plugin_search_path(char *buf, size_t len) {
   const char *env = getenv("BCG_PLUGIN_PATH");
-  char tree[PATH_MAX];
+  char tree[PATH_MAX], inst[PATH_MAX];
   int has_tree = build_tree_dir(tree, sizeof tree) == 0;
-  snprintf(buf, len, "%s%s%s%s%s/lib/bcg/plugins", env && *env ? env : "", env && *env ? ":" : "",
-           has_tree ? tree : "", has_tree ? ":" : "", BCG_PREFIX);
+  int has_inst = lib_relative_dir("bcg/plugins", inst, sizeof inst) == 0 && strcmp(inst, BCG_PREFIX "/lib/bcg/plugins");
+  snprintf(buf, len, "%s%s%s%s%s%s%s/lib/bcg/plugins", env && *env ? env : "", env && *env ? ":" : "",
+           has_tree ? tree : "", has_tree ? ":" : "", has_inst ? inst : "", has_inst ? ":" : "", BCG_PREFIX);
 }
 
 int bcg_registry_scan_default(bcg_registry *r) {
@@ -380,6 +383,8 @@ int bcg_registry_scan_default(bcg_registry *r) {
   }
   char dir[PATH_MAX];
   if (build_tree_dir(dir, sizeof dir) == 0) loaded += bcg_registry_scan_dir(r, dir, 0);
+  if (lib_relative_dir("bcg/plugins", dir, sizeof dir) == 0 && strcmp(dir, BCG_PREFIX "/lib/bcg/plugins"))
+    loaded += bcg_registry_scan_dir(r, dir, 0);
   loaded += bcg_registry_scan_dir(r, BCG_PREFIX "/lib/bcg/plugins", 0);
   return loaded;
 }

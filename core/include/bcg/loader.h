@@ -4,7 +4,9 @@
  * bcg_registry_scan_default():
  *   1. each directory of $BCG_PLUGIN_PATH (colon separated),
  *   2. the build tree: plugins/ next to the directory holding libbcg.so,
- *   3. the install prefix: BCG_PREFIX/lib/bcg/plugins (default /usr/local).
+ *   3. bcg/plugins next to the directory holding libbcg.so (an installation
+ *      under any PREFIX: PREFIX/lib/bcg/plugins),
+ *   4. the compiled-in install prefix: BCG_PREFIX/lib/bcg/plugins (default /usr/local).
  * Each *.so is dlopen'ed (RTLD_NOW | RTLD_LOCAL) in name order and its
  * descriptor checked (ABI version, descriptor size, precision, kind, name,
  * function table, key specs). A plugin whose kind and name are already taken

@@ -327,6 +327,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
                                 real_t *uSb, real_t *ab) {
   int nv = m->nv, na = w->nact, n3 = 3 * na;
   real_t h = sp->dt;
+  (void)qS; /* the recompute in w holds everything derived from q_S */
   for (int d = 0; d < nv; d++)
     for (int i = 0; i < 6; i++) A->cdofb[d][i] = 0;
   for (int b = 0; b < m->nbody; b++) {
@@ -398,7 +399,6 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
   if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, rb);
   for (int i = 0; i < nv; i++)
     for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= rb[i] * w->y[j];
-  for (int d = 0; d < nv; d++) A->qMb[d] += 0; /* qMb already holds the integrate adjoint */
   bcg_joint_forces_vjp(m, sp, w->qM, uS, a, rb, A->qMb, uSb, ab);
   real_t bb[BCG_MAX_DOF];
   for (int d = 0; d < nv; d++) bb[d] = -rb[d];
