@@ -16,7 +16,9 @@
  * - A box on a 38.7-degree slope (4 corners of one rigid body, strong n-t
  *   coupling in G_ii): split reaches v_n >= 0 with complementarity in 30
  *   sweeps, block converges to a penetrating fixed point (why split is the
- *   default). */
+ *   default); sliding at mu = 0.5 (tan 0.8), split's friction is mu * normal
+ *   against the slip and none sideways (maximum dissipation, why its sliding
+ *   step is a projected gradient step), sticking (20 deg) ends at v_t = 0. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -834,7 +836,11 @@ static void test_batch_inactive_crosstalk(void) {
  * Split converges more slowly per sweep on these dense, ill-conditioned
  * problems (it treats n and t one after the other) but to the complementarity
  * solution; block converges fast, to its own fixed point (see the box test):
- * split is held to the bound at 30 sweeps. */
+ * split is held to the bound at 30 sweeps. Since split's sliding step is a
+ * projected gradient step (Coulomb's maximum dissipation, see the box friction
+ * test) the shares are 0.2 / 0.5 (10 / 30 sweeps; were 0.35 / 0.65 with the
+ * projected Newton step and its wrong fixed point); the bounds keep one
+ * problem of margin. */
 static void test_convergence(void) {
   static const char *solvers[4] = {"split", "block", "reference", "split"};
   static const char *its[4] = {"10", "10", "10", "30"};
@@ -861,9 +867,9 @@ static void test_convergence(void) {
   bcg_test_report("hard block: share of 8-contact problems within 5% after 10 sweeps", good[1]);
   bcg_test_report("hard reference: share of 8-contact problems within 5% after 10 sweeps", good[2]);
   bcg_test_report("hard split: share of 8-contact problems within 5% after 30 sweeps", good[3]);
-  CU_ASSERT(good[0] >= 0.25);
+  CU_ASSERT(good[0] >= 0.15);
   CU_ASSERT(good[1] >= 0.5);
-  CU_ASSERT(good[3] >= 0.5);
+  CU_ASSERT(good[3] >= 0.45);
 }
 
 /* ---- a box on a frictionless slope: why split is the default ---------------------------- */
@@ -873,12 +879,14 @@ static void test_convergence(void) {
  * frame: n = z, t1 = x, t2 = y), all 1 mm deep; the free velocity is gravity *
  * dt tilted 38.7 degrees about y. J_k rows e_a^T [I, -[r_k]x]: G_ii couples n
  * and t strongly (G_nn = 4, G_nt1 = +-1.5 per corner). */
-static void box_prob(prob *P, double mu) {
+/* the box on a slope of deg degrees, moving at vx m/s along the slope (+x is
+ * up-slope) before the gravity impulse */
+static void box_prob_slope(prob *P, double mu, double deg, double vx) {
   memset(P, 0, sizeof *P);
   P->na = P->ncon = 4;
   P->dt = 0.005;
-  const double m = 1, I = m * 0.2 * 0.2 / 6, th = 38.7 * 3.14159265358979323846 / 180;
-  const double vf[3] = {-9.81 * sin(th) * P->dt, 0, -9.81 * cos(th) * P->dt};
+  const double m = 1, I = m * 0.2 * 0.2 / 6, th = deg * 3.14159265358979323846 / 180;
+  const double vf[3] = {vx - 9.81 * sin(th) * P->dt, 0, -9.81 * cos(th) * P->dt};
   double J[12][6];
   for (int k = 0; k < 4; k++) {
     const double r[3] = {k & 1 ? 0.1 : -0.1, k & 2 ? 0.1 : -0.1, -0.1};
@@ -905,6 +913,8 @@ static void box_prob(prob *P, double mu) {
     }
   }
 }
+
+static void box_prob(prob *P, double mu) { box_prob_slope(P, mu, 38.7, 0); }
 
 /* worst end normal velocity (min over corners of v_n) and worst |v_n lam_n| */
 static void box_check(const plug *P, const prob *pr, double *vmin, double *compl) {
@@ -953,6 +963,77 @@ static void test_box_slope(void) {
         plug_close(&P);
       }
   }
+}
+
+/* Coulomb friction of the split solver on the box, 30 sweeps, mu = 0.5.
+ * Sliding (tan 38.7 deg = 0.8 > mu, already moving at 1 m/s down or up the
+ * slope): every corner slides the same way, so maximum dissipation gives a
+ * total friction impulse of exactly mu * (total normal impulse) against the
+ * motion and none sideways. Projecting the Newton step p_t - G_tt^-1 y_t onto
+ * the disc (split's sliding step before) does not: G_tt of a corner is
+ * anisotropic (4 +- 1.5), the projection turns each corner's impulse partly
+ * sideways (0.176 of its normal impulse; the sideways parts cancel over the 4
+ * corners), and the total
+ * friction was 3.58 N instead of mu N = 3.83 N (ratio 0.936; box accelerating
+ * at 2.55 instead of g (sin - mu cos) = 2.31 m/s^2); now 3.83 N, ratio 1.000. Sticking (20 deg, tan
+ * 0.36 < mu, from rest): the end tangential velocity of every corner is 0. */
+static void test_box_friction(void) {
+  const double mu = 0.5, g = 9.81;
+  plug P;
+  CU_ASSERT_FATAL(plug_open(&P, "hard", "solver", "split", "iterations", "30") == 0);
+  for (int dir = -1; dir <= 1; dir += 2) {
+    prob pr;
+    box_prob_slope(&pr, mu, 38.7, dir * 1.0);
+    double lam[12];
+    solve1(&P, &pr, lam, NULL);
+    double N = 0, T1 = 0, T2 = 0, side1 = 0;
+    for (int k = 0; k < 4; k++) {
+      N += lam[3 * k]; T1 += lam[3 * k + 1]; T2 += lam[3 * k + 2];
+      side1 = fmax(side1, fabs(lam[3 * k + 2]) / lam[3 * k]);
+    }
+    const double ratio = -dir * T1 / (mu * N), side = fabs(T2) / N;
+    const double th = 38.7 * 3.14159265358979323846 / 180;
+    char what[128];
+    snprintf(what, sizeof what, "box sliding %s: normal force, N (m g cos = %.4f)", dir < 0 ? "down" : "up",
+             g * cos(th));
+    bcg_test_report(what, N / pr.dt);
+    snprintf(what, sizeof what, "box sliding %s: friction force along the motion, N", dir < 0 ? "down" : "up");
+    bcg_test_report(what, -dir * T1 / pr.dt);
+    snprintf(what, sizeof what, "box sliding %s: friction / (mu * normal)", dir < 0 ? "down" : "up");
+    bcg_test_report(what, ratio);
+    snprintf(what, sizeof what, "box sliding %s: |sideways friction| / normal", dir < 0 ? "down" : "up");
+    bcg_test_report(what, side);
+    snprintf(what, sizeof what, "box sliding %s: max over corners |sideways| / normal", dir < 0 ? "down" : "up");
+    bcg_test_report(what, side1);
+    if (dir < 0) {
+      snprintf(what, sizeof what, "box sliding down: acceleration, m/s^2 (g (sin - mu cos) = %.4f)",
+               g * (sin(th) - mu * cos(th)));
+      bcg_test_report(what, g * sin(th) - T1 / pr.dt); /* 1 kg */
+    }
+    CU_ASSERT(fabs(ratio - 1) < 5e-3);
+    CU_ASSERT(side < 1e-3);
+    CU_ASSERT(side1 < 1e-3);
+  }
+  {
+    prob pr;
+    box_prob_slope(&pr, mu, 20, 0);
+    double lam[12], vt = 0, vmin = INFINITY;
+    solve1(&P, &pr, lam, NULL);
+    for (int k = 0; k < 4; k++) {
+      double v[3];
+      for (int a = 0; a < 3; a++) {
+        v[a] = pr.c[3 * k + a];
+        for (int b = 0; b < 12; b++) v[a] += pr.G[(3 * k + a) * 12 + b] * lam[b];
+      }
+      vt = fmax(vt, hypot(v[1], v[2]));
+      vmin = fmin(vmin, v[0]);
+    }
+    bcg_test_report("box sticking (20 deg, mu 0.5): max end |v_t|, m/s", vt);
+    bcg_test_report("box sticking (20 deg, mu 0.5): min end v_n, m/s", vmin);
+    CU_ASSERT(vt < 1e-6);
+    CU_ASSERT(vmin >= -1e-6);
+  }
+  plug_close(&P);
 }
 
 /* ---- soft: batches of both integrators ------------------------------------------------------ */
@@ -1037,6 +1118,7 @@ static void test_soft_batch(void) {
 
 BCG_TESTS({"descriptors and keys", test_descriptors},
           {"box on a slope: split complementary, block penetrates", test_box_slope},
+          {"box on a slope: split's Coulomb friction, sliding and sticking", test_box_friction},
           {"hard: resting, sticking, sliding", test_hard_resting_sticking_sliding},
           {"smoothed_kappa -> hard as kappa grows", test_kappa_to_hard},
           {"soft: resting force, damping, friction", test_soft_physics},
