@@ -55,8 +55,10 @@ static const struct command {
      "Loads the checkpoint's policy into CONFIG with each listed estimator (default autodiff,truncate,bcg) and\n"
      "kappa, keeps the policy fixed (learning rates 0), runs R fresh rollouts and reports the policy-gradient\n"
      "variance across environments, the gradient norm and the bundled fraction; writes gradstats.h5."},
-    {"sweep", unavailable, "CONFIG [section.key=value ...]", "expand [sweep] into runs (planned)",
-     "Planned: expands the [sweep] section into one run per combination."},
+    {"sweep", bcg_cmd_sweep, "CONFIG [--dry-run] [section.key=value ...]", "expand [sweep] into runs and train them",
+     "Expands the [sweep] section (section.key = v1, v2, ...; mode = grid | zip) into one `bcg train CONFIG\n"
+     "overrides` per combination, run one after the other, named <[run] name>-<key>_<value>...;\n"
+     "--dry-run prints the commands only."},
     {"report", unavailable, "RUN_DIR ...", "summarise runs (planned)", "Planned: tables and plots of runs."},
 };
 #define NCMD ((int)(sizeof commands / sizeof commands[0]))

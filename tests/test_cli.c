@@ -248,6 +248,65 @@ static void test_train(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "test_estimator"));
 }
 
+
+/* sweep, eval and gradstats end to end on the learners' pendulum task (fast) */
+static void test_sweep_eval_gradstats(void) {
+  setup();
+  char text[2048];
+  snprintf(text, sizeof text,
+           "[run]\nname = sw\nnum_envs = 4\niterations = 1\nthreads = 1\nout_dir = %s/runs\n"
+           "[model]\npath = tests/models/pendulum.xml\n[estimator]\nplugin = test_exact_estimator\n"
+           "[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 8\ncritic_layers = 8\n"
+           "[task]\nplugin = learn_task\n[sweep]\nlearner.gamma = 0.9, 0.99\n",
+           tmpdir);
+  const char *p = write_ini("sweep.ini", text);
+  CU_ASSERT_EQUAL(run("sweep %s --dry-run", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "sweep "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[2/2] train"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "learner.gamma=0.99 run.name=sw-learner.gamma_0.99"));
+  CU_ASSERT_EQUAL(run("sweep %s", p), 0);
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/runs/sw-learner.gamma_0.9", tmpdir);
+  CU_ASSERT_EQUAL(access(dir, X_OK), 0);
+  snprintf(dir, sizeof dir, "%s/runs/sw-learner.gamma_0.99", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(access(dir, X_OK), 0);
+  /* a sweep without [sweep] keys is an error */
+  const char *q = write_ini("nosweep.ini", "[run]\nname = x\n");
+  CU_ASSERT_EQUAL(run("sweep %s", q), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no [sweep] keys"));
+  /* eval of the first run, in both simulators */
+  char cmd[PATH_MAX + 64];
+  snprintf(cmd, sizeof cmd, "ls -d %s/*/ | head -n 1", dir);
+  FILE *ls = popen(cmd, "r");
+  char rd[PATH_MAX] = "";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(rd, sizeof rd, ls));
+  pclose(ls);
+  rd[strcspn(rd, "\n")] = 0;
+  CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 eval.fall_height=0", rd), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "mujoco"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "Delta d"));
+  char f[PATH_MAX + 32];
+  snprintf(f, sizeof f, "%s/eval.h5", rd);
+  CU_ASSERT_EQUAL(access(f, R_OK), 0);
+  CU_ASSERT_EQUAL(run("eval %s/nonexistent", tmpdir), 1);
+  CU_ASSERT_EQUAL(run("eval"), 2);
+  CU_ASSERT_EQUAL(run("eval %s --sim gpu", rd), 2);
+  /* gradstats with two estimators at the run's checkpoint */
+  snprintf(cmd, sizeof cmd, "ls %s/checkpoints/ckpt_*.h5 | tail -n 1", rd);
+  ls = popen(cmd, "r");
+  char ck[PATH_MAX] = "";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(ck, sizeof ck, ls));
+  pclose(ls);
+  ck[strcspn(ck, "\n")] = 0;
+  snprintf(f, sizeof f, "%s/config.ini", rd);
+  CU_ASSERT_EQUAL(run("gradstats %s --checkpoint %s --estimators test_exact_estimator,autodiff --repeats 2", f, ck), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "test_exact_estimator"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "autodiff"));
+  snprintf(f, sizeof f, "%s/gradstats.h5", rd);
+  CU_ASSERT_EQUAL(access(f, R_OK), 0);
+  CU_ASSERT_EQUAL(run("gradstats %s", p), 2);
+}
+
 static void test_cleanup(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -256,5 +315,5 @@ static void test_cleanup(void) {
 
 BCG_TESTS({"basics and usage errors", test_basics}, {"unavailable subcommands", test_unavailable},
           {"plugins", test_plugins}, {"describe", test_describe}, {"check", test_check}, {"train", test_train},
-          {"cleanup", test_cleanup});
+          {"sweep, eval, gradstats", test_sweep_eval_gradstats}, {"cleanup", test_cleanup});
 BCG_RUN("cli")
