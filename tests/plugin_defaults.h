@@ -107,9 +107,11 @@ static int pd_load_contact(const char *path, const bcg_model *model, pd_plugin *
   return 0;
 }
 
+/* The handle stays open: dlclose of a .so that carries CUDA kernels and is
+ * loaded again later crashed the next plugin's first launch on the H200
+ * (test_cuda, 2026-12-02), and the registry never unloads plugins either. */
 static void pd_unload(pd_plugin *pl) {
   if (pl->self && pl->ops->destroy) pl->ops->destroy(pl->self);
-  if (pl->handle) dlclose(pl->handle);
   memset(pl, 0, sizeof *pl);
 }
 
