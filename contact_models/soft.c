@@ -45,16 +45,46 @@
  *     consistent branch gives x > 0; the result is never negative.
  *   tangential: with dn = x - p_n (the normal update's effect through G_tn),
  *            t* solves t = -dt k_f v_t(t),  v_t(t) = y_t + G_tn dn + G_tt (t - p_t),
- *            i.e. (I + dt k_f G_tt) t* = -dt k_f (y_t + G_tn dn - G_tt p_t),
- *   then lam_i = proj(x, t*): x <= 0 -> 0; |t*| > mu x -> t* scaled onto mu x.
+ *            i.e. (I + dt k_f G_tt) t* = -dt k_f (y_t + G_tn dn - G_tt p_t)
+ *                                                            (the viscous solution),
+ *     x <= 0:          lam_i = 0
+ *     |t*| <= mu x:    lam_i = (x, t*)            (regularised stick: viscous, as is)
+ *     else (sliding):  lam_i = (x, proj_disc(p_t - alpha v_t(p_t)))
+ *                      v_t(p_t) = y_t + G_tn dn (the end tangential velocity with
+ *                      the current impulses), alpha = 1 / lambda_max(sym G_ii,tt)
+ *                      = 1 / ((a + c) / 2 + sqrt(((a - c) / 2)^2 + b^2)), a, c the
+ *                      diagonal of G_tt, b the mean of its off-diagonal;
+ *                      proj_disc scales onto |t| <= mu x if outside.
+ *   The sliding step is a projected gradient step on the end tangential
+ *   velocity (smoothed_kappa's split does the same, commit 8a36ca2): its fixed
+ *   point is lam_t = -mu lam_n v_t / |v_t|, Coulomb's maximum dissipation,
+ *   which is the regularised law on the cone (k_f |v_t| > mu f_n). Projecting
+ *   the viscous t* onto the disc instead (soft before) is a Euclidean
+ *   projection of a G_tt-metric solution; where G_tt is anisotropic (a box
+ *   corner couples t1 and t2 through rotation) its fixed point turns the
+ *   friction partly sideways and weakens it along the slide. Measured (1 kg
+ *   box, 4 corners, mu 0.5 on a slope of tan 0.8, defaults, 10 sweeps):
+ *   before, friction / (mu normal) 0.937, 0.175 of each corner's normal
+ *   sideways, tests/test_physics.c box_slope |a / g (sin - mu cos) - 1| =
+ *   0.105; now 1.000, < 1e-6 sideways, 2.8e-10 (tests/test_contact_plugins.c
+ *   "soft implicit: box on a slope"). Sticking converges to the same fixed
+ *   point as before (viscous creep m g sin / (4 k_f) after 1000 sweeps); with
+ *   few sweeps the transients differ (early sweeps may take the sliding step),
+ *   so the unconverged creep of 10 sweeps changes (box_slope's stick at tan
+ *   0.3: 8.9e-6 -> 1.8e-5 m/s; humanoid standing, sphere drop unchanged). The
+ *   update is discontinuous where an intermediate sweep switches between stick
+ *   and slide (as split's), which the FD tests skip like any branch switch.
  *
  * lam = the final iterate, fn = lam_n / dt; v0 is not read. The VJP recomputes
  * the forward, recording the pre-update lam_i of every (sweep, contact) on a
  * per-call tape (iterations * 3 * ncon reals per environment), and runs the
  * exact adjoint of the unrolled sweeps backwards: the normal branch as taken
- * (its dependence on g, y_n, p_n and G_ii,nn), the 2x2 solve's dependence on
- * G_tt, the coupling G_tn, the projection as taken, and the residuals'
- * dependence on c and G. Accumulates into gap_bar, c_bar and G_bar (may be
+ * (its dependence on g, y_n, p_n and G_ii,nn), the stick/slide branch as
+ * taken, the 2x2 solve's dependence on G_tt (sticking) or alpha's (sliding:
+ * lambda_max has a kink where G_tt is isotropic, a = c and b = 0; there the
+ * adjoint takes the mean of its one-sided derivatives, as split), the
+ * coupling G_tn, the projection as taken, and the residuals' dependence on c
+ * and G. Accumulates into gap_bar, c_bar and G_bar (may be
  * NULL); v0_bar untouched.
  *
  * Per-environment code is BCG_HD, shared by the OpenMP loop and the CUDA
@@ -201,13 +231,41 @@ typedef struct soft_imp_st {
   real num, den;   /* x = num / den on the branch taken */
   int br;          /* normal branch: 2 spring+damper, 1 spring, 0 none */
   real dn;         /* x - p_n */
-  real z[2];       /* y_t + G_tn dn - G_tt p_t */
+  real vt[2];      /* y_t + G_tn dn: the end tangential velocity after the normal update */
+  real z[2];       /* vt - G_tt p_t */
   real Ai[4];      /* (I + dt k_f G_tt)^-1, row major */
   real u[2];       /* Ai z */
-  real q[3];       /* (x, t*) before the projection */
+  real alpha;      /* 1 / lambda_max(sym G_tt) (sliding step) */
+  int slide;       /* x > 0 and the viscous t* outside the disc */
+  real q[3];       /* before the projection: (x, t*) (sticking) or (x, p_t - alpha vt) (sliding) */
 } soft_imp_st;
 
-BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real g, const real *Gii, int ld,
+/* alpha = 1 / lambda_max of the symmetric part of G_tt (the tangential step
+ * of a sliding contact): lambda_max = (a + c) / 2 + sqrt(((a - c) / 2)^2 + b^2)
+ * with a = G_t1t1, c = G_t2t2, b = (G_t1t2 + G_t2t1) / 2 (as smoothed_kappa's
+ * split). */
+BCG_HD real soft_alpha(const real *Gii, int ld) {
+  const real a = Gii[ld + 1], c = Gii[2 * ld + 2], b = (real)0.5 * (Gii[ld + 2] + Gii[2 * ld + 1]);
+  const real h = (real)0.5 * (a - c);
+  return (real)1 / ((real)0.5 * (a + c) + sqrt(h * h + b * b));
+}
+
+/* G_tt's adjoint from alpha's (alpha_b), added into Gbii (the G_bar block of
+ * G_ii). d lambda / da = 1/2 + h / (2 r), d / dc = 1/2 - h / (2 r), d / dG_t1t2
+ * = d / dG_t2t1 = b / (2 r), r = sqrt(h^2 + b^2); at r = 0 (a = c, b = 0: the
+ * isotropic G_tt, where lambda_max has a kink) the one-sided mean 1/2, 1/2, 0. */
+BCG_HD void soft_alpha_vjp(const real *Gii, int ld, real alpha, real alpha_b, real *Gbii) {
+  const real a = Gii[ld + 1], c = Gii[2 * ld + 2], b = (real)0.5 * (Gii[ld + 2] + Gii[2 * ld + 1]);
+  const real h = (real)0.5 * (a - c), r = sqrt(h * h + b * b);
+  const real lb = -alpha * alpha * alpha_b; /* alpha = 1 / lambda */
+  const real ha = r > 0 ? (real)0.5 * h / r : (real)0, hb = r > 0 ? (real)0.5 * b / r : (real)0;
+  Gbii[ld + 1] += lb * ((real)0.5 + ha);
+  Gbii[2 * ld + 2] += lb * ((real)0.5 - ha);
+  Gbii[ld + 2] += lb * hb;
+  Gbii[2 * ld + 1] += lb * hb;
+}
+
+BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const real *Gii, int ld,
                          const real p[3], const real y[3], soft_imp_st *st) {
   const real a = Gii[0], hdt = dt * (real)0.5;
   st->w = y[0] - a * p[0];
@@ -225,8 +283,10 @@ BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real g, const real *Gii, i
   if (xx > 0) { st->br = g < 0 ? 2 : 1; st->num = num; st->den = den; x = xx; }
   st->dn = x - p[0];
   const real g11 = Gii[ld + 1], g12 = Gii[ld + 2], g21 = Gii[2 * ld + 1], g22 = Gii[2 * ld + 2];
-  st->z[0] = y[1] + Gii[ld] * st->dn - (g11 * p[1] + g12 * p[2]);
-  st->z[1] = y[2] + Gii[2 * ld] * st->dn - (g21 * p[1] + g22 * p[2]);
+  st->vt[0] = y[1] + Gii[ld] * st->dn;
+  st->vt[1] = y[2] + Gii[2 * ld] * st->dn;
+  st->z[0] = st->vt[0] - (g11 * p[1] + g12 * p[2]);
+  st->z[1] = st->vt[1] - (g21 * p[1] + g22 * p[2]);
   const real al = dt * cf->kf;
   const real A00 = (real)1 + al * g11, A01 = al * g12, A10 = al * g21, A11 = (real)1 + al * g22;
   const real id = (real)1 / (A00 * A11 - A01 * A10);
@@ -237,6 +297,13 @@ BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real g, const real *Gii, i
   st->q[0] = x;
   st->q[1] = -al * st->u[0];
   st->q[2] = -al * st->u[1];
+  /* the viscous solution outside the disc: sliding (the same test as soft_proj's) */
+  st->alpha = soft_alpha(Gii, ld);
+  st->slide = x > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * x;
+  if (st->slide) {
+    st->q[1] = p[1] - st->alpha * st->vt[0];
+    st->q[2] = p[2] - st->alpha * st->vt[1];
+  }
 }
 
 /* Adjoint of soft_imp_fwd + soft_proj: from pb (adjoint of the updated lam_i)
@@ -247,25 +314,40 @@ BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, 
                          const real p[3], const soft_imp_st *st, const real pb[3],
                          real pold_b[3], real yb[3], real *gb, real *Gbii) {
   const real a = Gii[0], hdt = dt * (real)0.5, al = dt * cf->kf;
-  real qb[3];
+  real qb[3], vb0, vb1;
   soft_proj_vjp(st->q, mu, pb, qb);
-  /* t* = -al u,  u = Ai z,  Ai = (I + al G_tt)^-1 */
-  const real ub0 = -al * qb[1], ub1 = -al * qb[2];
-  const real zb0 = st->Ai[0] * ub0 + st->Ai[2] * ub1, zb1 = st->Ai[1] * ub0 + st->Ai[3] * ub1;
-  /* z = y_t + G_tn dn - G_tt p_t */
-  yb[1] = zb0;
-  yb[2] = zb1;
-  const real dnb = zb0 * Gii[ld] + zb1 * Gii[2 * ld];
-  pold_b[1] = -(Gii[ld + 1] * zb0 + Gii[2 * ld + 1] * zb1);
-  pold_b[2] = -(Gii[ld + 2] * zb0 + Gii[2 * ld + 2] * zb1);
+  if (st->slide) {
+    /* q_t = p_t - alpha vt,  alpha = 1 / lambda_max(sym G_tt) */
+    const real alpha_b = -(qb[1] * st->vt[0] + qb[2] * st->vt[1]);
+    vb0 = -st->alpha * qb[1];
+    vb1 = -st->alpha * qb[2];
+    pold_b[1] = qb[1];
+    pold_b[2] = qb[2];
+    if (Gbii) soft_alpha_vjp(Gii, ld, st->alpha, alpha_b, Gbii);
+  } else {
+    /* t* = -al u,  u = Ai z,  Ai = (I + al G_tt)^-1 */
+    const real ub0 = -al * qb[1], ub1 = -al * qb[2];
+    const real zb0 = st->Ai[0] * ub0 + st->Ai[2] * ub1, zb1 = st->Ai[1] * ub0 + st->Ai[3] * ub1;
+    /* z = vt - G_tt p_t */
+    vb0 = zb0;
+    vb1 = zb1;
+    pold_b[1] = -(Gii[ld + 1] * zb0 + Gii[2 * ld + 1] * zb1);
+    pold_b[2] = -(Gii[ld + 2] * zb0 + Gii[2 * ld + 2] * zb1);
+    if (Gbii) {
+      /* G_tt: through A (Ab = -zb u^T, times al) and through -G_tt p_t */
+      Gbii[ld + 1] -= zb0 * (al * st->u[0] + p[1]);
+      Gbii[ld + 2] -= zb0 * (al * st->u[1] + p[2]);
+      Gbii[2 * ld + 1] -= zb1 * (al * st->u[0] + p[1]);
+      Gbii[2 * ld + 2] -= zb1 * (al * st->u[1] + p[2]);
+    }
+  }
+  /* vt = y_t + G_tn dn */
+  yb[1] = vb0;
+  yb[2] = vb1;
+  const real dnb = vb0 * Gii[ld] + vb1 * Gii[2 * ld];
   if (Gbii) {
-    Gbii[ld] += zb0 * st->dn;
-    Gbii[2 * ld] += zb1 * st->dn;
-    /* G_tt: through A (Ab = -zb u^T, times al) and through -G_tt p_t */
-    Gbii[ld + 1] -= zb0 * (al * st->u[0] + p[1]);
-    Gbii[ld + 2] -= zb0 * (al * st->u[1] + p[2]);
-    Gbii[2 * ld + 1] -= zb1 * (al * st->u[0] + p[1]);
-    Gbii[2 * ld + 2] -= zb1 * (al * st->u[1] + p[2]);
+    Gbii[ld] += vb0 * st->dn;
+    Gbii[2 * ld] += vb1 * st->dn;
   }
   /* dn = x - p_n */
   const real xb = qb[0] + dnb;
@@ -309,7 +391,7 @@ BCG_HD void soft_imp_env_solve(const soft_cfg *cf, int na, int ncon, real dt, co
       }
       soft_residual(i, na, ld, G, c + 3 * i, lam, y);
       soft_imp_st st;
-      soft_imp_fwd(cf, dt, gap[i], G + (size_t)(3 * i) * ld + 3 * i, ld, pi, y, &st);
+      soft_imp_fwd(cf, dt, mu[i], gap[i], G + (size_t)(3 * i) * ld + 3 * i, ld, pi, y, &st);
       soft_proj(st.q, mu[i], pi);
     }
   for (int i = 0; i < na; i++) fn[i] = lam[3 * i] / dt;
@@ -335,7 +417,7 @@ BCG_HD void soft_imp_env_vjp(const soft_cfg *cf, int na, int ncon, real dt, cons
       soft_residual(i, na, ld, G, c + 3 * i, lam, y);
       const real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
       soft_imp_st st;
-      soft_imp_fwd(cf, dt, gap[i], Gii, ld, pi, y, &st);
+      soft_imp_fwd(cf, dt, mu[i], gap[i], Gii, ld, pi, y, &st);
       const real pn[3] = {pbi[0], pbi[1], pbi[2]};
       soft_imp_vjp(cf, dt, mu[i], Gii, ld, pi, &st, pn, pbi, yb, gap_bar + i,
                    G_bar ? G_bar + (size_t)(3 * i) * ld + 3 * i : NULL);
@@ -381,7 +463,8 @@ __attribute__((visibility("hidden"))) int soft_solve_vjp_cuda(void *self,
 static const bcg_key_spec soft_keys[] = {
     {"integrator", BCG_KEY_CHOICE, "implicit", 0, 0, "implicit|explicit",
      "implicit (default): the law at the end of the substep, Gauss-Seidel on the Delassus "
-     "system, stable for any gains; explicit: forces from the start-of-substep state (no G; "
+     "system, stable for any gains (viscous friction inside the friction disc; on it a projected "
+     "gradient step 1/lambda_max(G_tt): maximum dissipation, friction against the slip); explicit: forces from the start-of-substep state (no G; "
      "needs k_d dt/m < 2 and k_f dt/m < 2 for the lightest point mass m, e.g. stiffness 3e4, "
      "damping 300, friction_stiffness 300 at dt 5 ms: the defaults below are implicit ones)"},
     {"stiffness", BCG_KEY_REAL, "1e5", 0, 1e8, NULL,
