@@ -9,7 +9,12 @@
  * measures the policy-gradient variance across environments (the learner's
  * grad_var: sum over parameters of the sample variance of the per-environment
  * gradients), the gradient norm and the fraction of bundled / truncated
- * transitions. Results: a table and gradstats.h5 beside the checkpoint's run. */
+ * transitions. Then the per-branch and bundled sensitivity d v_z(H) / d p_z(0)
+ * of the root over one bundle window from a stiff state (the paper's Figure 4
+ * measure): autodiff, bcg with one branch (a single perturbed start: one
+ * branch's sensitivity) and bcg with its B branches (the bundled one), over
+ * 16 draws each, per kappa. Results: tables and gradstats.h5 beside the
+ * checkpoint's run. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -71,6 +76,56 @@ typedef struct row {
   int n;
   double var_mean, var_std, norm_mean, norm_std, bundle;
 } row;
+
+/* Sensitivity d v_z(H) / d p_z(0) of the root over one bundle window, from a
+ * stiff state (the default pose with the lowest contact point 3 mm in the
+ * floor, falling at 0.5 m/s; PD holding the pose, zero action), through the
+ * session's estimator: forward H control steps, backward from the root's
+ * vertical velocity. Environment 0's value. */
+static int window_sensitivity(bcg_session *S, int H, double *out, char *err, size_t errlen) {
+  bcg_env *env = S->env;
+  const bcg_mdata *m = &env->model->m;
+  int n = env->nenv, nx = env->nx, nv = env->nv, nu = env->nu;
+  if (!bcg_has_free_root(m)) return snprintf(err, errlen, "the sensitivity needs a free-floating root"), -1;
+  size_t xs = (size_t)n * nx, bs = (size_t)n * 2 * nv;
+  bcg_real *x = calloc(xs * (size_t)(H + 1), sizeof(bcg_real)), *a = calloc((size_t)n * nu, sizeof(bcg_real));
+  bcg_real *xb = calloc(bs, sizeof(bcg_real)), *xb0 = calloc(bs, sizeof(bcg_real)), *ab = calloc((size_t)n * nu, sizeof(bcg_real));
+  bcg_kin *k = malloc(sizeof *k);
+  int rc = -1;
+  if (!x || !a || !xb || !xb0 || !ab || !k) { snprintf(err, errlen, "out of memory"); goto out; }
+  for (int e = 0; e < n; e++) {
+    bcg_real *xe = x + (size_t)e * nx;
+    for (int i = 0; i < env->nq; i++) xe[i] = m->qpos0[i];
+    bcg_kinematics(m, xe, k);
+    double lo = 1e9;
+    for (int i = 0; i < m->ncp; i++) {
+      bcg_real pc[3];
+      bcg_contact_point(m, k, i, pc);
+      if (pc[2] + k->o[2] < lo) lo = pc[2] + k->o[2];
+    }
+    int qa = m->jnt_qposadr[m->body_jntadr[1]], da = m->jnt_dofadr[m->body_jntadr[1]];
+    xe[qa + 2] += (bcg_real)(m->floor_z - 0.003 - lo);
+    xe[env->nq + da + 2] = (bcg_real)-0.5;
+  }
+  if (S->est_ops->begin(S->est)) { snprintf(err, errlen, "estimator begin failed"); goto out; }
+  for (int t = 0; t < H; t++)
+    if (S->est_ops->forward(S->est, t, x + (size_t)t * xs, a, x + (size_t)(t + 1) * xs)) {
+      snprintf(err, errlen, "estimator forward failed");
+      goto out;
+    }
+  int da = m->jnt_dofadr[m->body_jntadr[1]];
+  xb[nv + da + 2] = 1; /* env 0: d v_z(H) */
+  for (int t = H - 1; t >= 0; t--) {
+    memset(xb0, 0, sizeof(bcg_real) * bs);
+    if (S->est_ops->backward(S->est, t, xb, xb0, ab)) { snprintf(err, errlen, "estimator backward failed"); goto out; }
+    memcpy(xb, xb0, sizeof(bcg_real) * bs);
+  }
+  *out = xb[da + 2]; /* d / d p_z(0): the free joint's world z translation */
+  rc = 0;
+out:
+  free(x); free(a); free(xb); free(xb0); free(ab); free(k);
+  return rc;
+}
 
 int bcg_cmd_gradstats(int argc, char **argv) {
   const char *cfgpath = NULL, *ckpt = NULL, *ests = "autodiff,truncate,bcg", *kappas = NULL, *out = NULL;
@@ -183,6 +238,64 @@ int bcg_cmd_gradstats(int argc, char **argv) {
       bcg_session_close(&S);
       bcg_config_free(vc);
     }
+  /* per-branch and bundled sensitivity of the root over a bundle window:
+   * bcg with one branch (a single perturbed start) against bcg with its B
+   * branches, each over `draws` seeds, and autodiff */
+  int draws = 16;
+  double sens[3][16][16]; /* [autodiff | per-branch | bundled][kappa][draw] */
+  int have_sens = 0;
+  const bcg_plugin *bp = bcg_registry_find(bcg_registry_global(), BCG_KIND_ESTIMATOR, "bcg");
+  if (rc == BCG_EXIT_OK && bp && cp && bcg_config_plugin(cfg, BCG_KIND_CONTACT)) {
+    printf("\nroot sensitivity d v_z(H) / d p_z(0) over one bundle window from a stiff state (feet 3 mm in the floor,\n"
+           "falling at 0.5 m/s), %d draws: autodiff, bcg with 1 branch (per-branch), bcg with its branches (bundled)\n",
+           draws);
+    printf("%8s %22s %22s %22s\n", "kappa", "autodiff", "per-branch", "bundled");
+    for (int ki = 0; ki < nk && rc == BCG_EXIT_OK; ki++) {
+      for (int kind = 0; kind < 3 && rc == BCG_EXIT_OK; kind++) {
+        if (write_variant(cfg, kind == 0 ? "autodiff" : "bcg", vpath, err, sizeof err)) { rc = bcg_cli_error("%s", err); break; }
+        int nd = kind == 0 ? 1 : draws;
+        for (int d = 0; d < nd && rc == BCG_EXIT_OK; d++) {
+          char o1[64], o2[64], o3[64];
+          char *ov[8];
+          int nov = 0;
+          snprintf(o1, sizeof o1, "run.seed=%d", 1000 + d);
+          ov[nov++] = o1;
+          ov[nov++] = "run.num_envs=1";
+          if (has_kappa) { snprintf(o2, sizeof o2, "contact.kappa=%g", klist[ki]); ov[nov++] = o2; }
+          if (kind == 1) { snprintf(o3, sizeof o3, "estimator.branches=1"); ov[nov++] = o3; }
+          bcg_config *vc = NULL;
+          bcg_session S;
+          if (bcg_config_load_with(&vc, bcg_registry_global(), vpath, nov, ov, err, sizeof err) ||
+              bcg_session_open(&S, vc, err, sizeof err)) {
+            rc = bcg_cli_error("%s", err);
+            bcg_config_free(vc);
+            break;
+          }
+          int H = kind == 0 ? 2 : (int)bcg_params_get_int(bcg_config_section(vc, "estimator"), "duration");
+          double v;
+          if (window_sensitivity(&S, H, &v, err, sizeof err)) rc = bcg_cli_error("%s", err);
+          else sens[kind][ki][d] = v;
+          bcg_session_close(&S);
+          bcg_config_free(vc);
+        }
+      }
+      if (rc != BCG_EXIT_OK) break;
+      double mean[3], sd[3];
+      for (int kind = 0; kind < 3; kind++) {
+        int nd = kind == 0 ? 1 : draws;
+        double s1 = 0, s2 = 0;
+        for (int d = 0; d < nd; d++) {
+          double v = sens[kind][ki][d];
+          s1 += v; s2 += v * v;
+        }
+        mean[kind] = s1 / nd;
+        sd[kind] = nd > 1 ? sqrt(fmax(0, (s2 - nd * mean[kind] * mean[kind]) / (nd - 1))) : 0;
+      }
+      printf("%8g %22.4g %10.4g +- %-9.3g %10.4g +- %-9.3g\n", klist[ki], mean[0], mean[1], sd[1], mean[2], sd[2]);
+      have_sens = ki + 1;
+      fflush(stdout);
+    }
+  }
   unlink(vpath);
   if (rc == BCG_EXIT_OK) {
     char path[PATH_MAX];
@@ -208,6 +321,16 @@ int bcg_cmd_gradstats(int argc, char **argv) {
                        rows[i].bundle, rows[i].n};
         w = bcg_h5_write_doubles(gr, "kappa_var_mean_std_norm_mean_std_bundled_n", v, 7, err, sizeof err) ||
             bcg_h5_write_str(gr, "estimator", rows[i].est, err, sizeof err);
+        bcg_h5_group_close(gr);
+      }
+      for (int ki = 0; ki < have_sens && !w; ki++) {
+        char g[96];
+        snprintf(g, sizeof g, "sensitivity_kappa%g", klist[ki]);
+        int64_t gr = bcg_h5_group(root, g, 1, err, sizeof err);
+        if (gr < 0) { w = 1; break; }
+        w = bcg_h5_write_doubles(gr, "autodiff", sens[0][ki], 1, err, sizeof err) ||
+            bcg_h5_write_doubles(gr, "per_branch", sens[1][ki], (size_t)draws, err, sizeof err) ||
+            bcg_h5_write_doubles(gr, "bundled", sens[2][ki], (size_t)draws, err, sizeof err);
         bcg_h5_group_close(gr);
       }
       if (w) { bcg_checkpoint_abort(ck); rc = bcg_cli_error("%s", err); }
