@@ -76,6 +76,10 @@ static const char *plugin_name(const bcg_config *cfg, bcg_kind k) {
   return p ? p->desc->name : "";
 }
 
+/* the task's optional checkpoint entries (bcg_task_ops grew them at its end) */
+#define TASK_HAS_IO(o)                                                                              \
+  ((o)->size >= offsetof(bcg_task_ops, load) + sizeof((o)->load) && (o)->save && (o)->load)
+
 static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, char *err, size_t errlen) {
   snprintf(path, pathlen, "%s/checkpoints/ckpt_%09" PRId64 ".h5", L->opt->run_dir, L->it);
   bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, errlen);
@@ -105,6 +109,16 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
   if (rc) {
     setf(err, errlen, "checkpoint %s: learner %s: save failed", path, L->S.plearn->desc->name);
     goto fail;
+  }
+  if (TASK_HAS_IO(L->S.task_ops)) {
+    g = bcg_h5_group(root, "task", 1, err, errlen);
+    if (g < 0) goto fail;
+    rc = L->S.task_ops->save(L->S.task, g);
+    bcg_h5_group_close(g);
+    if (rc) {
+      setf(err, errlen, "checkpoint %s: task %s: save failed", path, L->S.ptask->desc->name);
+      goto fail;
+    }
   }
   return bcg_checkpoint_commit(ck, err, errlen);
 fail:
@@ -143,6 +157,17 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
     setf(err, errlen, "checkpoint %s: learner %s: load failed (a checkpoint of another configuration?)", path,
          name);
     goto out;
+  }
+  /* a checkpoint written before tasks had state has no group "task": the
+   * task keeps its created state (no task with save/load existed then) */
+  if (TASK_HAS_IO(S->task_ops) && (g = bcg_h5_group(f, "task", 0, err, errlen)) >= 0) {
+    lrc = S->task_ops->load(S->task, g);
+    bcg_h5_group_close(g);
+    if (lrc) {
+      setf(err, errlen, "checkpoint %s: task %s: load failed (a checkpoint of another configuration?)", path,
+           S->ptask->desc->name);
+      goto out;
+    }
   }
   if (iteration) *iteration = iv[0];
   if (samples) *samples = (uint64_t)sv[0];

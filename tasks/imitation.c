@@ -35,7 +35,20 @@
  * E = mean_b |p_b - p^_b| > max_error; 2 at episode_seconds or, without loop,
  * at the end of the clip.
  *
- * Not provided (see tasks/README.md): the ADD reward and domain
+ * ADD reward (add = true; tasks/add.h has the discriminator): the difference
+ * Delta [15 + 2 nj + 3 (nbody - 2)] between reference and simulated features
+ *   p^_r - p_r (world, 3); 6D(R^_r) - 6D(R_r) (world, 6); q^_j - q_j (nj);
+ *   for every body b >= 1 other than the root: H^i (p^_b - p^_r) - Hi (p_b - p_r)
+ *     (each in its own heading frame, 3 each); v^_r - v_r, w^_r - w_r (world, 6);
+ *   u^_j - u_j (nj)
+ * r += add_weight * add_reward_scale * min(softplus(D(Delta / mabs)), -log 1e-4)
+ * (add_only = true drops the five tracking terms; the action terms stay).
+ * reward() appends every environment's Delta to the discriminator's replay
+ * (read by no VJP); update() trains the discriminator between iterations, so
+ * D and its normalisation are constants of an iteration. save/load keep the
+ * discriminator (params, Adam, mean |Delta|, replay) in checkpoints.
+ *
+ * Not provided (see tasks/README.md): domain
  * randomisation (friction, masses, pushes change the simulation, which a task
  * cannot do faithfully: they belong in [sim]). */
 #include <math.h>
@@ -48,6 +61,7 @@
 #include "bcg/step.h"
 #include "motion.h"
 #include "task_util.h"
+#include "add.h"
 
 #define MAX_FUT 16
 #define MAX_KEY 16
@@ -69,6 +83,11 @@ typedef struct imit {
   double dt, w[5], sc[5], w_action, w_rate, term_h, max_err;
   int nf, fut[MAX_FUT], nk, key[MAX_KEY];
   ws *w_; /* [nenv] scratch (no state across calls) */
+  /* ADD */
+  int add, track, adim;
+  double add_w, add_scale;
+  add_disc disc;
+  bcg_real *delta, *dbar, *z, *dz; /* [nenv][adim], [nenv][adim], [nenv], [nenv] */
 } imit;
 
 enum { T_POS, T_ROT, T_JPOS, T_JVEL, T_ROOT };
@@ -148,6 +167,30 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
     bcg_motion_free(&s->mo), free(s);
     return snprintf(err, errlen, "out of memory"), NULL;
   }
+  s->track = 1;
+  s->add = svc->get_bool(p, "add");
+  if (s->add) {
+    s->track = !svc->get_bool(p, "add_only");
+    s->add_w = svc->get_real(p, "add_weight");
+    s->add_scale = svc->get_real(p, "add_reward_scale");
+    s->adim = 15 + 2 * s->L.nj + 3 * (m->nbody - 2);
+    long hl[BCG_MLP_MAX_HIDDEN];
+    int nh = svc->get_list(p, "add_layers", hl, BCG_MLP_MAX_HIDDEN);
+    s->delta = malloc(sizeof(bcg_real) * (size_t)s->nenv * s->adim);
+    s->dbar = malloc(sizeof(bcg_real) * (size_t)s->nenv * s->adim);
+    s->z = malloc(sizeof(bcg_real) * (size_t)s->nenv);
+    s->dz = malloc(sizeof(bcg_real) * (size_t)s->nenv);
+    if (!s->delta || !s->dbar || !s->z || !s->dz ||
+        add_init(&s->disc, s->adim, hl, nh, svc->get_real(p, "add_lr"), svc->get_real(p, "add_grad_penalty"),
+                 svc->get_real(p, "add_logit_reg"), svc->get_real(p, "add_weight_decay"),
+                 svc->get_int(p, "add_replay"), (int)svc->get_int(p, "add_batch"), (int)svc->get_int(p, "add_steps"),
+                 s->nenv, env->seed)) {
+      snprintf(err, errlen, "[task] add: cannot build the discriminator (out of memory?)");
+      free(s->delta), free(s->dbar), free(s->z), free(s->dz), free(s->w_);
+      bcg_motion_free(&s->mo), free(s);
+      return NULL;
+    }
+  }
   return s;
 }
 
@@ -156,6 +199,8 @@ static void destroy(void *p) {
   if (!s) return;
   bcg_motion_free(&s->mo);
   free(s->w_);
+  if (s->add) add_free(&s->disc);
+  free(s->delta), free(s->dbar), free(s->z), free(s->dz);
   free(s);
 }
 static int obs_dim(const void *p) { return ((const imit *)p)->odim; }
@@ -345,6 +390,73 @@ static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, d
   e[T_ROOT] = v3_dot(d, d) + (3 - tr) + 0.1 * dv2 + 0.1 * dw2;
 }
 
+/* ---- ADD: the feature difference and its VJP --------------------------------------- */
+
+/* Delta [adim] of the state (w->k, q, u) against the reference in w (kr, qr, ur) */
+static void add_delta(const imit *s, const ws *w, const bcg_real *q, const bcg_real *u, bcg_real *o) {
+  const bcg_kin *k = &w->k, *kr = &w->kr;
+  int r = s->L.root, nj = s->L.nj;
+  real_t a[3], b[3], s6[6], r6[6], H[9], Hr[9], d[3], dr[3], x1[3], x2[3];
+  wpos(kr, r, a);
+  wpos(k, r, b);
+  v3_sub(o, a, b);
+  tu_6d(kr->R[r], r6);
+  tu_6d(k->R[r], s6);
+  for (int i = 0; i < 6; i++) o[3 + i] = r6[i] - s6[i];
+  o += 9;
+  for (int j = 0; j < nj; j++) o[j] = w->qr[s->L.jq[j]] - q[s->L.jq[j]];
+  o += nj;
+  tu_heading(&s->L, k->R[r], H);
+  tu_heading(&s->L, kr->R[r], Hr);
+  for (int bb = 1; bb < s->m->nbody; bb++) {
+    if (bb == r) continue;
+    v3_sub(dr, kr->p[bb], kr->p[r]);
+    v3_sub(d, k->p[bb], k->p[r]);
+    m3_mulv(x1, Hr, dr);
+    m3_mulv(x2, H, d);
+    v3_sub(o, x1, x2);
+    o += 3;
+  }
+  real_t v[3], wv[3], vr[3], wr[3];
+  tu_root_vel(&s->L, k, u, v, wv);
+  tu_root_vel(&s->L, kr, w->ur, vr, wr);
+  v3_sub(o, vr, v);
+  v3_sub(o + 3, wr, wv);
+  o += 6;
+  for (int j = 0; j < nj; j++) o[j] = w->ur[s->L.jd[j]] - u[s->L.jd[j]];
+}
+
+/* accumulate into A the adjoint of the simulated state given ob = dL/dDelta */
+static void add_delta_vjp(const imit *s, ws *w, const bcg_real *u, const bcg_real *ob, tu_adj *A) {
+  const bcg_kin *k = &w->k;
+  int r = s->L.root, nj = s->L.nj;
+  v3_addscl(A->pb[r], ob, -1);
+  real_t n6[6], R6[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 6; i++) n6[i] = -ob[3 + i];
+  tu_6d_vjp(n6, R6);
+  for (int i = 0; i < 9; i++) A->Rb[i] += R6[i];
+  ob += 9;
+  for (int j = 0; j < nj; j++) A->qb[s->L.jd[j]] -= ob[j];
+  ob += nj;
+  real_t H[9], d[3], db[3], nb[3];
+  tu_heading(&s->L, k->R[r], H);
+  for (int bb = 1; bb < s->m->nbody; bb++) {
+    if (bb == r) continue;
+    v3_sub(d, k->p[bb], k->p[r]);
+    for (int i = 0; i < 3; i++) nb[i] = -ob[i];
+    v3_zero(db);
+    tu_mv_vjp(H, d, nb, A->Hib, db);
+    v3_addto(A->pb[bb], db);
+    v3_addscl(A->pb[r], db, -1);
+    ob += 3;
+  }
+  real_t vb[3], wb[3];
+  for (int i = 0; i < 3; i++) vb[i] = -ob[i], wb[i] = -ob[3 + i];
+  tu_root_vel_vjp(&s->L, k, u, vb, wb, A);
+  ob += 6;
+  for (int j = 0; j < nj; j++) A->ub[s->L.jd[j]] -= ob[j];
+}
+
 static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
                   bcg_real *rew, int *done) {
   imit *s = p;
@@ -359,7 +471,9 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     ref_at(s, w, tau);
     errors(s, w, q, q + s->nq, err, &et);
     double r = 0, aa = 0, da = 0;
-    for (int i = 0; i < 5; i++) r += s->w[i] * exp(-s->sc[i] * err[i]);
+    if (s->track)
+      for (int i = 0; i < 5; i++) r += s->w[i] * exp(-s->sc[i] * err[i]);
+    if (s->add) add_delta(s, w, q, q + s->nq, s->delta + (size_t)e * s->adim);
     for (int i = 0; i < s->nu; i++) {
       double d = ae[i] - (pe ? pe[i] : 0);
       aa += ae[i] * ae[i];
@@ -371,11 +485,17 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     else if (clk[e].t >= s->ep_steps || (!s->loop && tau >= D - 1e-9)) done[e] = 2;
     else done[e] = 0;
   }
+  if (s->add) {
+    if (add_logits(&s->disc, s->delta, s->nenv, s->z)) return -1;
+    for (int e = 0; e < s->nenv; e++) rew[e] += (bcg_real)(s->add_w * s->add_scale * add_reward(s->z[e]));
+    add_push(&s->disc, s->delta, s->nenv);
+  }
   return 0;
 }
 
 static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae, const bcg_real *pe,
-                           bcg_task_clock ck, real_t g, bcg_real *xb, bcg_real *ab, bcg_real *pab) {
+                           bcg_task_clock ck, real_t g, const bcg_real *dbar, bcg_real *xb, bcg_real *ab,
+                           bcg_real *pab) {
   ws *w = &s->w_[e];
   const bcg_mdata *m = s->m;
   bcg_kin *k = &w->k;
@@ -387,8 +507,9 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
   bcg_kinematics(m, q, k);
   ref_at(s, w, ck.phase + ck.t * s->dt);
   errors(s, w, q, u, err, &et);
-  for (int i = 0; i < 5; i++) c[i] = -g * s->w[i] * s->sc[i] * exp(-s->sc[i] * err[i]); /* dr/de_i */
+  for (int i = 0; i < 5; i++) c[i] = s->track ? -g * s->w[i] * s->sc[i] * exp(-s->sc[i] * err[i]) : 0; /* dr/de_i */
   tu_adj_zero(A);
+  if (dbar) add_delta_vjp(s, w, u, dbar, A);
   for (int b = 1; b < m->nbody; b++) {
     real_t pa[3], pc[3], d[3], Rb[9];
     wpos(k, b, pa);
@@ -428,10 +549,23 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
 static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
                       const bcg_task_clock *clk, const bcg_real *rb, bcg_real *xb, bcg_real *ab, bcg_real *pab) {
   imit *s = p;
+  if (s->add) {
+#pragma omp parallel for schedule(static)
+    for (int e = 0; e < s->nenv; e++) {
+      ws *w = &s->w_[e];
+      const bcg_real *q = x + (size_t)e * s->nx;
+      bcg_kinematics(s->m, q, &w->k);
+      ref_at(s, w, clk[e].phase + clk[e].t * s->dt);
+      add_delta(s, w, q, q + s->nq, s->delta + (size_t)e * s->adim);
+    }
+    if (add_logits(&s->disc, s->delta, s->nenv, s->z)) return -1;
+    for (int e = 0; e < s->nenv; e++) s->dz[e] = (bcg_real)(rb[e] * s->add_w * s->add_scale * add_reward_dz(s->z[e]));
+    if (add_input_vjp(&s->disc, s->nenv, s->dz, s->dbar)) return -1;
+  }
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++)
     reward_vjp_one(s, e, x + (size_t)e * s->nx, a + (size_t)e * s->nu, prev_a ? prev_a + (size_t)e * s->nu : NULL,
-                   clk[e], rb[e], xb + (size_t)e * 2 * s->nv, ab ? ab + (size_t)e * s->nu : NULL,
+                   clk[e], rb[e], s->add ? s->dbar + (size_t)e * s->adim : NULL, xb + (size_t)e * 2 * s->nv, ab ? ab + (size_t)e * s->nu : NULL,
                    pab ? pab + (size_t)e * s->nu : NULL);
   return 0;
 }
@@ -471,6 +605,25 @@ static const bcg_key_spec keys[] = {
      "terminate when the root origin is below this height (m)"},
     {"max_error", BCG_KEY_REAL, "0.5", 0, 1e6, NULL,
      "terminate when the mean body-position error exceeds this (m)"},
+    {"add", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "add the Adversarial Differential Discriminator reward (DESIGN.md section 8; tasks/README.md)"},
+    {"add_only", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "with add: drop the five tracking terms (the ADD reward replaces them; action terms stay)"},
+    {"add_weight", BCG_KEY_REAL, "1", 0, 1e6, NULL, "weight of the ADD reward added to the tracking reward"},
+    {"add_reward_scale", BCG_KEY_REAL, "1", 0, 1e6, NULL,
+     "scale of r = -log(max(1 - sigmoid(D), 1e-4)) (bounded by 9.21 scale)"},
+    {"add_layers", BCG_KEY_LIST, "64,64", 1, 4096, NULL,
+     "hidden widths of the discriminator (ELU); small for CPU (AMP/ADD use 1024,512)"},
+    {"add_lr", BCG_KEY_REAL, "2.5e-4", 0, 1, NULL, "discriminator Adam learning rate (BCG paper: 2.5e-4)"},
+    {"add_grad_penalty", BCG_KEY_REAL, "5", 0, 1e6, NULL,
+     "weight of |dD/dx|^2 at the positive x = 0 (exact double backward; AMP's humanoid value 5)"},
+    {"add_logit_reg", BCG_KEY_REAL, "0.01", 0, 1e6, NULL,
+     "weight of |W_out|^2 of the discriminator's output layer (AMP's disc_logit_reg 0.01)"},
+    {"add_weight_decay", BCG_KEY_REAL, "1e-4", 0, 1e6, NULL,
+     "L2 weight decay of every discriminator parameter, in Adam (AMP's disc_weight_decay 1e-4)"},
+    {"add_replay", BCG_KEY_INT, "100000", 1, 1e8, NULL, "replay buffer of policy Delta samples (ring)"},
+    {"add_batch", BCG_KEY_INT, "256", 1, 1e6, NULL, "negatives per discriminator step (plus the one positive)"},
+    {"add_steps", BCG_KEY_INT, "4", 0, 1e4, NULL, "discriminator steps per update() (once per learner iteration)"},
 };
 
 /* E_track of the evaluation: mean over bodies of |p_b - p^_b| */
@@ -488,8 +641,30 @@ static int tracking_error(void *p, const bcg_real *x, const bcg_task_clock *clk,
   return 0;
 }
 
+static int update(void *p, int64_t it) {
+  imit *s = p;
+  return s->add ? add_update(&s->disc, it) : 0;
+}
+
+/* checkpoint: the discriminator (nothing without add) */
+static int save(void *p, int64_t g) {
+  imit *s = p;
+  int64_t f[1] = {s->add};
+  char e[256];
+  if (bcg_h5_write_i64(g, "add", f, 1, e, sizeof e)) return -1;
+  return s->add ? add_save(&s->disc, g) : 0;
+}
+
+static int load(void *p, int64_t g) {
+  imit *s = p;
+  int64_t f[1];
+  char e[256];
+  if (bcg_h5_read_i64(g, "add", f, 1, e, sizeof e) != 1 || f[0] != s->add) return -1;
+  return s->add ? add_load(&s->disc, g) : 0;
+}
+
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
-                                 observe_vjp, reward, reward_vjp, NULL, tracking_error};
+                                 observe_vjp, reward, reward_vjp, update, tracking_error, save, load};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "imitation", "track a reference motion (CSV/HDF5 qpos frames)"),

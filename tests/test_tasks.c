@@ -15,6 +15,9 @@
 #include "bcg/model.h"
 #include "bcg/step.h"
 #include "../tasks/motion.h"
+#include "../tasks/add.h"
+#include "bcg/runlog.h"
+#include "bcg/train.h"
 #include "testutil.h"
 
 #define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
@@ -756,10 +759,291 @@ static void test_biped2d_clip(void) {
   unlink(p);
 }
 
+/* ---- ADD reward ------------------------------------------------------------------------- */
+
+/* perturbed real states of the motion (random phases), n envs, into x; the clocks at t = 1 + 3e */
+static void add_states(inst *I, uint64_t draw, double sq, double su, bcg_real *x, bcg_task_clock *clk) {
+  bcg_env *env = I->env;
+  int n = env->nenv, nx = env->nx, nv = env->nv, envs[16] = {0};
+  for (int e = 0; e < n; e++) envs[e] = e;
+  I->ops->reset(I->task, envs, n, draw, x, clk);
+  for (int e = 0; e < n; e++) {
+    bcg_real dq[BCG_MAX_DOF], du[BCG_MAX_DOF], y[BCG_MAX_Q + BCG_MAX_DOF];
+    for (int d = 0; d < nv; d++) dq[d] = sq * nrand(), du[d] = su * nrand();
+    bcg_env_perturb(env, x + e * nx, dq, du, y);
+    memcpy(x + e * nx, y, sizeof(bcg_real) * nx);
+    clk[e].t = 1 + 3 * e;
+  }
+}
+
+/* fill the replay with policy-like samples through reward() and train D a little */
+static void add_warm(inst *I, int rounds) {
+  int n = I->env->nenv, done[16];
+  bcg_real *x = calloc((size_t)n * I->env->nx, sizeof(bcg_real)), a[16 * BCG_MAX_ACT] = {0}, rew[16];
+  bcg_task_clock clk[16];
+  for (int r = 0; r < rounds; r++) {
+    add_states(I, 100 + r, 0.1, 0.5, x, clk);
+    I->ops->reward(I->task, x, a, a, clk, rew, done);
+    CU_ASSERT_EQUAL(I->ops->update(I->task, r), 0);
+  }
+  free(x);
+}
+
+static void test_add_vjp(void) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nadd = true\nadd_lr = 3e-3\nadd_batch = 32\n",
+           motion_file("run.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
+  add_warm(&I, 10);
+  CU_ASSERT(fd_task(&I, 1, "imitation humanoid reward VJP vs FD, tracking + ADD (rel)") < 1e-6);
+  inst_free(&I);
+  snprintf(lines, sizeof lines,
+           "plugin = imitation\nmotion = %s\nadd = true\nadd_only = true\nadd_reward_scale = 0.7\nadd_lr = 3e-3\n"
+           "add_batch = 32\nw_action_rate = 0.1\nloop = true\n",
+           motion_file("jump.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
+  add_warm(&I, 10);
+  CU_ASSERT(fd_task(&I, 1, "imitation humanoid reward VJP vs FD, ADD only (rel)") < 1e-6);
+  inst_free(&I);
+}
+
+/* the discriminator alone: the exact gradient-penalty gradient vs FD, and on a
+ * fixed replay D(0) rises and D(negatives) falls */
+static void test_add_discriminator(void) {
+  add_disc d;
+  long hid[2] = {16, 12};
+  int dim = 6;
+  CU_ASSERT_EQUAL_FATAL(add_init(&d, dim, hid, 2, 5e-3, 5, 0.01, 1e-4, 1000, 64, 4, 8, 7), 0);
+  /* gradient penalty: P = |dD/dx|^2 at x, d P / d params vs central FD */
+  bcg_real x0[6] = {0.3, -0.2, 0.1, 0.5, -0.7, 0.05};
+  bcg_real *g = calloc(d.D.nparams, sizeof(bcg_real));
+  add_gp_grad(&d.D, x0, 1.0, g);
+  double worst = 0;
+  double *ga = malloc(sizeof(double) * d.D.nparams), *gf = malloc(sizeof(double) * d.D.nparams);
+  for (size_t i = 0; i < d.D.nparams; i++) {
+    bcg_real s = d.D.params[i], tmp[1];
+    (void)tmp;
+    bcg_real *junk = calloc(d.D.nparams, sizeof(bcg_real));
+    d.D.params[i] = s + 1e-6;
+    double pp = add_gp_grad(&d.D, x0, 0, junk);
+    d.D.params[i] = s - 1e-6;
+    double pm = add_gp_grad(&d.D, x0, 0, junk);
+    d.D.params[i] = s;
+    free(junk);
+    ga[i] = g[i];
+    gf[i] = (pp - pm) / 2e-6;
+  }
+  worst = bcg_vec_relerr(ga, gf, (int)d.D.nparams);
+  bcg_test_report("ADD gradient penalty: double-backward param gradient vs FD (rel)", worst);
+  CU_ASSERT(worst < 1e-6);
+  /* the penalty itself against an FD of the input gradient (MLP input VJP) */
+  {
+    bcg_real z[1], dz[1] = {1}, dx[6];
+    bcg_mlp_forward(&d.D, NULL, x0, 1, z);
+    bcg_mlp_backward(&d.D, NULL, dz, NULL, dx);
+    double P = 0;
+    for (int i = 0; i < dim; i++) P += (double)dx[i] * dx[i];
+    bcg_real *junk = calloc(d.D.nparams, sizeof(bcg_real));
+    double P2 = add_gp_grad(&d.D, x0, 0, junk);
+    free(junk);
+    CU_ASSERT(fabs(P - P2) <= 1e-12 * (1 + P));
+  }
+  free(g), free(ga), free(gf);
+  /* fixed replay of negatives */
+  bcg_real neg[200 * 6];
+  for (int i = 0; i < 200 * dim; i++) neg[i] = (bcg_real)(0.5 * nrand() + (i % dim == 0 ? 1.0 : 0.0));
+  add_push(&d, neg, 200);
+  bcg_real zero[6] = {0}, z0[1], zn[8];
+  add_update(&d, 0); /* merges mean |Delta| (no more pushes after this: the replay is fixed) */
+  add_logits(&d, zero, 1, z0);
+  double p0 = z0[0];
+  add_logits(&d, neg, 8, zn);
+  double n0 = 0;
+  for (int i = 0; i < 8; i++) n0 += zn[i] / 8;
+  for (int it = 1; it <= 20; it++) add_update(&d, it);
+  add_logits(&d, zero, 1, z0);
+  add_logits(&d, neg, 8, zn);
+  double n1 = 0;
+  for (int i = 0; i < 8; i++) n1 += zn[i] / 8;
+  printf("  ADD D(0) %.4f -> %.4f, mean D(negatives) %.4f -> %.4f after 20 updates (loss %.4f)\n", p0, (double)z0[0],
+         n0, n1, d.last_loss);
+  CU_ASSERT(z0[0] > p0 + 0.05);
+  CU_ASSERT(n1 < n0 - 0.05);
+  add_free(&d);
+}
+
+/* rewards finite and within [0, -log(1e-4) scale], also far from the reference */
+static void test_add_bounded(void) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nadd = true\nadd_only = true\nadd_reward_scale = 2\n"
+           "add_lr = 1e-2\nadd_batch = 32\nadd_grad_penalty = 0\n", motion_file("dance.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 4), 0);
+  add_warm(&I, 20);
+  int n = 4, done[4];
+  bcg_real *x = calloc((size_t)n * I.env->nx, sizeof(bcg_real)), a[4 * BCG_MAX_ACT] = {0}, rew[4];
+  bcg_task_clock clk[4];
+  double lo = 1e300, hi = -1e300;
+  for (int k = 0; k < 6; k++) {
+    double sc = k < 3 ? 0.02 * k : 2.0 * k;
+    add_states(&I, 300 + k, 0.1 * sc, sc, x, clk);
+    if (k == 0)
+      for (int e = 0; e < n; e++) clk[e].t = 0; /* the reset states themselves: Delta = 0 */
+    I.ops->reward(I.task, x, a, a, clk, rew, done);
+    for (int e = 0; e < n; e++) {
+      CU_ASSERT(isfinite(rew[e]));
+      lo = fmin(lo, rew[e]), hi = fmax(hi, rew[e]);
+    }
+  }
+  printf("  ADD rewards in [%.4g, %.4g], bound [0, %.4g]\n", lo, hi, 2 * ADD_RMAX);
+  CU_ASSERT(lo >= 0);
+  CU_ASSERT(hi <= 2 * ADD_RMAX + 1e-12);
+  free(x);
+  inst_free(&I);
+}
+
+/* save / load through the ops: the loaded task gives the same rewards and
+ * trains on identically afterwards (params, Adam, mean |Delta|, replay) */
+static void test_add_save_load(void) {
+  inst A, B;
+  char lines[1024], path[] = "/tmp/bcg_test_add_XXXXXX.h5", err[512];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nadd = true\nadd_batch = 32\nadd_lr = 3e-3\n",
+           motion_file("run.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&A, HUMANOID, lines, 3), 0);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&B, HUMANOID, lines, 3), 0);
+  CU_ASSERT_FATAL(A.ops->size >= sizeof(bcg_task_ops) && A.ops->save && A.ops->load);
+  add_warm(&A, 5);
+  /* pending samples that the next update merges must survive too */
+  int n = 3, done[3];
+  bcg_real *x = calloc((size_t)n * A.env->nx, sizeof(bcg_real)), a[3 * BCG_MAX_ACT] = {0}, ra[3], rb[3];
+  bcg_task_clock clk[3];
+  add_states(&A, 77, 0.1, 0.5, x, clk);
+  A.ops->reward(A.task, x, a, a, clk, ra, done);
+  int fd = mkstemps(path, 3);
+  close(fd);
+  bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, sizeof err);
+  CU_ASSERT_FATAL(ck != NULL);
+  int64_t g = bcg_h5_group(bcg_checkpoint_root(ck), "task", 1, err, sizeof err);
+  CU_ASSERT_EQUAL(A.ops->save(A.task, g), 0);
+  bcg_h5_group_close(g);
+  CU_ASSERT_EQUAL(bcg_checkpoint_commit(ck, err, sizeof err), 0);
+  int64_t f = bcg_checkpoint_open(path, err, sizeof err);
+  CU_ASSERT_FATAL(f >= 0);
+  g = bcg_h5_group(f, "task", 0, err, sizeof err);
+  CU_ASSERT_EQUAL(B.ops->load(B.task, g), 0);
+  bcg_h5_group_close(g);
+  bcg_checkpoint_close(f);
+  unlink(path);
+  double worst = 0;
+  for (int round = 0; round < 3; round++) {
+    add_states(&A, 200 + round, 0.1, 0.5, x, clk);
+    A.ops->reward(A.task, x, a, a, clk, ra, done);
+    B.ops->reward(B.task, x, a, a, clk, rb, done);
+    for (int e = 0; e < n; e++) worst = fmax(worst, fabs(ra[e] - rb[e]));
+    CU_ASSERT_EQUAL(A.ops->update(A.task, 10 + round), 0);
+    CU_ASSERT_EQUAL(B.ops->update(B.task, 10 + round), 0);
+  }
+  add_states(&A, 999, 0.1, 0.5, x, clk);
+  A.ops->reward(A.task, x, a, a, clk, ra, done);
+  B.ops->reward(B.task, x, a, a, clk, rb, done);
+  for (int e = 0; e < n; e++) worst = fmax(worst, fabs(ra[e] - rb[e]));
+  bcg_test_report("ADD save/load: max |reward difference| over 3 later updates", worst);
+  CU_ASSERT(worst == 0);
+  /* a task without add refuses a checkpoint with add and vice versa */
+  free(x);
+  inst_free(&A), inst_free(&B);
+}
+
+/* end to end: SHAC on imitation with ADD, 4 iterations straight vs 2 + resume
+ * 2: the final checkpoints' discriminator (task group) and actor agree bit for
+ * bit (core/train.c writes and reads the task's group "task") */
+static int add_train(bcg_registry *reg, const char *ini, int nov, char **ov, char *dir, int resume,
+                     bcg_train_result *res) {
+  char err[2048];
+  bcg_config *cfg = NULL;
+  if (bcg_config_load_with(&cfg, reg, ini, nov, ov, err, sizeof err)) return fprintf(stderr, "%s\n", err), -1;
+  if (!resume && bcg_rundir_create("/tmp", "bcg_test_add_run", dir, 1024, err, sizeof err))
+    return bcg_config_free(cfg), fprintf(stderr, "%s\n", err), -1;
+  bcg_train_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.run_dir = dir;
+  opt.resume = resume;
+  int rc = bcg_train_run(cfg, &opt, res, err, sizeof err);
+  if (rc) fprintf(stderr, "train: %s\n", err);
+  bcg_config_free(cfg);
+  return rc;
+}
+
+static long add_ck_reals(const char *path, const char *group, const char *name, bcg_real *x, size_t cap) {
+  char err[256];
+  int64_t f = bcg_checkpoint_open(path, err, sizeof err);
+  if (f < 0) return -1;
+  int64_t g = bcg_h5_group(f, group, 0, err, sizeof err);
+  long n = g < 0 ? -1 : bcg_h5_read_reals(g, name, x, cap, err, sizeof err);
+  if (g >= 0) bcg_h5_group_close(g);
+  bcg_checkpoint_close(f);
+  return n;
+}
+
+static void test_add_resume(void) {
+  bcg_registry *reg = bcg_registry_new();
+  char dir[1024], ini[] = "/tmp/bcg_test_add_XXXXXX.ini", mp[1024], d1[1024], d2[1024];
+  snprintf(dir, sizeof dir, "%s/plugins", bcg_test_build_dir());
+  bcg_registry_scan_dir(reg, dir, 1);
+  int fd = mkstemps(ini, 4);
+  FILE *f = fdopen(fd, "w");
+  fprintf(f,
+          "[run]\nname = add\nseed = 4\nnum_envs = 2\nthreads = 1\niterations = 4\ncheckpoint_every = 0\n"
+          "[model]\npath = %s\n[sim]\nsubsteps = 2\ncontrol_dt = 0.02\nactuation = pd\n"
+          "[contact]\nplugin = smoothed_kappa\n[estimator]\nplugin = autodiff\n"
+          "[learner]\nplugin = shac\nhorizon = 4\nactor_layers = 16\ncritic_layers = 16\ncritic_iterations = 2\n"
+          "[task]\nplugin = imitation\nmotion = %s\nadd = true\nadd_layers = 16\nadd_batch = 8\nadd_steps = 2\n"
+          "add_replay = 12\n",
+          HUMANOID, motion_file("run.csv"));
+  fclose(f);
+  (void)mp;
+  bcg_train_result r1, r2, r3;
+  CU_ASSERT_EQUAL_FATAL(add_train(reg, ini, 0, NULL, d1, 0, &r1), 0);
+  char ov[64];
+  snprintf(ov, sizeof ov, "run.samples=%llu", (unsigned long long)(r1.samples / 2));
+  char *ovp[] = {ov};
+  CU_ASSERT_EQUAL_FATAL(add_train(reg, ini, 1, ovp, d2, 0, &r2), 0);
+  CU_ASSERT_EQUAL(r2.iterations, 2);
+  CU_ASSERT_EQUAL_FATAL(add_train(reg, ini, 0, NULL, d2, 1, &r3), 0);
+  CU_ASSERT_EQUAL(r3.iterations, 4);
+  static const char *names[][2] = {{"task", "params"}, {"task", "replay"}, {"task", "adam_v"},
+                                   {"learner", "actor/params"}};
+  int same = 1;
+  for (int i = 0; i < 4; i++) {
+    static bcg_real a[200000], b[200000];
+    long na = add_ck_reals(r1.checkpoint, names[i][0], names[i][1], a, 200000);
+    long nb = add_ck_reals(r3.checkpoint, names[i][0], names[i][1], b, 200000);
+    int ok = na > 0 && na == nb && memcmp(a, b, sizeof(bcg_real) * (size_t)na) == 0;
+    if (!ok) fprintf(stderr, "ADD resume: %s/%s differs (%ld vs %ld)\n", names[i][0], names[i][1], na, nb);
+    same &= ok;
+  }
+  /* the interrupted half differs (the comparison can fail) */
+  static bcg_real a[200000], b[200000];
+  long na = add_ck_reals(r1.checkpoint, "task", "params", a, 200000);
+  long nb = add_ck_reals(r2.checkpoint, "task", "params", b, 200000);
+  CU_ASSERT(na == nb && na > 0 && memcmp(a, b, sizeof(bcg_real) * (size_t)na) != 0);
+  printf("  ADD resume: task + actor checkpoints bit-identical: %s\n", same ? "yes" : "no");
+  CU_ASSERT(same);
+  unlink(ini);
+  char cmd[3200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", d1, d2);
+  if (system(cmd)) {
+  }
+  bcg_registry_free(reg);
+}
+
 BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_mismatch}, {"hdf5", test_hdf5},
           {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
           {"termination", test_termination}, {"shipped_motions", test_shipped_motions},
-          {"biped2d_clip", test_biped2d_clip});
+          {"biped2d_clip", test_biped2d_clip}, {"add_vjp", test_add_vjp},
+          {"add_discriminator", test_add_discriminator}, {"add_bounded", test_add_bounded},
+          {"add_save_load", test_add_save_load}, {"add_resume", test_add_resume});
 BCG_RUN("tasks")

@@ -236,6 +236,11 @@ typedef struct bcg_task_ops {
    * distance between simulated and reference body positions (m) at x under
    * clk (E_track of the evaluation); for tasks that track a reference */
   int (*tracking_error)(void *self, const bcg_real *x, const bcg_task_clock *clk, bcg_real *err);
+  /* optional (may be NULL; check size first): checkpoint I/O of the task's own
+   * training state (e.g. ADD's discriminator) into an open HDF5 group (hid_t
+   * as int64), the checkpoint's group "task" */
+  int (*save)(void *self, int64_t group);
+  int (*load)(void *self, int64_t group);
 } bcg_task_ops;
 
 /* ---- the descriptor ----------------------------------------------------------- */
