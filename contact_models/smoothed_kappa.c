@@ -93,6 +93,7 @@
 #include <string.h>
 
 #include "bcg/plugin.h"
+#include "contact_common.h"
 
 #ifdef BCG_CONTACT_HARD
 #define PGS_NAME "hard"
@@ -175,36 +176,6 @@ BCG_HD void pgs_weight(const pgs_cfg *cf, real g, real *s, real *ds) {
   *ds = clipped ? (real)0 : -cf->kappa * sv * ((real)1 - sv);
 }
 
-/* ---- friction-disc projection and its VJP --------------------------------------- */
-
-BCG_HD void pgs_proj(const real q[3], real mu, real p[3]) {
-  if (q[0] <= 0) { p[0] = p[1] = p[2] = 0; return; }
-  const real t = sqrt(q[1] * q[1] + q[2] * q[2]);
-  const real lim = mu * q[0];
-  if (t > lim) {
-    const real sc = lim / t;
-    p[0] = q[0]; p[1] = q[1] * sc; p[2] = q[2] * sc;
-  } else {
-    p[0] = q[0]; p[1] = q[1]; p[2] = q[2];
-  }
-}
-
-/* qb = (d proj / d q)^T pb at q, the branch taken by pgs_proj */
-BCG_HD void pgs_proj_vjp(const real q[3], real mu, const real pb[3], real qb[3]) {
-  if (q[0] <= 0) { qb[0] = qb[1] = qb[2] = 0; return; }
-  const real t = sqrt(q[1] * q[1] + q[2] * q[2]);
-  const real lim = mu * q[0];
-  if (t > lim) {
-    const real u1 = q[1] / t, u2 = q[2] / t, sc = lim / t;
-    const real ub = u1 * pb[1] + u2 * pb[2];
-    qb[0] = pb[0] + mu * ub;
-    qb[1] = sc * (pb[1] - u1 * ub);
-    qb[2] = sc * (pb[2] - u2 * ub);
-  } else {
-    qb[0] = pb[0]; qb[1] = pb[1]; qb[2] = pb[2];
-  }
-}
-
 /* ---- one environment ---------------------------------------------------------------- */
 
 /* Scratch views of one environment. */
@@ -258,37 +229,13 @@ BCG_HD void pgs_step(const pgs_cfg *cf, const pgs_work *w, int i, const real y[3
   }
 }
 
-/* alpha = 1 / lambda_max of the symmetric part of G_tt (the tangential step
- * of a sliding contact): lambda_max = (a + c) / 2 + sqrt(((a - c) / 2)^2 + b^2)
- * with a = G_t1t1, c = G_t2t2, b = (G_t1t2 + G_t2t1) / 2. */
-BCG_HD real pgs_alpha(const real *Gii, int ld) {
-  const real a = Gii[ld + 1], c = Gii[2 * ld + 2], b = (real)0.5 * (Gii[ld + 2] + Gii[2 * ld + 1]);
-  const real h = (real)0.5 * (a - c);
-  return (real)1 / ((real)0.5 * (a + c) + sqrt(h * h + b * b));
-}
-
-/* G_tt's adjoint from alpha's (alpha_b), added into Gbii (the G_bar block of
- * G_ii). d lambda / da = 1/2 + h / (2 r), d / dc = 1/2 - h / (2 r), d / dG_t1t2
- * = d / dG_t2t1 = b / (2 r), r = sqrt(h^2 + b^2); at r = 0 (a = c, b = 0: the
- * isotropic G_tt, where lambda_max has a kink) the one-sided mean 1/2, 1/2, 0. */
-BCG_HD void pgs_alpha_vjp(const real *Gii, int ld, real alpha, real alpha_b, real *Gbii) {
-  const real a = Gii[ld + 1], c = Gii[2 * ld + 2], b = (real)0.5 * (Gii[ld + 2] + Gii[2 * ld + 1]);
-  const real h = (real)0.5 * (a - c), r = sqrt(h * h + b * b);
-  const real lb = -alpha * alpha * alpha_b; /* alpha = 1 / lambda */
-  const real ha = r > 0 ? (real)0.5 * h / r : (real)0, hb = r > 0 ? (real)0.5 * b / r : (real)0;
-  Gbii[ld + 1] += lb * ((real)0.5 + ha);
-  Gbii[2 * ld + 2] += lb * ((real)0.5 - ha);
-  Gbii[ld + 2] += lb * hb;
-  Gbii[2 * ld + 1] += lb * hb;
-}
-
 /* The split step of contact i, from its pre-update p_i and residual y:
  *   qn = p_n - y_n / G_nn,  p_n' = max(0, qn),  dn = p_n' - p_n
  *   z  = y_t + G_tn dn     (the tangential residual after the normal update)
  *   u  = (G_tt)^-1 z,  q = (p_n', p_t - u)                   (Newton step)
  *   sliding (p_n' > 0 and |q_t| > mu p_n'): q = (p_n', p_t - alpha z)
  *                                  (gradient step, alpha = 1 / lambda_max(G_tt))
- * and then p_i' = pgs_proj(q) (p_n' = 0 -> p_t' = 0; sticking: q as is;
+ * and then p_i' = contact_proj(q) (p_n' = 0 -> p_t' = 0; sticking: q as is;
  * sliding: onto the disc of radius mu p_n'). Gi is blockdiag(1 / G_nn,
  * (G_tt)^-1), Gii the block G_ii. */
 typedef struct pgs_split_st {
@@ -308,7 +255,7 @@ BCG_HD void pgs_split_fwd(const real *Gii, int ld, const real *Gi, real alpha, r
   st->q[0] = pn;
   st->q[1] = pi[1] - st->u[0];
   st->q[2] = pi[2] - st->u[1];
-  /* the Newton step outside the disc: sliding (the same test as pgs_proj's) */
+  /* the Newton step outside the disc: sliding (the same test as contact_proj's) */
   st->slide = pn > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * pn;
   if (st->slide) {
     st->q[1] = pi[1] - alpha * st->z[0];
@@ -316,7 +263,7 @@ BCG_HD void pgs_split_fwd(const real *Gii, int ld, const real *Gi, real alpha, r
   }
 }
 
-/* Adjoint of pgs_split_fwd + pgs_proj: from pb (adjoint of p_i') to the
+/* Adjoint of pgs_split_fwd + contact_proj: from pb (adjoint of p_i') to the
  * adjoints of the pre-update p_i (pold_b, overwritten) and of y (yb,
  * overwritten); accumulates the adjoint of Gi into Gib, that of alpha into
  * *alpha_b and that of the raw coupling G_tn into Gbii (the G_bar block of
@@ -325,7 +272,7 @@ BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real alpha, r
                           const real y[3], const pgs_split_st *st, const real pb[3],
                           real pold_b[3], real yb[3], real *Gib, real *alpha_b, real *Gbii) {
   real qb[3], zb0, zb1;
-  pgs_proj_vjp(st->q, mu, pb, qb);
+  contact_proj_vjp(st->q, mu, pb, qb);
   if (st->slide) {
     /* q_t = p_t - alpha z */
     *alpha_b -= qb[1] * st->z[0] + qb[2] * st->z[1];
@@ -376,7 +323,7 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, const re
       Gi[5] = -Gii[ld + 2] * idt;
       Gi[7] = -Gii[2 * ld + 1] * idt;
       Gi[8] = Gii[ld + 1] * idt;
-      w->r[i] = pgs_alpha(Gii, ld); /* the sliding step */
+      w->r[i] = contact_alpha(Gii, ld); /* the sliding step */
     } else {
       pgs_inv3(Gii, ld, Gi);
     }
@@ -407,10 +354,10 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, const re
         pgs_split_st st;
         pgs_split_fwd(G + (size_t)(3 * i) * ld + 3 * i, ld, w->Gi + 9 * i, w->r[i], mu[i],
                       w->p + 3 * i, y, &st);
-        pgs_proj(st.q, mu[i], w->p + 3 * i);
+        contact_proj(st.q, mu[i], w->p + 3 * i);
       } else {
         pgs_step(cf, w, i, y, q);
-        pgs_proj(q, mu[i], w->p + 3 * i);
+        contact_proj(q, mu[i], w->p + 3 * i);
       }
     }
   for (int i = 0; i < na; i++) {
@@ -457,7 +404,7 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, const real
                       &w->rb[i], G_bar ? G_bar + (size_t)(3 * i) * ld + 3 * i : NULL);
       } else {
         pgs_step(cf, w, i, y, q);
-        pgs_proj_vjp(q, mu[i], pbi, qb);
+        contact_proj_vjp(q, mu[i], pbi, qb);
         /* q = p_i - R_i y: the old p_i's adjoint starts at qb */
         pbi[0] = qb[0]; pbi[1] = qb[1]; pbi[2] = qb[2];
         if (cf->solver == PGS_BLOCK) {
@@ -521,7 +468,7 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, const real
           Gbii[a * ld + b] -= Gi[a] * T[b] + Gi[3 + a] * T[3 + b] + Gi[6 + a] * T[6 + b];
       /* split: r_i = alpha_i = 1 / lambda_max(G_ii,tt) */
       if (cf->solver == PGS_SPLIT && w->rb[i] != 0)
-        pgs_alpha_vjp(G + (size_t)(3 * i) * ld + 3 * i, ld, w->r[i], w->rb[i], Gbii);
+        contact_alpha_vjp(G + (size_t)(3 * i) * ld + 3 * i, ld, w->r[i], w->rb[i], Gbii);
       /* r_i = 1 / (1 + sum_j det G_ij) */
       if (cf->solver == PGS_REFERENCE) {
         const real sbar = -w->r[i] * w->r[i] * w->rb[i];
@@ -537,11 +484,6 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, const real
       }
     }
   for (int i = 0; i < na; i++) gap_bar[i] += w->sb[i] * w->ds[i];
-}
-
-BCG_HD int pgs_nactive(const int *nactive, int e, int ncon) {
-  int na = nactive[e];
-  return na < 0 ? 0 : (na > ncon ? ncon : na);
 }
 
 /* ======================================================================== host == */
@@ -635,7 +577,7 @@ static int pgs_solve(void *self, bcg_contact_batch *b) {
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < b->nenv; e++) {
     const pgs_work w = pgs_work_view(work + (size_t)e * ws, ncon, pgs_nsweep(cf), 0);
-    pgs_env_solve(cf, pgs_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
+    pgs_env_solve(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
                   b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
                   b->lam + (size_t)e * 3 * ncon, b->fn + (size_t)e * ncon, &w);
   }
@@ -655,7 +597,7 @@ static int pgs_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adj
   for (int e = 0; e < b->nenv; e++) {
     real *we = work + (size_t)e * ws;
     const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, pgs_nsweep(cf), 1);
-    pgs_env_vjp(cf, pgs_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
+    pgs_env_vjp(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
                 b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
                 adj->lam_bar + (size_t)e * 3 * ncon, adj->gap_bar + (size_t)e * ncon,
                 adj->c_bar + (size_t)e * 3 * ncon, adj->G_bar ? adj->G_bar + (size_t)e * gsz : NULL,
@@ -707,7 +649,7 @@ __global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const 
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
   const pgs_work w = pgs_work_view(work + (size_t)e * ws, ncon, pgs_nsweep(&cf), 0);
-  pgs_env_solve(&cf, pgs_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
+  pgs_env_solve(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
                 c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
                 lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, &w);
 }
@@ -721,7 +663,7 @@ __global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const in
   const size_t gsz = (size_t)9 * ncon * ncon;
   real *we = work + (size_t)e * ws;
   const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, pgs_nsweep(&cf), 1);
-  pgs_env_vjp(&cf, pgs_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
+  pgs_env_vjp(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
               c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
               lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
               c_bar + (size_t)e * 3 * ncon, G_bar ? G_bar + (size_t)e * gsz : NULL, we,

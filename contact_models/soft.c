@@ -96,6 +96,7 @@
 #include <string.h>
 
 #include "bcg/plugin.h"
+#include "contact_common.h"
 
 typedef bcg_real real;
 
@@ -177,41 +178,7 @@ BCG_HD void soft_env_vjp(const soft_cfg *cf, int na, real dt, const real *gap, c
   }
 }
 
-BCG_HD int soft_nactive(const int *nactive, int e, int ncon) {
-  int na = nactive[e];
-  return na < 0 ? 0 : (na > ncon ? ncon : na);
-}
-
 /* ================================================================ implicit == */
-
-/* friction-disc projection: q_n <= 0 -> 0; |q_t| > mu q_n -> onto the circle */
-BCG_HD void soft_proj(const real q[3], real mu, real p[3]) {
-  if (q[0] <= 0) { p[0] = p[1] = p[2] = 0; return; }
-  const real t = sqrt(q[1] * q[1] + q[2] * q[2]);
-  const real lim = mu * q[0];
-  if (t > lim) {
-    const real sc = lim / t;
-    p[0] = q[0]; p[1] = q[1] * sc; p[2] = q[2] * sc;
-  } else {
-    p[0] = q[0]; p[1] = q[1]; p[2] = q[2];
-  }
-}
-
-/* qb = (d proj / d q)^T pb at q, the branch taken by soft_proj */
-BCG_HD void soft_proj_vjp(const real q[3], real mu, const real pb[3], real qb[3]) {
-  if (q[0] <= 0) { qb[0] = qb[1] = qb[2] = 0; return; }
-  const real t = sqrt(q[1] * q[1] + q[2] * q[2]);
-  const real lim = mu * q[0];
-  if (t > lim) {
-    const real u1 = q[1] / t, u2 = q[2] / t, sc = lim / t;
-    const real ub = u1 * pb[1] + u2 * pb[2];
-    qb[0] = pb[0] + mu * ub;
-    qb[1] = sc * (pb[1] - u1 * ub);
-    qb[2] = sc * (pb[2] - u2 * ub);
-  } else {
-    qb[0] = pb[0]; qb[1] = pb[1]; qb[2] = pb[2];
-  }
-}
 
 /* y = c_i + sum_j G_ij lam_j (the current end-of-substep velocity of contact i) */
 BCG_HD void soft_residual(int i, int na, int ld, const real *G, const real *ci, const real *p,
@@ -239,31 +206,6 @@ typedef struct soft_imp_st {
   int slide;       /* x > 0 and the viscous t* outside the disc */
   real q[3];       /* before the projection: (x, t*) (sticking) or (x, p_t - alpha vt) (sliding) */
 } soft_imp_st;
-
-/* alpha = 1 / lambda_max of the symmetric part of G_tt (the tangential step
- * of a sliding contact): lambda_max = (a + c) / 2 + sqrt(((a - c) / 2)^2 + b^2)
- * with a = G_t1t1, c = G_t2t2, b = (G_t1t2 + G_t2t1) / 2 (as smoothed_kappa's
- * split). */
-BCG_HD real soft_alpha(const real *Gii, int ld) {
-  const real a = Gii[ld + 1], c = Gii[2 * ld + 2], b = (real)0.5 * (Gii[ld + 2] + Gii[2 * ld + 1]);
-  const real h = (real)0.5 * (a - c);
-  return (real)1 / ((real)0.5 * (a + c) + sqrt(h * h + b * b));
-}
-
-/* G_tt's adjoint from alpha's (alpha_b), added into Gbii (the G_bar block of
- * G_ii). d lambda / da = 1/2 + h / (2 r), d / dc = 1/2 - h / (2 r), d / dG_t1t2
- * = d / dG_t2t1 = b / (2 r), r = sqrt(h^2 + b^2); at r = 0 (a = c, b = 0: the
- * isotropic G_tt, where lambda_max has a kink) the one-sided mean 1/2, 1/2, 0. */
-BCG_HD void soft_alpha_vjp(const real *Gii, int ld, real alpha, real alpha_b, real *Gbii) {
-  const real a = Gii[ld + 1], c = Gii[2 * ld + 2], b = (real)0.5 * (Gii[ld + 2] + Gii[2 * ld + 1]);
-  const real h = (real)0.5 * (a - c), r = sqrt(h * h + b * b);
-  const real lb = -alpha * alpha * alpha_b; /* alpha = 1 / lambda */
-  const real ha = r > 0 ? (real)0.5 * h / r : (real)0, hb = r > 0 ? (real)0.5 * b / r : (real)0;
-  Gbii[ld + 1] += lb * ((real)0.5 + ha);
-  Gbii[2 * ld + 2] += lb * ((real)0.5 - ha);
-  Gbii[ld + 2] += lb * hb;
-  Gbii[2 * ld + 1] += lb * hb;
-}
 
 BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const real *Gii, int ld,
                          const real p[3], const real y[3], soft_imp_st *st) {
@@ -297,8 +239,8 @@ BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const rea
   st->q[0] = x;
   st->q[1] = -al * st->u[0];
   st->q[2] = -al * st->u[1];
-  /* the viscous solution outside the disc: sliding (the same test as soft_proj's) */
-  st->alpha = soft_alpha(Gii, ld);
+  /* the viscous solution outside the disc: sliding (the same test as contact_proj's) */
+  st->alpha = contact_alpha(Gii, ld);
   st->slide = x > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * x;
   if (st->slide) {
     st->q[1] = p[1] - st->alpha * st->vt[0];
@@ -306,7 +248,7 @@ BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const rea
   }
 }
 
-/* Adjoint of soft_imp_fwd + soft_proj: from pb (adjoint of the updated lam_i)
+/* Adjoint of soft_imp_fwd + contact_proj: from pb (adjoint of the updated lam_i)
  * to the adjoints of the pre-update lam_i (pold_b, overwritten) and of y (yb,
  * overwritten); accumulates into *gb (the gap) and Gbii (the G_bar block of
  * G_ii; may be NULL). */
@@ -315,7 +257,7 @@ BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, 
                          real pold_b[3], real yb[3], real *gb, real *Gbii) {
   const real a = Gii[0], hdt = dt * (real)0.5, al = dt * cf->kf;
   real qb[3], vb0, vb1;
-  soft_proj_vjp(st->q, mu, pb, qb);
+  contact_proj_vjp(st->q, mu, pb, qb);
   if (st->slide) {
     /* q_t = p_t - alpha vt,  alpha = 1 / lambda_max(sym G_tt) */
     const real alpha_b = -(qb[1] * st->vt[0] + qb[2] * st->vt[1]);
@@ -323,7 +265,7 @@ BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, 
     vb1 = -st->alpha * qb[2];
     pold_b[1] = qb[1];
     pold_b[2] = qb[2];
-    if (Gbii) soft_alpha_vjp(Gii, ld, st->alpha, alpha_b, Gbii);
+    if (Gbii) contact_alpha_vjp(Gii, ld, st->alpha, alpha_b, Gbii);
   } else {
     /* t* = -al u,  u = Ai z,  Ai = (I + al G_tt)^-1 */
     const real ub0 = -al * qb[1], ub1 = -al * qb[2];
@@ -392,7 +334,7 @@ BCG_HD void soft_imp_env_solve(const soft_cfg *cf, int na, int ncon, real dt, co
       soft_residual(i, na, ld, G, c + 3 * i, lam, y);
       soft_imp_st st;
       soft_imp_fwd(cf, dt, mu[i], gap[i], G + (size_t)(3 * i) * ld + 3 * i, ld, pi, y, &st);
-      soft_proj(st.q, mu[i], pi);
+      contact_proj(st.q, mu[i], pi);
     }
   for (int i = 0; i < na; i++) fn[i] = lam[3 * i] / dt;
   for (int i = na; i < ncon; i++) fn[i] = 0;
@@ -541,7 +483,7 @@ static int soft_solve(void *self, bcg_contact_batch *b) {
     const size_t gsz = (size_t)9 * ncon * ncon;
 #pragma omp parallel for schedule(static)
     for (int e = 0; e < b->nenv; e++)
-      soft_imp_env_solve(cf, soft_nactive(b->nactive, e, ncon), ncon, b->dt,
+      soft_imp_env_solve(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt,
                          b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon,
                          b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
                          b->lam + (size_t)e * 3 * ncon, b->fn + (size_t)e * ncon, NULL);
@@ -549,7 +491,7 @@ static int soft_solve(void *self, bcg_contact_batch *b) {
   }
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < b->nenv; e++)
-    soft_env_solve(cf, soft_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
+    soft_env_solve(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
                    b->v0 + (size_t)e * 3 * ncon, b->mu + (size_t)e * ncon,
                    b->lam + (size_t)e * 3 * ncon, b->fn + (size_t)e * ncon);
   return 0;
@@ -568,7 +510,7 @@ static int soft_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_ad
 #pragma omp parallel for schedule(static)
     for (int e = 0; e < b->nenv; e++) {
       real *we = work + (size_t)e * ws;
-      soft_imp_env_vjp(cf, soft_nactive(b->nactive, e, ncon), ncon, b->dt,
+      soft_imp_env_vjp(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt,
                        b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon,
                        b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
                        adj->lam_bar + (size_t)e * 3 * ncon, adj->gap_bar + (size_t)e * ncon,
@@ -581,7 +523,7 @@ static int soft_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_ad
   }
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < b->nenv; e++)
-    soft_env_vjp(cf, soft_nactive(b->nactive, e, ncon), b->dt, b->gap + (size_t)e * ncon,
+    soft_env_vjp(cf, contact_nactive(b->nactive, e, ncon), b->dt, b->gap + (size_t)e * ncon,
                  b->v0 + (size_t)e * 3 * ncon, b->mu + (size_t)e * ncon,
                  adj->lam_bar + (size_t)e * 3 * ncon, adj->gap_bar + (size_t)e * ncon,
                  adj->v0_bar + (size_t)e * 3 * ncon);
@@ -632,7 +574,7 @@ __global__ void soft_solve_kernel(soft_cfg cf, int nenv, int ncon, real dt, cons
                                   real *fn) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
-  soft_env_solve(&cf, soft_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
+  soft_env_solve(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
                  v0 + (size_t)e * 3 * ncon, mu + (size_t)e * ncon, lam + (size_t)e * 3 * ncon,
                  fn + (size_t)e * ncon);
 }
@@ -642,7 +584,7 @@ __global__ void soft_vjp_kernel(soft_cfg cf, int nenv, int ncon, real dt, const 
                                 const real *lam_bar, real *gap_bar, real *v0_bar) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
-  soft_env_vjp(&cf, soft_nactive(nactive, e, ncon), dt, gap + (size_t)e * ncon,
+  soft_env_vjp(&cf, contact_nactive(nactive, e, ncon), dt, gap + (size_t)e * ncon,
                v0 + (size_t)e * 3 * ncon, mu + (size_t)e * ncon, lam_bar + (size_t)e * 3 * ncon,
                gap_bar + (size_t)e * ncon, v0_bar + (size_t)e * 3 * ncon);
 }
@@ -653,7 +595,7 @@ __global__ void soft_imp_solve_kernel(soft_cfg cf, int nenv, int ncon, real dt,
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
-  soft_imp_env_solve(&cf, soft_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
+  soft_imp_env_solve(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
                      c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
                      lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, NULL);
 }
@@ -666,7 +608,7 @@ __global__ void soft_imp_vjp_kernel(soft_cfg cf, int nenv, int ncon, real dt, co
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
   real *we = work + (size_t)e * ws;
-  soft_imp_env_vjp(&cf, soft_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
+  soft_imp_env_vjp(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
                    c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
                    lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
                    c_bar + (size_t)e * 3 * ncon, G_bar ? G_bar + (size_t)e * gsz : NULL, we,
