@@ -1,7 +1,9 @@
 /* learners/learner_util.h - small helpers shared by shac.c and ppo.c:
- * building MLPs from keys, checkpoint I/O of networks, optimisers and
- * normalisers, and finiteness checks. Header-only so that each learner stays
- * one plugin file. */
+ * binding the trainer, building MLPs from keys, buffers, observation and
+ * normalisation, the mean action, the common iteration statistics, checkpoint
+ * I/O of networks, optimisers, normalisers and the carried environment state,
+ * finiteness checks, and the plugin descriptor. Header-only so that each
+ * learner stays one plugin file. */
 #ifndef BCG_LEARNER_UTIL_H
 #define BCG_LEARNER_UTIL_H
 
@@ -14,8 +16,41 @@
 #include "bcg/nn.h"
 #include "bcg/plugin.h"
 #include "bcg/runlog.h"
+#include "bcg/train.h"
 
 static inline void *lu_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size); }
+
+/* p = n zeroed elements of *p's type (never NULL for n = 0 unless out of memory) */
+#define ALLOC(p, n) ((p) = lu_calloc((size_t)(n), sizeof *(p)))
+
+static inline void lu_free_all(void *const *bufs, size_t n) {
+  for (size_t i = 0; i < n; i++) free(bufs[i]);
+}
+
+/* The trainer's environment, task and estimator into learner s (a struct with
+ * the fields svc, tr, env, task_ops, task, est_ops, est, N, nx, nu, od). */
+#define LU_BIND_TRAINER(s, svc_, tr_)             \
+  do {                                            \
+    (s)->svc = (svc_);                            \
+    (s)->tr = (tr_);                              \
+    (s)->env = (tr_)->env;                        \
+    (s)->task_ops = (tr_)->task_ops;              \
+    (s)->task = (tr_)->task;                      \
+    (s)->est_ops = (tr_)->est_ops;                \
+    (s)->est = (tr_)->est;                        \
+    (s)->N = (s)->env->nenv;                      \
+    (s)->nx = (s)->env->nx;                       \
+    (s)->nu = (s)->env->nu;                       \
+    (s)->od = (s)->task_ops->obs_dim((s)->task);  \
+  } while (0)
+
+/* The learner's descriptor and entry point, from its static create, destroy,
+ * iterate, save, load, act and keys. */
+#define LU_LEARNER_PLUGIN(name_, descr_, caps_)                                                      \
+  static const bcg_learner_ops ops = {sizeof(bcg_learner_ops), create, destroy, iterate, save, load, act}; \
+  static const bcg_plugin_desc desc = {BCG_PLUGIN_HEADER(BCG_KIND_LEARNER, name_, descr_), keys,         \
+                                       BCG_NKEYS(keys), caps_, &ops};                                    \
+  BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }
 
 static inline int lu_finite(const bcg_real *x, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -55,6 +90,72 @@ static inline int lu_mlp(bcg_mlp *m, const bcg_services *svc, const bcg_params *
   int rc = bcg_mlp_create(m, &c);
   if (rc) snprintf(err, errlen, "%s: cannot build the network: %s", layers_key, bcg_nn_strerror(rc));
   return rc ? -1 : 0;
+}
+
+/* ---- observations, normalisation, the mean action --------------------------- */
+
+/* observations of n environments (states x, previous actions prev, clocks
+ * clk) into obs [n][od]; returns -1 if the task fails, else the number of
+ * environments whose observation is not finite (their indices into bad[]) */
+static inline int lu_observe(const bcg_task_ops *to, void *task, int n, int od, const bcg_real *x,
+                             const bcg_real *prev, const bcg_task_clock *clk, bcg_real *obs, int *bad) {
+  if (to->observe(task, x, prev, clk, obs)) return -1;
+  int nb = 0;
+  for (int e = 0; e < n; e++)
+    if (!lu_finite(obs + (size_t)e * od, (size_t)od)) bad[nb++] = e;
+  return nb;
+}
+
+/* out = obs normalised by z, or a copy of obs if z is NULL (n rows of od) */
+static inline void lu_normalise(const bcg_normalizer *z, const bcg_real *obs, int n, int od, bcg_real *out) {
+  if (z)
+    bcg_normalizer_apply(z, obs, n, out);
+  else
+    memcpy(out, obs, sizeof(bcg_real) * (size_t)n * od);
+}
+
+/* mean action a [n][nu] of the actor for raw observations obs [n][od],
+ * normalised by z (NULL: none), squashed by tanh if squash */
+static inline int lu_act(bcg_mlp *actor, const bcg_normalizer *z, int squash, int od, int nu,
+                         const bcg_real *obs, int n, bcg_real *a) {
+  bcg_real *buf = malloc(sizeof(bcg_real) * (size_t)(n ? n : 1) * od);
+  bcg_mlp_tape tp;
+  if (!buf || bcg_mlp_tape_init(&tp, actor, n ? n : 1, NULL)) {
+    free(buf);
+    return -1;
+  }
+  lu_normalise(z, obs, n, od, buf);
+  int rc = bcg_mlp_forward(actor, &tp, buf, n, a);
+  if (!rc && squash)
+    for (int i = 0; i < n * nu; i++) a[i] = tanh(a[i]);
+  bcg_mlp_tape_free(&tp);
+  free(buf);
+  return rc ? -1 : 0;
+}
+
+/* ---- iteration statistics ---------------------------------------------------- */
+
+/* the statistics both learners report alike: episodes, rewards, the policy's
+ * mean std (from its log-std ls [nu]), the estimator's counters since es0
+ * (es1 is read here), resets and skipped updates */
+static inline void lu_stats_common(bcg_learner_stats *st, const bcg_estimator_ops *eo, void *est,
+                                   const bcg_estimator_stats *es0, int episodes, double sum_ret,
+                                   double sum_len, long nrew, double sum_rew, const bcg_real *ls, int nu,
+                                   int nan_resets, int skipped) {
+  bcg_estimator_stats es1;
+  eo->stats(est, &es1);
+  st->mean_return = episodes ? sum_ret / episodes : NAN;
+  st->mean_ep_len = episodes ? sum_len / episodes : NAN;
+  st->mean_reward = nrew ? sum_rew / (double)nrew : NAN;
+  double sd = 0;
+  for (int j = 0; j < nu; j++) sd += exp((double)ls[j]);
+  st->action_std = sd / nu;
+  uint64_t dtr = es1.transitions - es0->transitions;
+  st->bundle_frac = dtr ? (double)(es1.triggered - es0->triggered) / (double)dtr : NAN;
+  st->samples = es1.samples - es0->samples;
+  st->nan_resets = nan_resets;
+  st->episodes = episodes;
+  st->skipped_updates = skipped;
 }
 
 /* ---- checkpoint I/O (group g); readers demand the exact size ---------------- */
@@ -210,6 +311,28 @@ static inline int lu_load_norm(int64_t g, const char *prefix, bcg_normalizer *z)
   if (lu_load_reals(g, n, z->var, (size_t)z->dim)) return -1;
   lu_name(n, sizeof n, prefix, "count");
   return lu_load_doubles(g, n, &z->count, 1);
+}
+
+/* the environment state carried across iterations of N environments:
+ * state/x [N][nx], state/clock, state/prev_a [N][nu], state/ep_return,
+ * state/ep_len */
+static inline int lu_save_env_state(int64_t g, int N, int nx, int nu, const bcg_real *x,
+                                    const bcg_task_clock *clk, const bcg_real *prev_a, const double *ep_ret,
+                                    const int64_t *ep_len) {
+  return lu_save_reals(g, "state/x", x, (size_t)N * nx) || lu_save_clock(g, "state/clock", clk, N) ||
+                 lu_save_reals(g, "state/prev_a", prev_a, (size_t)N * nu) ||
+                 lu_save_doubles(g, "state/ep_return", ep_ret, N) || lu_save_i64(g, "state/ep_len", ep_len, N)
+             ? -1
+             : 0;
+}
+
+static inline int lu_load_env_state(int64_t g, int N, int nx, int nu, bcg_real *x, bcg_task_clock *clk,
+                                    bcg_real *prev_a, double *ep_ret, int64_t *ep_len) {
+  return lu_load_reals(g, "state/x", x, (size_t)N * nx) || lu_load_clock(g, "state/clock", clk, N) ||
+                 lu_load_reals(g, "state/prev_a", prev_a, (size_t)N * nu) ||
+                 lu_load_doubles(g, "state/ep_return", ep_ret, N) || lu_load_i64(g, "state/ep_len", ep_len, N)
+             ? -1
+             : 0;
 }
 
 /* A frozen copy of a normaliser's statistics (the iteration's constants). */

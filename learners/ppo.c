@@ -82,11 +82,9 @@ static void destroy(void *p) {
                   s->R,   s->RET,    s->ADV,  s->D,      s->obs,    s->obsn, s->xn,    s->env_a, s->rew, s->eps,
                   s->v,   s->mbo,    s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
                   s->perm};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+  lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
 }
-
-#define ALLOC(p, n) ((p) = lu_calloc((size_t)(n), sizeof *(p)))
 
 static int reset_envs(ppo *s, const int *envs, int n, bcg_real *x) {
   if (n == 0) return 0;
@@ -102,17 +100,7 @@ static int reset_envs(ppo *s, const int *envs, int n, bcg_real *x) {
 static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *tr, char *err, size_t errlen) {
   ppo *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  s->svc = svc;
-  s->tr = tr;
-  s->env = tr->env;
-  s->task_ops = tr->task_ops;
-  s->task = tr->task;
-  s->est_ops = tr->est_ops;
-  s->est = tr->est;
-  s->N = s->env->nenv;
-  s->nx = s->env->nx;
-  s->nu = s->env->nu;
-  s->od = s->task_ops->obs_dim(s->task);
+  LU_BIND_TRAINER(s, svc, tr);
   s->S = (int)svc->get_int(p, "steps_per_env");
   s->epochs = (int)svc->get_int(p, "epochs");
   s->nmb = (int)svc->get_int(p, "minibatches");
@@ -171,18 +159,12 @@ fail:
 }
 
 static void normalise(ppo *s, const bcg_real *obs, int n, bcg_real *out) {
-  if (s->obs_norm)
-    bcg_normalizer_apply(&s->obs_rms, obs, n, out);
-  else
-    memcpy(out, obs, sizeof(bcg_real) * (size_t)n * s->od);
+  lu_normalise(s->obs_norm ? &s->obs_rms : NULL, obs, n, s->od, out);
 }
 
 static int observe_checked(ppo *s, const bcg_real *x, bcg_real *obs, int *nan_resets) {
-  if (s->task_ops->observe(s->task, x, s->prev_a, s->clk, obs)) return -1;
-  int nb = 0;
-  for (int e = 0; e < s->N; e++)
-    if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) s->envs[nb++] = e;
-  if (nb == 0) return 0;
+  int nb = lu_observe(s->task_ops, s->task, s->N, s->od, x, s->prev_a, s->clk, obs, s->envs);
+  if (nb <= 0) return nb;
   *nan_resets += nb;
   if (reset_envs(s, s->envs, nb, s->x) || s->est_ops->reset_envs(s->est, s->envs, nb) ||
       s->task_ops->observe(s->task, s->x, s->prev_a, s->clk, obs))
@@ -199,7 +181,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   ppo *s = p;
   int N = s->N, S = s->S, nu = s->nu, od = s->od, nx = s->nx, M = S * N;
   const bcg_task_ops *to = s->task_ops;
-  bcg_estimator_stats es0, es1;
+  bcg_estimator_stats es0;
   s->est_ops->stats(s->est, &es0);
   if (s->est_ops->begin(s->est)) return -1;
   double sum_ret = 0, sum_len = 0, sum_rew = 0;
@@ -380,24 +362,13 @@ static int iterate(void *p, bcg_learner_stats *st) {
       nupd++;
     }
 
-  s->est_ops->stats(s->est, &es1);
-  st->mean_return = episodes ? sum_ret / episodes : NAN;
-  st->mean_ep_len = episodes ? sum_len / episodes : NAN;
-  st->mean_reward = nrew ? sum_rew / (double)nrew : NAN;
+  lu_stats_common(st, s->est_ops, s->est, &es0, episodes, sum_ret, sum_len, nrew, sum_rew, ls, nu, nan_resets,
+                  skipped);
   st->actor_loss = nupd ? tot_surr / nupd : NAN;
   st->critic_loss = nupd ? tot_v / nupd : NAN;
   st->grad_norm = nupd ? tot_gn / nupd : NAN;
   st->grad_var = NAN;
   st->lr = (double)s->sched.lr;
-  double sd = 0;
-  for (int j = 0; j < nu; j++) sd += exp((double)ls[j]);
-  st->action_std = sd / nu;
-  uint64_t dtr = es1.transitions - es0.transitions;
-  st->bundle_frac = dtr ? (double)(es1.triggered - es0.triggered) / (double)dtr : NAN;
-  st->samples = es1.samples - es0.samples;
-  st->nan_resets = nan_resets;
-  st->episodes = episodes;
-  st->skipped_updates = skipped;
   return 0;
 }
 
@@ -408,9 +379,8 @@ static int save(void *p, int64_t g) {
   double lr = (double)s->sched.lr;
   return (lu_save_mlp(g, "actor", &s->actor) || lu_save_adam(g, "actor/adam", &s->aopt) ||
           lu_save_mlp(g, "critic", &s->critic) || lu_save_adam(g, "critic/adam", &s->copt) ||
-          lu_save_norm(g, "obs_rms", &s->obs_rms) || lu_save_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
-          lu_save_clock(g, "state/clock", s->clk, N) || lu_save_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
-          lu_save_doubles(g, "state/ep_return", s->ep_ret, N) || lu_save_i64(g, "state/ep_len", s->ep_len, N) ||
+          lu_save_norm(g, "obs_rms", &s->obs_rms) ||
+          lu_save_env_state(g, N, s->nx, s->nu, s->x, s->clk, s->prev_a, s->ep_ret, s->ep_len) ||
           lu_save_i64(g, "counters", ctr, 2) || lu_save_doubles(g, "lr", &lr, 1))
              ? -1
              : 0;
@@ -423,9 +393,8 @@ static int load(void *p, int64_t g) {
   double lr;
   if (lu_load_mlp(g, "actor", &s->actor) || lu_load_adam(g, "actor/adam", &s->aopt) ||
       lu_load_mlp(g, "critic", &s->critic) || lu_load_adam(g, "critic/adam", &s->copt) ||
-      lu_load_norm(g, "obs_rms", &s->obs_rms) || lu_load_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
-      lu_load_clock(g, "state/clock", s->clk, N) || lu_load_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
-      lu_load_doubles(g, "state/ep_return", s->ep_ret, N) || lu_load_i64(g, "state/ep_len", s->ep_len, N) ||
+      lu_load_norm(g, "obs_rms", &s->obs_rms) ||
+      lu_load_env_state(g, N, s->nx, s->nu, s->x, s->clk, s->prev_a, s->ep_ret, s->ep_len) ||
       lu_load_i64(g, "counters", ctr, 2) || lu_load_doubles(g, "lr", &lr, 1))
     return -1;
   s->draw = (uint64_t)ctr[0];
@@ -436,19 +405,7 @@ static int load(void *p, int64_t g) {
 
 static int act(void *p, const bcg_real *obs, int n, bcg_real *a) {
   ppo *s = p;
-  bcg_real *buf = malloc(sizeof(bcg_real) * (size_t)(n ? n : 1) * s->od);
-  bcg_mlp_tape tp;
-  if (!buf || bcg_mlp_tape_init(&tp, &s->actor, n ? n : 1, NULL)) {
-    free(buf);
-    return -1;
-  }
-  normalise(s, obs, n, buf);
-  int rc = bcg_mlp_forward(&s->actor, &tp, buf, n, a);
-  if (!rc && s->squash)
-    for (int i = 0; i < n * s->nu; i++) a[i] = tanh(a[i]);
-  bcg_mlp_tape_free(&tp);
-  free(buf);
-  return rc ? -1 : 0;
+  return lu_act(&s->actor, s->obs_norm ? &s->obs_rms : NULL, s->squash, s->od, s->nu, obs, n, a);
 }
 
 static const bcg_key_spec keys[] = {
@@ -485,10 +442,4 @@ static const bcg_key_spec keys[] = {
     {"squash", BCG_KEY_CHOICE, "none", 0, 0, "none|tanh", "actions sent to the env: raw (rsl_rl) or tanh(sample)"},
 };
 
-static const bcg_learner_ops ops = {sizeof(bcg_learner_ops), create, destroy, iterate, save, load, act};
-
-static const bcg_plugin_desc desc = {
-    BCG_PLUGIN_HEADER(BCG_KIND_LEARNER, "ppo", "clipped PPO with GAE and adaptive-KL learning rate (rsl_rl)"),
-    keys, BCG_NKEYS(keys), 0, &ops};
-
-BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }
+LU_LEARNER_PLUGIN("ppo", "clipped PPO with GAE and adaptive-KL learning rate (rsl_rl)", 0)

@@ -138,11 +138,9 @@ static void destroy(void *p) {
                   s->obsn, s->mu,   s->rew,    s->v,      s->xb,     s->xbn,  s->ab,    s->pab,   s->dmu,
                   s->dobs, s->dobs2, s->dv,    s->lsb,    s->mub,    s->done, s->envs,  s->seg,   s->g,
                   s->cbuf_x, s->cbuf_y, s->cbuf_dy, s->perm, s->gvar};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+  lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
 }
-
-#define ALLOC(p, n) ((p) = lu_calloc((size_t)(n), sizeof *(p)))
 
 static int reset_envs(shac *s, const int *envs, int n, bcg_real *x) {
   if (n == 0) return 0;
@@ -160,18 +158,8 @@ static int reset_envs(shac *s, const int *envs, int n, bcg_real *x) {
 static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *tr, char *err, size_t errlen) {
   shac *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  s->svc = svc;
-  s->tr = tr;
-  s->env = tr->env;
-  s->task_ops = tr->task_ops;
-  s->task = tr->task;
-  s->est_ops = tr->est_ops;
-  s->est = tr->est;
-  s->N = s->env->nenv;
-  s->nx = s->env->nx;
+  LU_BIND_TRAINER(s, svc, tr);
   s->nxb = 2 * s->env->nv;
-  s->nu = s->env->nu;
-  s->od = s->task_ops->obs_dim(s->task);
   s->T = (int)svc->get_int(p, "horizon");
   s->gamma = svc->get_real(p, "gamma");
   s->lam = svc->get_real(p, "lambda");
@@ -268,18 +256,11 @@ fail:
  * indices into bad[]) */
 static int observe(shac *s, const bcg_real *x, const bcg_real *prev, const bcg_task_clock *clk, bcg_real *obs,
                    int *bad) {
-  if (s->task_ops->observe(s->task, x, prev, clk, obs)) return -1;
-  int nb = 0;
-  for (int e = 0; e < s->N; e++)
-    if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) bad[nb++] = e;
-  return nb;
+  return lu_observe(s->task_ops, s->task, s->N, s->od, x, prev, clk, obs, bad);
 }
 
 static void normalise(shac *s, const bcg_real *obs, bcg_real *out) {
-  if (s->obs_norm)
-    bcg_normalizer_apply(&s->snap, obs, s->N, out);
-  else
-    memcpy(out, obs, sizeof(bcg_real) * (size_t)s->N * s->od);
+  lu_normalise(s->obs_norm ? &s->snap : NULL, obs, s->N, s->od, out);
 }
 
 static void normalise_vjp(shac *s, const bcg_real *obs, const bcg_real *dy, bcg_real *dx) {
@@ -311,7 +292,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   shac *s = p;
   int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx, nxb = s->nxb, K = s->K;
   const bcg_task_ops *to = s->task_ops;
-  bcg_estimator_stats es0, es1;
+  bcg_estimator_stats es0;
   s->est_ops->stats(s->est, &es0);
   if (s->est_ops->begin(s->est)) return -1;
   lu_norm_copy(&s->snap, &s->obs_rms);
@@ -624,24 +605,13 @@ static int iterate(void *p, bcg_learner_stats *st) {
       bcg_vec_polyak(s->target[k].params, s->critic[k].params, s->critic[k].nparams, (bcg_real)s->alpha);
   }
 
-  s->est_ops->stats(s->est, &es1);
-  st->mean_return = episodes ? sum_ret / episodes : NAN;
-  st->mean_ep_len = episodes ? sum_len / episodes : NAN;
-  st->mean_reward = nrew ? sum_rew / (double)nrew : NAN;
+  lu_stats_common(st, s->est_ops, s->est, &es0, episodes, sum_ret, sum_len, nrew, sum_rew, ls, nu, nan_resets,
+                  skipped);
   st->actor_loss = loss;
   st->critic_loss = closs;
   st->grad_norm = gn;
   st->grad_var = gvar;
   st->lr = (double)lr;
-  double sd = 0;
-  for (int j = 0; j < nu; j++) sd += exp((double)ls[j]);
-  st->action_std = sd / nu;
-  uint64_t dtr = es1.transitions - es0.transitions;
-  st->bundle_frac = dtr ? (double)(es1.triggered - es0.triggered) / (double)dtr : NAN;
-  st->samples = es1.samples - es0.samples;
-  st->nan_resets = nan_resets;
-  st->episodes = episodes;
-  st->skipped_updates = skipped;
   return 0;
 }
 
@@ -653,9 +623,7 @@ static int save(void *p, int64_t g) {
   int64_t ctr[3] = {(int64_t)s->draw, (int64_t)s->step, (int64_t)s->K};
   int rc = lu_save_mlp(g, "actor", &s->actor) || lu_save_adam(g, "actor/adam", &s->aopt) ||
            lu_save_norm(g, "obs_rms", &s->obs_rms) || lu_save_norm(g, "ret_rms", &s->ret_rms) ||
-           lu_save_reals(g, "state/x", s->x, (size_t)N * s->nx) || lu_save_clock(g, "state/clock", s->clk, N) ||
-           lu_save_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
-           lu_save_doubles(g, "state/ep_return", s->ep_ret, N) || lu_save_i64(g, "state/ep_len", s->ep_len, N) ||
+           lu_save_env_state(g, N, s->nx, s->nu, s->x, s->clk, s->prev_a, s->ep_ret, s->ep_len) ||
            lu_save_doubles(g, "state/disc_return", s->ret, N) || lu_save_i64(g, "counters", ctr, 3);
   for (int k = 0; k < s->K && !rc; k++) {
     char n[64];
@@ -675,9 +643,8 @@ static int load(void *p, int64_t g) {
   int64_t ctr[3];
   int rc = lu_load_i64(g, "counters", ctr, 3) || ctr[2] != s->K || lu_load_mlp(g, "actor", &s->actor) ||
            lu_load_adam(g, "actor/adam", &s->aopt) || lu_load_norm(g, "obs_rms", &s->obs_rms) ||
-           lu_load_norm(g, "ret_rms", &s->ret_rms) || lu_load_reals(g, "state/x", s->x, (size_t)N * s->nx) ||
-           lu_load_clock(g, "state/clock", s->clk, N) || lu_load_reals(g, "state/prev_a", s->prev_a, (size_t)N * s->nu) ||
-           lu_load_doubles(g, "state/ep_return", s->ep_ret, N) || lu_load_i64(g, "state/ep_len", s->ep_len, N) ||
+           lu_load_norm(g, "ret_rms", &s->ret_rms) ||
+           lu_load_env_state(g, N, s->nx, s->nu, s->x, s->clk, s->prev_a, s->ep_ret, s->ep_len) ||
            lu_load_doubles(g, "state/disc_return", s->ret, N);
   for (int k = 0; k < s->K && !rc; k++) {
     char n[64];
@@ -697,23 +664,7 @@ static int load(void *p, int64_t g) {
 /* mean action (squashed like the rollout's) for raw observations */
 static int act(void *p, const bcg_real *obs, int n, bcg_real *a) {
   shac *s = p;
-  int od = s->od, nu = s->nu;
-  bcg_real *buf = malloc(sizeof(bcg_real) * (size_t)(n ? n : 1) * od);
-  bcg_mlp_tape tp;
-  if (!buf || bcg_mlp_tape_init(&tp, &s->actor, n ? n : 1, NULL)) {
-    free(buf);
-    return -1;
-  }
-  if (s->obs_norm)
-    bcg_normalizer_apply(&s->obs_rms, obs, n, buf);
-  else
-    memcpy(buf, obs, sizeof(bcg_real) * (size_t)n * od);
-  int rc = bcg_mlp_forward(&s->actor, &tp, buf, n, a);
-  if (!rc && s->squash)
-    for (int i = 0; i < n * nu; i++) a[i] = tanh(a[i]);
-  bcg_mlp_tape_free(&tp);
-  free(buf);
-  return rc ? -1 : 0;
+  return lu_act(&s->actor, s->obs_norm ? &s->obs_rms : NULL, s->squash, s->od, s->nu, obs, n, a);
 }
 
 static const bcg_key_spec keys[] = {
@@ -764,11 +715,5 @@ static const bcg_key_spec keys[] = {
      "horizon x envs single-row MLP passes)"},
 };
 
-static const bcg_learner_ops ops = {sizeof(bcg_learner_ops), create, destroy, iterate, save, load, act};
-
-static const bcg_plugin_desc desc = {
-    BCG_PLUGIN_HEADER(BCG_KIND_LEARNER, "shac",
-                      "Short-Horizon Actor-Critic: first-order policy gradients through short rollouts"),
-    keys, BCG_NKEYS(keys), BCG_CAP_NEEDS_BACKWARD, &ops};
-
-BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }
+LU_LEARNER_PLUGIN("shac", "Short-Horizon Actor-Critic: first-order policy gradients through short rollouts",
+                  BCG_CAP_NEEDS_BACKWARD)
