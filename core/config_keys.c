@@ -58,6 +58,18 @@ static const bcg_key_spec sim_keys[] = {
      "friction coefficient of every contact; -1 uses the MJCF's (MuJoCo's max pairing rule)"},
     {"max_contacts", BCG_KEY_INT, "16", 0, 24, NULL,
      "active contacts kept per environment, deepest first (capacity BCG_MAX_CONTACT = 24)"},
+    {"dr_friction_min", BCG_KEY_REAL, "-1", -1, 10, NULL,
+     "domain randomisation: per-environment friction ~ U[dr_friction_min, dr_friction_max]; -1: off"},
+    {"dr_friction_max", BCG_KEY_REAL, "-1", -1, 10, NULL,
+     "upper end of the per-environment friction range (>= dr_friction_min when that is on)"},
+    {"dr_mass_scale", BCG_KEY_REAL, "0", 0, 0.9, NULL,
+     "domain randomisation: per-environment, per-body mass and inertia scale ~ U[1-s, 1+s]; 0: off"},
+    {"dr_com_offset", BCG_KEY_REAL, "0", 0, 0.5, NULL,
+     "domain randomisation: per-environment, per-body centre-of-mass offset ~ U[-h, h]^3 (m); 0: off"},
+    {"dr_push_interval", BCG_KEY_REAL, "0", 0, 1e6, NULL,
+     "random pushes: one every this many seconds on average (per control step with p = control_dt / it); 0: off"},
+    {"dr_push_velocity", BCG_KEY_REAL, "0", 0, 100, NULL,
+     "random pushes: horizontal kick of this magnitude added to the root's linear velocity (m/s)"},
 };
 
 static const bcg_key_spec eval_keys[] = {

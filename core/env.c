@@ -3,11 +3,104 @@
  * adjoint. */
 #include "bcg/env.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bcg/config.h"
+#include "bcg/rng.h"
+
+static void domain_free(bcg_domain *d) {
+  if (!d) return;
+  free(d->m);
+  free(d->mu);
+  free(d->clock);
+  free(d);
+}
+
+int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t errlen) {
+  bcg_sim_set_domain(env->sim, NULL);
+  domain_free(env->dom);
+  env->dom = NULL;
+  env->dr = *dr;
+  if (!bcg_drparams_active(dr)) return 0;
+  const bcg_mdata *m = &env->model->m;
+  int n = env->nenv, push = dr->push_interval > 0 && dr->push_velocity > 0;
+  bcg_domain *d = calloc(1, sizeof *d);
+  if (!d) goto oom;
+  d->n = n;
+  d->seed = env->seed;
+  d->push_dof = -1;
+  if (dr->mass_scale > 0 || dr->com_offset > 0) {
+    if (!(d->m = malloc(sizeof(bcg_mdata) * (size_t)n))) goto oom;
+  }
+  if (dr->friction_min >= 0 && !(d->mu = malloc(sizeof(bcg_real) * (size_t)n))) goto oom;
+  if (!(d->clock = calloc((size_t)n, sizeof(uint32_t)))) goto oom;
+  if (push) {
+    if (m->nbody < 2 || m->body_jntnum[1] < 1 || m->jnt_type[m->body_jntadr[1]] != BCG_JNT_FREE) {
+      snprintf(err, errlen, "dr_push_interval: pushes need a model whose first body has a free joint");
+      domain_free(d);
+      return -1;
+    }
+    d->push_dof = m->jnt_dofadr[m->body_jntadr[1]];
+    double p = env->control_dt / dr->push_interval;
+    d->push_prob = (bcg_real)(p < 1 ? p : 1);
+    d->push_vel = dr->push_velocity;
+  }
+  env->dom = d;
+  bcg_env_randomize(env, NULL, n, 0);
+  bcg_sim_set_domain(env->sim, d);
+  return 0;
+oom:
+  snprintf(err, errlen, "out of memory allocating the domain randomisation of %d environments", n);
+  domain_free(d);
+  return -1;
+}
+
+/* index layout of the draws of one (env, draw) stream: 0 friction; 4 + 4 b + {0: mass, 1..3: com} */
+void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw) {
+  bcg_domain *d = env->dom;
+  if (!d) return;
+  const bcg_drparams *dr = &env->dr;
+  const bcg_mdata *m0 = &env->model->m;
+  uint32_t k = (uint32_t)draw;
+  for (int i = 0; i < n; i++) {
+    int e = envs ? envs[i] : i;
+    if (e < 0 || e >= d->n) continue;
+    if (d->mu) {
+      double lo = dr->friction_min, hi = dr->friction_max;
+      d->mu[e] = (bcg_real)(lo + (hi - lo) * (double)bcg_rng_uniform(d->seed, BCG_RNG_DOMAIN, (uint32_t)e, k, 0));
+    }
+    if (d->m) {
+      bcg_mdata *me = &d->m[e];
+      *me = *m0;
+      for (int b = 1; b < m0->nbody; b++) {
+        uint32_t base = 4 + 4 * (uint32_t)b;
+        if (dr->mass_scale > 0) {
+          double u = bcg_rng_uniform(d->seed, BCG_RNG_DOMAIN, (uint32_t)e, k, base);
+          bcg_real sc = (bcg_real)(1 + dr->mass_scale * (2 * u - 1));
+          me->body_mass[b] *= sc;
+          for (int t = 0; t < 3; t++) me->body_inertia[b][t] *= sc;
+        }
+        if (dr->com_offset > 0)
+          for (int t = 0; t < 3; t++) {
+            double u = bcg_rng_uniform(d->seed, BCG_RNG_DOMAIN, (uint32_t)e, k, base + 1 + (uint32_t)t);
+            me->body_ipos[b][t] += (bcg_real)(dr->com_offset * (2 * u - 1));
+          }
+      }
+    }
+  }
+}
+
+void bcg_env_tick(bcg_env *env, const int *envs, int n) {
+  bcg_domain *d = env->dom;
+  if (!d) return;
+  for (int i = 0; i < n; i++) {
+    int e = envs ? envs[i] : i;
+    if (e >= 0 && e < d->n) d->clock[e]++;
+  }
+}
 
 bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bcg_contact_ops *contact_ops,
                              void *contact, int nenv, uint64_t seed, int own, char *err, size_t errlen) {
@@ -24,6 +117,7 @@ bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bc
   env->nx = env->nq + env->nv;
   env->seed = seed;
   env->control_dt = sp->dt * sp->substeps;
+  bcg_drparams_default(&env->dr);
   env->sim = bcg_sim_create(model, sp, nenv, contact_ops, contact, err, errlen);
   if (!env->sim) {
     env->own = 0; /* the caller keeps what it passed */
@@ -42,9 +136,10 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
     return NULL;
   }
   bcg_simparams sp;
+  bcg_drparams dr;
   const bcg_contact_ops *ops = NULL;
   void *self = NULL;
-  if (bcg_simparams_from_config(cfg, model, &sp, err, errlen) ||
+  if (bcg_simparams_from_config(cfg, model, &sp, err, errlen) || bcg_drparams_from_config(cfg, &dr, err, errlen) ||
       bcg_contact_from_config(cfg, model, &ops, &self, err, errlen)) {
     bcg_model_free(model);
     return NULL;
@@ -61,6 +156,13 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
   if (!env) {
     if (ops) ops->destroy(self);
     bcg_model_free(model);
+    return NULL;
+  }
+  char derr[512];
+  if (bcg_env_set_domain(env, &dr, derr, sizeof derr)) {
+    bcg_config_errorf(cfg, "sim", "dr_push_interval", err, errlen, "%s", derr);
+    bcg_env_free(env);
+    return NULL;
   }
   return env;
 }
@@ -68,6 +170,7 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
 void bcg_env_free(bcg_env *env) {
   if (!env) return;
   bcg_sim_free(env->sim);
+  domain_free(env->dom);
   if (env->own) {
     if (env->contact_ops && env->contact) env->contact_ops->destroy(env->contact);
     bcg_model_free((bcg_model *)env->model);
@@ -90,6 +193,7 @@ int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_
     memcpy(u + (size_t)e * nv, x + (size_t)e * nx + nq, sizeof(bcg_real) * nv);
   }
   int rc = bcg_sim_control_step(env->sim, n, q, u, a, qo, uo, tape);
+  if (!rc) bcg_env_tick(env, NULL, n);
   for (int e = 0; e < n; e++) {
     memcpy(xn + (size_t)e * nx, qo + (size_t)e * nq, sizeof(bcg_real) * nq);
     memcpy(xn + (size_t)e * nx + nq, uo + (size_t)e * nv, sizeof(bcg_real) * nv);

@@ -4,6 +4,7 @@
 #include "bcg/sim.h"
 
 #include <math.h>
+#include "bcg/rng.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,37 @@ void bcg_sim_free(bcg_sim *s) {
   free(s);
 }
 
+void bcg_drparams_default(bcg_drparams *dr) {
+  memset(dr, 0, sizeof *dr);
+  dr->friction_min = dr->friction_max = -1;
+}
+
+int bcg_drparams_active(const bcg_drparams *dr) {
+  return dr->friction_min >= 0 || dr->mass_scale > 0 || dr->com_offset > 0 ||
+         (dr->push_interval > 0 && dr->push_velocity > 0);
+}
+
+void bcg_sim_set_domain(bcg_sim *s, const bcg_domain *dom) { s->dom = dom; }
+void bcg_sim_set_envmap(bcg_sim *s, const int *envmap) { s->envmap = envmap; }
+
+static int slot_env(const bcg_sim *s, int i) { return s->envmap ? s->envmap[i] : i; }
+
+const bcg_mdata *bcg_sim_slot_model(const bcg_sim *s, int i) {
+  if (s->dom && s->dom->m) return &s->dom->m[slot_env(s, i)];
+  return &s->model->m;
+}
+
+/* every slot of a batch of n must name an environment of the domain */
+static int check_slots(const bcg_sim *s, int n) {
+  if (n > s->cap) return -1;
+  if (!s->dom) return 0;
+  for (int i = 0; i < n; i++) {
+    int e = slot_env(s, i);
+    if (e < 0 || e >= s->dom->n) return -1;
+  }
+  return 0;
+}
+
 static void fill_batch(bcg_sim *s, int n, bcg_contact_batch *b) {
   b->nenv = n;
   b->ncon = s->ncon;
@@ -118,11 +150,19 @@ static void fill_batch(bcg_sim *s, int n, bcg_contact_batch *b) {
 static int pre_and_contact(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a) {
   const bcg_mdata *m = &s->model->m;
   int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
+  const bcg_real *dmu = s->dom ? s->dom->mu : NULL;
 #pragma omp parallel for schedule(static)
-  for (int e = 0; e < n; e++)
-    bcg_substep_pre(m, &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
+  for (int e = 0; e < n; e++) {
+    const bcg_mdata *me = bcg_sim_slot_model(s, e);
+    bcg_substep_pre(me, &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
                     &s->nact[e], s->gap + (size_t)e * nc, s->v0 + (size_t)e * n3, s->c + (size_t)e * n3,
                     s->G ? s->G + (size_t)e * n3 * n3 : NULL, s->mu + (size_t)e * nc);
+    if (dmu) { /* per-environment friction; frictionless (condim 1) pairings stay frictionless */
+      bcg_real mue = dmu[slot_env(s, e)];
+      for (int r = 0; r < s->nact[e]; r++)
+        if (me->cp_friction[s->ws[e].cid[r]] > 0) s->mu[(size_t)e * nc + r] = mue;
+    }
+  }
   if (s->cops && s->sp.ncmax > 0) {
     bcg_contact_batch b;
     fill_batch(s, n, &b);
@@ -137,14 +177,15 @@ static int pre_and_contact(bcg_sim *s, int n, const bcg_real *q, const bcg_real 
 
 int bcg_sim_substep(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qo,
                     bcg_real *uo) {
-  if (n > s->cap) return -1;
+  if (check_slots(s, n)) return -1;
   const bcg_mdata *m = &s->model->m;
   int nq = m->nq, nv = m->nv, nc = s->ncon;
   int rc = pre_and_contact(s, n, q, u, a);
   if (rc) return rc;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < n; e++) {
-    bcg_substep_post(m, &s->sp, &s->ws[e], s->lam + (size_t)e * 3 * nc, qo + (size_t)e * nq, uo + (size_t)e * nv);
+    bcg_substep_post(bcg_sim_slot_model(s, e), &s->sp, &s->ws[e], s->lam + (size_t)e * 3 * nc, qo + (size_t)e * nq,
+                     uo + (size_t)e * nv);
     for (int r = 0; r < s->nact[e]; r++) {
       bcg_real f = s->fn[(size_t)e * nc + r], pen = -s->gap[(size_t)e * nc + r];
       if (f > s->maxfn[e]) s->maxfn[e] = f;
@@ -157,7 +198,7 @@ int bcg_sim_substep(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, con
 
 int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a,
                         const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, bcg_real *ab) {
-  if (n > s->cap) return -1;
+  if (check_slots(s, n)) return -1;
   const bcg_mdata *m = &s->model->m;
   int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
   int rc = pre_and_contact(s, n, q, u, a);
@@ -166,8 +207,9 @@ int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u,
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < n; e++) {
     bcg_real *qe = qtmp + (size_t)e * (nq + nv);
-    bcg_substep_post(m, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qe, qe + nq);
-    bcg_substep_post_vjp(m, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qob + (size_t)e * nv,
+    const bcg_mdata *me = bcg_sim_slot_model(s, e);
+    bcg_substep_post(me, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qe, qe + nq);
+    bcg_substep_post_vjp(me, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qob + (size_t)e * nv,
                          uob + (size_t)e * nv, nc, s->lamb + (size_t)e * n3, &s->adj[e]);
   }
   memset(s->gapb, 0, sizeof(bcg_real) * (size_t)n * nc);
@@ -185,7 +227,7 @@ int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u,
   for (int e = 0; e < n; e++) {
     bcg_real *ube = ub + (size_t)e * nv;
     for (int d = 0; d < nv; d++) ube[d] = 0;
-    bcg_substep_pre_vjp(m, &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
+    bcg_substep_pre_vjp(bcg_sim_slot_model(s, e), &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
                         s->gapb + (size_t)e * nc, s->v0b + (size_t)e * n3, s->cb + (size_t)e * n3,
                         s->Gb ? s->Gb + (size_t)e * n3 * n3 : NULL, &s->adj[e], qb + (size_t)e * nv, ube,
                         ab + (size_t)e * nu);
@@ -222,6 +264,16 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
     qi = qn;
     ui = un;
   }
+  const bcg_domain *d = s->dom;
+  if (d && d->push_prob > 0 && d->push_dof >= 0 && d->clock) /* pushes: see bcg_domain in sim.h */
+    for (int i = 0; i < n; i++) {
+      int e = slot_env(s, i);
+      uint32_t k = d->clock[e];
+      if (bcg_rng_uniform(d->seed, BCG_RNG_PUSH, (uint32_t)e, k, 0) > d->push_prob) continue;
+      double t = 6.283185307179586 * (double)bcg_rng_uniform(d->seed, BCG_RNG_PUSH, (uint32_t)e, k, 1);
+      uo[(size_t)i * nv + d->push_dof] += d->push_vel * (bcg_real)cos(t);
+      uo[(size_t)i * nv + d->push_dof + 1] += d->push_vel * (bcg_real)sin(t);
+    }
   return 0;
 }
 

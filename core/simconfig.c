@@ -42,6 +42,28 @@ int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg
   return 0;
 }
 
+int bcg_drparams_from_config(const bcg_config *cfg, bcg_drparams *dr, char *err, size_t errlen) {
+  bcg_drparams_default(dr);
+  dr->friction_min = (bcg_real)bcg_config_get_real(cfg, "sim", "dr_friction_min");
+  dr->friction_max = (bcg_real)bcg_config_get_real(cfg, "sim", "dr_friction_max");
+  if (dr->friction_min >= 0 && !(dr->friction_max >= dr->friction_min)) {
+    bcg_config_errorf(cfg, "sim", "dr_friction_max", err, errlen,
+                      "must be at least dr_friction_min = %g when friction randomisation is on",
+                      (double)dr->friction_min);
+    return -1;
+  }
+  if (dr->friction_min < 0 && dr->friction_max >= 0) {
+    bcg_config_errorf(cfg, "sim", "dr_friction_min", err, errlen,
+                      "dr_friction_max is set: set dr_friction_min too (-1 turns friction randomisation off)");
+    return -1;
+  }
+  dr->mass_scale = (bcg_real)bcg_config_get_real(cfg, "sim", "dr_mass_scale");
+  dr->com_offset = (bcg_real)bcg_config_get_real(cfg, "sim", "dr_com_offset");
+  dr->push_interval = (bcg_real)bcg_config_get_real(cfg, "sim", "dr_push_interval");
+  dr->push_velocity = (bcg_real)bcg_config_get_real(cfg, "sim", "dr_push_velocity");
+  return 0;
+}
+
 int bcg_contact_from_config(const bcg_config *cfg, const bcg_model *model, const bcg_contact_ops **ops,
                             void **self, char *err, size_t errlen) {
   *ops = NULL;

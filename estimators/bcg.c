@@ -143,6 +143,7 @@ typedef struct bcg_est {
   bcg_real *pert_tmp;             /* [nenv][B][2nv] for untaped steps */
   bcg_real *dfn, *dpen;           /* [nenv] diagnostics */
   int *dbad, *trig, *blist, *flist, *nomrow; /* [nenv] */
+  int *bmap;                      /* [nenv*B] branch slot -> environment (domain randomisation) */
   bcg_kin kin;
   bcg_real (*J)[BCG_MAX_DOF];     /* [3 * BCG_MAX_BODY] */
   bcg_real *A;                    /* [(3 BCG_MAX_BODY)^2] */
@@ -393,7 +394,7 @@ static void bcg_destroy(void *p) {
   free(s->xf); free(s->af); free(s->xnf); free(s->XB); free(s->XBo); free(s->AB);
   free(s->XBb); free(s->XSb); free(s->ABb); free(s->yb); free(s->xbb); free(s->abb);
   free(s->pert_tmp); free(s->dfn); free(s->dpen); free(s->dbad); free(s->trig); free(s->blist);
-  free(s->flist); free(s->nomrow);
+  free(s->flist); free(s->nomrow); free(s->bmap);
   free(s->J); free(s->A);
   free(s);
 }
@@ -463,11 +464,12 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
   s->blist = calloc(n, sizeof(int));
   s->flist = calloc(n, sizeof(int));
   s->nomrow = calloc(n, sizeof(int));
+  s->bmap = calloc(nB, sizeof(int));
   s->J = malloc(sizeof(bcg_real) * 3 * BCG_MAX_BODY * BCG_MAX_DOF);
   s->A = malloc(sizeof(bcg_real) * 9 * BCG_MAX_BODY * BCG_MAX_BODY);
   if (!s->remain || !s->inb || !s->cur || !s->carry || !s->carry_t || !s->xf || !s->af || !s->xnf || !s->XB ||
       !s->XBo || !s->AB || !s->XBb || !s->XSb || !s->ABb || !s->yb || !s->xbb || !s->abb || !s->pert_tmp ||
-      !s->dfn || !s->dpen || !s->dbad || !s->trig || !s->blist || !s->flist || !s->nomrow || !s->J || !s->A)
+      !s->dfn || !s->dpen || !s->dbad || !s->trig || !s->blist || !s->flist || !s->nomrow || !s->bmap || !s->J || !s->A)
     goto oom;
   if (horizon > 0) {
     s->rec = calloc((size_t)horizon, sizeof(step_rec));
@@ -553,7 +555,11 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
     af = s->af;
   }
   bcg_real *tape_nom = r ? r->tape_nom : NULL;
-  if (nF > 0 && (rc = sim_step(env->sim, nF, nq, nv, xf, af, s->xnf, tape_nom))) return rc;
+  /* domain randomisation: slot i of the compacted batch is environment flist[i] */
+  bcg_sim_set_envmap(env->sim, s->flist);
+  if (nF > 0) rc = sim_step(env->sim, nF, nq, nv, xf, af, s->xnf, tape_nom);
+  bcg_sim_set_envmap(env->sim, NULL);
+  if (rc) return rc;
   int nstart = 0;
   for (int i = 0; i < nF; i++) {
     int e = s->flist[i];
@@ -616,6 +622,11 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
       for (int b = 0; b < B; b++)
         memcpy(s->AB + ((size_t)j * B + b) * nu, a + (size_t)e * nu, sizeof(bcg_real) * nu);
     }
+    /* branches of environment e step e's randomised model (friction, masses, pushes) */
+    for (int j = 0; j < nb; j++)
+      for (int b = 0; b < B; b++) s->bmap[(size_t)j * B + b] = s->blist[j];
+    bcg_sim_set_domain(s->bsim, env->dom);
+    bcg_sim_set_envmap(s->bsim, s->bmap);
     if ((rc = sim_step(s->bsim, (int)nB, nq, nv, s->XB, s->AB, xout, tape_br))) return rc;
     s->st.samples += (uint64_t)nB;
     for (int j = 0; j < nb; j++) {
@@ -655,6 +666,7 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
   }
   s->st.transitions += (uint64_t)n;
   s->counter++;
+  bcg_env_tick(env, NULL, n); /* push clock: one transition of every environment */
   return 0;
 }
 
@@ -677,6 +689,7 @@ static int bcg_backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar,
   int nk = r->nnom;
   if (nk == n) {
     /* every env free: the autodiff call itself */
+    bcg_sim_set_envmap(env->sim, NULL);
     if ((rc = bcg_sim_control_step_vjp(env->sim, n, r->tape_nom, r->act, xn_bar, x_bar, a_bar))) return rc;
   } else if (nk > 0) {
     for (int j = 0; j < nk; j++) {
@@ -685,7 +698,10 @@ static int bcg_backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar,
       memcpy(s->af + (size_t)j * nu, r->act + (size_t)e * nu, sizeof(bcg_real) * nu);
       memcpy(s->abb + (size_t)j * nu, a_bar + (size_t)e * nu, sizeof(bcg_real) * nu);
     }
-    if ((rc = bcg_sim_control_step_vjp(env->sim, nk, r->tape_nom, s->af, s->yb, s->xbb, s->abb))) return rc;
+    bcg_sim_set_envmap(env->sim, r->nom_env); /* the kept rows' environments (domain randomisation) */
+    rc = bcg_sim_control_step_vjp(env->sim, nk, r->tape_nom, s->af, s->yb, s->xbb, s->abb);
+    bcg_sim_set_envmap(env->sim, NULL);
+    if (rc) return rc;
     for (int j = 0; j < nk; j++) {
       int e = r->nom_env[j];
       memcpy(x_bar + (size_t)e * n2, s->xbb + (size_t)j * n2, sizeof(bcg_real) * n2);
@@ -714,6 +730,10 @@ static int bcg_backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar,
         else memset(ab, 0, sizeof(bcg_real) * nu);
       }
     }
+    for (int j = 0; j < nb; j++)
+      for (int b = 0; b < B; b++) s->bmap[(size_t)j * B + b] = r->bund_env[j];
+    bcg_sim_set_domain(s->bsim, env->dom);
+    bcg_sim_set_envmap(s->bsim, s->bmap);
     if ((rc = bcg_sim_control_step_vjp(s->bsim, (int)nB, r->tape_br, s->AB, s->XBb, s->XSb, s->ABb))) return rc;
     for (int j = 0; j < nb; j++) {
       int e = r->bund_env[j];

@@ -16,6 +16,14 @@ path = /usr/share/mujoco/model/humanoid/humanoid.xml
 substeps = 4
 control_dt = 0.02
 actuation = pd
+# domain randomisation for sim-to-sim transfer (DESIGN.md section 8): per-env
+# friction, link masses (and inertias), centre-of-mass offsets, random pushes
+dr_friction_min = 0.5
+dr_friction_max = 1.25
+dr_mass_scale = 0.1
+dr_com_offset = 0.02
+dr_push_interval = 5
+dr_push_velocity = 0.5
 """
 
 CONTACT = {

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bcg/rng.h"
+#include "bcg/sim.h"
 #include "bcg/sim_cuda.h"
 
 typedef bcg_real real;
@@ -35,6 +37,12 @@ struct bcg_cuda_sim {
   real *maxfn, *maxpen;
   real *scratch; /* 2 ping-pong state buffers [cap][nq + nv] of the control step */
   real *adjbuf;  /* 2 ping-pong adjoint buffers [cap][2 nv] of the control-step VJP */
+  /* domain randomisation (bcg_cuda_sim_set_domain): slot e is environment e */
+  const bcg_domain *dom; /* host domain (push clock), not owned */
+  int ndom;
+  bcg_mdata *dm;   /* [ndom] per-environment models, or NULL */
+  real *dmu;       /* [ndom] per-environment friction, or NULL */
+  uint32_t *dclock; /* [ndom] push clock copied from the host at each control step */
   /* stage timing */
   int timing;
   cudaEvent_t t0, t1;
@@ -48,7 +56,13 @@ struct bcg_cuda_sim {
  * buffers or the tape). If tape != NULL stores (q, u) of each environment
  * there ([n][nq + nv]); if zero_lam, zeroes this environment's impulses
  * (no contact plugin). */
-__global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_simparams *__restrict__ sp, int n, int nc,
+/* the model of environment e: its randomised copy, or the shared one */
+__device__ __forceinline__ const bcg_mdata *env_model(const bcg_mdata *m, const bcg_mdata *dm, int e) {
+  return dm ? dm + e : m;
+}
+
+__global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const real *__restrict__ dmu,
+                      const bcg_simparams *__restrict__ sp, int n, int nc,
                       const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
                       const real *__restrict__ a, bcg_stepws *ws, int *nact, real *gap, real *v0, real *c, real *G,
                       real *mu, real *tape, int zero_lam, real *lam, real *fn) {
@@ -61,8 +75,12 @@ __global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_simparams *__re
     for (int i = 0; i < nq; i++) t[i] = qe[i];
     for (int i = 0; i < nv; i++) t[nq + i] = ue[i];
   }
-  bcg_substep_pre(m, sp, qe, ue, a + (size_t)e * nu, &ws[e], nc, &nact[e], gap + (size_t)e * nc,
+  const bcg_mdata *me = env_model(m, dm, e);
+  bcg_substep_pre(me, sp, qe, ue, a + (size_t)e * nu, &ws[e], nc, &nact[e], gap + (size_t)e * nc,
                   v0 + (size_t)e * n3, c + (size_t)e * n3, G ? G + (size_t)e * n3 * n3 : NULL, mu + (size_t)e * nc);
+  if (dmu) /* per-environment friction (as core/sim.c) */
+    for (int r = 0; r < nact[e]; r++)
+      if (me->cp_friction[ws[e].cid[r]] > 0) mu[(size_t)e * nc + r] = dmu[e];
   if (zero_lam) {
     for (int r = 0; r < n3; r++) lam[(size_t)e * n3 + r] = 0;
     for (int r = 0; r < nc; r++) fn[(size_t)e * nc + r] = 0;
@@ -70,13 +88,14 @@ __global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_simparams *__re
 }
 
 /* Second half, and this environment's diagnostics. */
-__global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_simparams *__restrict__ sp, int n, int nc,
+__global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
                        bcg_stepws *ws, const real *__restrict__ lam, real *qo, real *uo, const int *__restrict__ nact,
                        const real *__restrict__ fn, const real *__restrict__ gap, real *maxfn, real *maxpen,
                        int *bad) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
-  bcg_substep_post(m, sp, &ws[e], lam + (size_t)e * 3 * nc, qo + (size_t)e * m->nq, uo + (size_t)e * m->nv);
+  bcg_substep_post(env_model(m, dm, e), sp, &ws[e], lam + (size_t)e * 3 * nc, qo + (size_t)e * m->nq,
+                   uo + (size_t)e * m->nv);
   real mf = maxfn[e], mp = maxpen[e];
   for (int r = 0; r < nact[e]; r++) {
     real f = fn[(size_t)e * nc + r], pen = -gap[(size_t)e * nc + r];
@@ -90,19 +109,20 @@ __global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_simparams *__r
 
 /* VJP: recompute the second half (its outputs are not needed: they go to
  * thread-local scratch), then its adjoint. Adjoint rows have strides. */
-__global__ void k_post_vjp(const bcg_mdata *__restrict__ m, const bcg_simparams *__restrict__ sp, int n, int nc,
+__global__ void k_post_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
                            bcg_stepws *ws, const real *__restrict__ lam, const real *__restrict__ qob,
                            const real *__restrict__ uob, int bs, real *lamb, bcg_stepadj *adj) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int n3 = 3 * nc;
   real qE[BCG_MAX_Q], uE[BCG_MAX_DOF];
-  bcg_substep_post(m, sp, &ws[e], lam + (size_t)e * n3, qE, uE);
-  bcg_substep_post_vjp(m, sp, &ws[e], lam + (size_t)e * n3, qob + (size_t)e * bs, uob + (size_t)e * bs, nc,
+  const bcg_mdata *me = env_model(m, dm, e);
+  bcg_substep_post(me, sp, &ws[e], lam + (size_t)e * n3, qE, uE);
+  bcg_substep_post_vjp(me, sp, &ws[e], lam + (size_t)e * n3, qob + (size_t)e * bs, uob + (size_t)e * bs, nc,
                        lamb + (size_t)e * n3, &adj[e]);
 }
 
-__global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_simparams *__restrict__ sp, int n, int nc,
+__global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
                           const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
                           const real *__restrict__ a, const bcg_stepws *ws, const real *__restrict__ gapb,
                           const real *__restrict__ v0b, const real *__restrict__ cb, const real *__restrict__ Gb,
@@ -112,9 +132,22 @@ __global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_simparams *
   int nv = m->nv, nu = m->nu, n3 = 3 * nc;
   real *ube = ub + (size_t)e * bs;
   for (int d = 0; d < nv; d++) ube[d] = 0;
-  bcg_substep_pre_vjp(m, sp, q + (size_t)e * qs, u + (size_t)e * us, a + (size_t)e * nu, &ws[e], nc,
+  bcg_substep_pre_vjp(env_model(m, dm, e), sp, q + (size_t)e * qs, u + (size_t)e * us, a + (size_t)e * nu, &ws[e], nc,
                       gapb + (size_t)e * nc, v0b + (size_t)e * n3, cb + (size_t)e * n3,
                       Gb ? Gb + (size_t)e * n3 * n3 : NULL, &adj[e], qb + (size_t)e * bs, ube, ab + (size_t)e * nu);
+}
+
+/* Pushes at the end of a forward control step (see bcg_domain in bcg/sim.h):
+ * the same draws as core/sim.c, from the host's push clock. */
+__global__ void k_push(int n, int nv, uint64_t seed, const uint32_t *__restrict__ clock, real prob, real vel,
+                       int dof, real *uo) {
+  int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  uint32_t k = clock[e];
+  if (bcg_rng_uniform(seed, BCG_RNG_PUSH, (uint32_t)e, k, 0) > prob) return;
+  double t = 6.283185307179586 * (double)bcg_rng_uniform(seed, BCG_RNG_PUSH, (uint32_t)e, k, 1);
+  uo[(size_t)e * nv + dof] += vel * (real)cos(t);
+  uo[(size_t)e * nv + dof + 1] += vel * (real)sin(t);
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -173,7 +206,7 @@ static int pre_and_contact(bcg_cuda_sim *s, int n, const real *q, int qs, const 
                            real *tape) {
   int zero = !use_contact(s);
   tbeg(s);
-  k_pre<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->spd, n, s->ncon, q, qs, u, us, a, s->ws, s->nact, s->gap,
+  k_pre<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->dmu, s->spd, n, s->ncon, q, qs, u, us, a, s->ws, s->nact, s->gap,
                                               s->v0, s->c, s->G, s->mu, tape, zero, s->lam, s->fn);
   if (launched(s, "k_pre")) return -1;
   if (tend(s, BCG_CUDA_STAGE_PRE)) return -1;
@@ -196,7 +229,7 @@ static int substep_fwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
   int rc = pre_and_contact(s, n, q, qs, u, us, a, tape);
   if (rc) return rc;
   tbeg(s);
-  k_post<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->spd, n, s->ncon, s->ws, s->lam, qo, uo, s->nact, s->fn,
+  k_post<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, s->ncon, s->ws, s->lam, qo, uo, s->nact, s->fn,
                                                s->gap, s->maxfn, s->maxpen, s->bad);
   if (launched(s, "k_post")) return -1;
   return tend(s, BCG_CUDA_STAGE_POST);
@@ -209,7 +242,7 @@ static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
   int rc = pre_and_contact(s, n, q, qs, u, us, a, NULL);
   if (rc) return rc;
   tbeg(s);
-  k_post_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->spd, n, nc, s->ws, s->lam, qob, uob, bs, s->lamb,
+  k_post_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, nc, s->ws, s->lam, qob, uob, bs, s->lamb,
                                                    s->adj);
   if (launched(s, "k_post_vjp")) return -1;
   if (tend(s, BCG_CUDA_STAGE_POST)) return -1;
@@ -231,7 +264,7 @@ static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
   }
   if (tend(s, BCG_CUDA_STAGE_CONTACT_VJP)) return -1;
   tbeg(s);
-  k_pre_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->spd, n, nc, q, qs, u, us, a, s->ws, s->gapb, s->v0b,
+  k_pre_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, nc, q, qs, u, us, a, s->ws, s->gapb, s->v0b,
                                                   s->cb, s->Gb, s->adj, qb, ub, bs, ab);
   if (launched(s, "k_pre_vjp")) return -1;
   return tend(s, BCG_CUDA_STAGE_PRE_VJP);
@@ -302,7 +335,8 @@ BCG_EXPORT void bcg_cuda_sim_free(bcg_cuda_sim *s) {
   if (!s) return;
   if (s->st) cudaStreamSynchronize(s->st);
   void *p[] = {s->m, s->spd, s->ws, s->adj, s->nact, s->bad, s->gap, s->v0, s->c, s->G, s->mu, s->lam, s->fn,
-               s->lamb, s->gapb, s->v0b, s->cb, s->Gb, s->maxfn, s->maxpen, s->scratch, s->adjbuf};
+               s->lamb, s->gapb, s->v0b, s->cb, s->Gb, s->maxfn, s->maxpen, s->scratch, s->adjbuf,
+               s->dm, s->dmu, s->dclock};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
     if (p[i]) cudaFree(p[i]);
   if (s->t0) cudaEventDestroy(s->t0);
@@ -427,7 +461,7 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
 
 BCG_EXPORT int bcg_cuda_sim_substep(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a, real *qo,
                                     real *uo) {
-  if (n < 0 || n > s->cap) return -1;
+  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
   if (n == 0) return 0;
   int rc = substep_fwd(s, n, q, s->nq, u, s->nv, a, qo, uo, NULL);
   return rc ? rc : finish(s);
@@ -435,15 +469,41 @@ BCG_EXPORT int bcg_cuda_sim_substep(bcg_cuda_sim *s, int n, const real *q, const
 
 BCG_EXPORT int bcg_cuda_sim_substep_vjp(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
                                         const real *qob, const real *uob, real *qb, real *ub, real *ab) {
-  if (n < 0 || n > s->cap) return -1;
+  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
   if (n == 0) return 0;
   int rc = substep_bwd(s, n, q, s->nq, u, s->nv, a, qob, uob, qb, ub, s->nv, ab);
   return rc ? rc : finish(s);
 }
 
+BCG_EXPORT int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom) {
+  if (s->st) CK(s, cudaStreamSynchronize(s->st));
+  if (s->dm) cudaFree(s->dm);
+  if (s->dmu) cudaFree(s->dmu);
+  if (s->dclock) cudaFree(s->dclock);
+  s->dm = NULL;
+  s->dmu = NULL;
+  s->dclock = NULL;
+  s->dom = NULL;
+  s->ndom = 0;
+  if (!dom) return 0;
+  int n = dom->n;
+  if (dom->m) {
+    CK(s, cudaMalloc((void **)&s->dm, sizeof(bcg_mdata) * (size_t)n));
+    CK(s, cudaMemcpy(s->dm, dom->m, sizeof(bcg_mdata) * (size_t)n, cudaMemcpyHostToDevice));
+  }
+  if (dom->mu) {
+    CK(s, cudaMalloc((void **)&s->dmu, sizeof(real) * (size_t)n));
+    CK(s, cudaMemcpy(s->dmu, dom->mu, sizeof(real) * (size_t)n, cudaMemcpyHostToDevice));
+  }
+  CK(s, cudaMalloc((void **)&s->dclock, sizeof(uint32_t) * (size_t)n));
+  s->dom = dom;
+  s->ndom = n;
+  return 0;
+}
+
 BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
                                          real *qo, real *uo, real *tape) {
-  if (n < 0 || n > s->cap) return -1;
+  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
   if (n == 0) return 0;
   int nq = s->nq, nv = s->nv, ns = s->sp.substeps;
   size_t sx = (size_t)nq + nv;
@@ -465,12 +525,18 @@ BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, 
     qi = qn;
     ui = un;
   }
+  const bcg_domain *d = s->dom;
+  if (d && d->push_prob > 0 && d->push_dof >= 0 && d->clock) {
+    CK(s, cudaMemcpyAsync(s->dclock, d->clock, sizeof(uint32_t) * n, cudaMemcpyHostToDevice, s->st));
+    k_push<<<grid(s, n), s->block, 0, s->st>>>(n, nv, d->seed, s->dclock, d->push_prob, d->push_vel, d->push_dof, uo);
+    if (launched(s, "k_push")) return -1;
+  }
   return finish(s);
 }
 
 BCG_EXPORT int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const real *tape, const real *a,
                                              const real *xob, real *xb, real *ab) {
-  if (n < 0 || n > s->cap) return -1;
+  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
   if (n == 0) return 0;
   int nq = s->nq, nv = s->nv, ns = s->sp.substeps, bs = 2 * nv;
   size_t sx = (size_t)nq + nv;
@@ -486,7 +552,7 @@ BCG_EXPORT int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const real 
 }
 
 BCG_EXPORT int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, real *maxfn, real *maxpen, int *bad) {
-  if (n < 0 || n > s->cap) return -1;
+  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
   if (n == 0) return 0;
   CK(s, cudaStreamSynchronize(s->st));
   if (maxfn) CK(s, cudaMemcpy(maxfn, s->maxfn, sizeof(real) * n, cudaMemcpyDeviceToHost));
@@ -496,7 +562,7 @@ BCG_EXPORT int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, real *maxfn, rea
 }
 
 BCG_EXPORT int bcg_cuda_sim_nactive(bcg_cuda_sim *s, int n, int *nact) {
-  if (n < 0 || n > s->cap) return -1;
+  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
   if (n == 0) return 0;
   CK(s, cudaStreamSynchronize(s->st));
   CK(s, cudaMemcpy(nact, s->nact, sizeof(int) * n, cudaMemcpyDeviceToHost));

@@ -32,6 +32,9 @@ struct bcg_env {
   const bcg_task_ops *task_ops;
   void *task;
   int own; /* frees model and contact instance */
+  /* domain randomisation ([sim] dr_* keys); dom is NULL when it is off */
+  bcg_drparams dr;
+  bcg_domain *dom;
 };
 
 typedef struct bcg_config bcg_config;
@@ -45,6 +48,26 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
 bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bcg_contact_ops *contact_ops,
                              void *contact, int nenv, uint64_t seed, int own, char *err, size_t errlen);
 void bcg_env_free(bcg_env *env);
+
+/* Domain randomisation (see bcg_domain in bcg/sim.h). bcg_env_create sets it
+ * from the config's [sim] dr_* keys and draws every environment once
+ * (draw 0). bcg_env_set_domain (re)configures it (all keys off: removes it)
+ * and draws every environment with draw 0. Returns 0 or -1 (out of memory /
+ * no free root for pushes, with a message). */
+int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t errlen);
+/* Re-draw friction, masses and centre-of-mass offsets of environments envs[0..n-1]
+ * (envs NULL: 0..n-1) from (seed, BCG_RNG_DOMAIN, env, draw): the same
+ * (seed, env, draw) always gives the same model. Meant to be called by the
+ * learner at each reset, with the task's reset draw counter (FOLLOW-UP: the
+ * learners do not call it yet, so each environment keeps its draw-0 model for
+ * the whole run). Re-drawing an environment between a forward step and its
+ * backward would make the backward use the new model: call it at resets only,
+ * i.e. where the adjoint of the episode is cut anyway. No-op without DR. */
+void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw);
+/* Advance the push clock of environments envs[0..n-1] (NULL: 0..n-1) by one
+ * transition. bcg_env_step does it itself; an estimator that steps env->sim
+ * directly calls it once per transition. */
+void bcg_env_tick(bcg_env *env, const int *envs, int n);
 
 /* The rollout interface of the estimators, in terms of explicit states:
  *   est->forward(t, x_t, a_t, x_{t+1})

@@ -9,11 +9,58 @@
 #define BCG_SIM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "bcg/model.h"
 #include "bcg/plugin.h"
 #include "bcg/step.h"
 
 BCG_BEGIN_DECLS
+
+/* Domain randomisation ([sim] dr_* keys, DESIGN.md section 8), off by default.
+ * Every value is drawn from the counter-based RNG (bcg/rng.h) as a pure
+ * function of (seed, purpose, environment, draw/clock), so runs are
+ * reproducible and independent of the thread count and of the backend. */
+typedef struct bcg_drparams {
+  bcg_real friction_min, friction_max; /* per-env friction ~ U[min, max]; min < 0: off */
+  bcg_real mass_scale;    /* per-env, per-body mass and inertia scale ~ U[1-s, 1+s]; 0: off */
+  bcg_real com_offset;    /* per-env, per-body centre-of-mass offset ~ U[-h, h]^3 (m); 0: off */
+  bcg_real push_interval; /* mean seconds between pushes; 0: off */
+  bcg_real push_velocity; /* magnitude of a push (m/s): a horizontal kick of the root's linear velocity */
+} bcg_drparams;
+
+void bcg_drparams_default(bcg_drparams *dr); /* everything off */
+int bcg_drparams_active(const bcg_drparams *dr);
+
+/* The randomised quantities of n environments, owned by the env
+ * (bcg_env_set_domain) and shared by every sim stepping that env's states
+ * (the env's own sim, an estimator's branch sims). A batch slot i of a sim
+ * belongs to environment envmap[i] (identity when the sim has no envmap).
+ *
+ *   friction: mu[e] replaces the model's friction of every contact of env e
+ *             that has friction at all (set in the contact batch's mu array
+ *             after the first half of the substep); constant of the step.
+ *   mass/com: m[e] is env e's copy of the model with body_mass,
+ *             body_inertia scaled and body_ipos offset; the per-environment
+ *             stepper halves get &m[e] (sizeof(bcg_mdata) per environment).
+ *   pushes:   at the end of a forward control step of env e, with
+ *             probability push_prob = control_dt / dr_push_interval, the
+ *             root's (free joint's) world-frame linear velocity gets a kick
+ *             push_vel (cos t, sin t, 0), t uniform: the decision and t are
+ *             drawn from (seed, BCG_RNG_PUSH, e, clock[e]). The kick is an
+ *             additive constant of the transition (it does not depend on the
+ *             state or the action), so the control step's adjoint passes
+ *             through it unchanged and the VJPs do nothing for it. clock[e]
+ *             counts env e's transitions: bcg_env_step advances it, and
+ *             estimators that step env->sim themselves call bcg_env_tick. */
+typedef struct bcg_domain {
+  int n;           /* environments */
+  uint64_t seed;
+  bcg_mdata *m;    /* [n] per-environment models, NULL unless mass/com randomisation is on */
+  bcg_real *mu;    /* [n] per-environment friction, NULL unless friction randomisation is on */
+  uint32_t *clock; /* [n] push clock */
+  bcg_real push_prob, push_vel;
+  int push_dof;    /* first dof of the free root joint; -1: no pushes */
+} bcg_domain;
 
 struct bcg_sim {
   const bcg_model *model;
@@ -32,6 +79,11 @@ struct bcg_sim {
   bcg_real *maxpen; /* deepest penetration (m, >= 0) */
   int *bad;         /* non-finite or non-SPD during the last control step */
   bcg_real *scratch;
+  /* domain randomisation (NULL: none; not owned) and the batch slot ->
+   * environment map (NULL: identity; not owned, set by callers that compact
+   * or replicate environments, e.g. branch batches) */
+  const bcg_domain *dom;
+  const int *envmap;
 };
 
 /* Defaults: the model's timestep, 4 substeps, motor actuation, limits on. */
@@ -60,6 +112,15 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
 int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xob,
                              bcg_real *xb, bcg_real *ab);
 
+/* Attach a domain (NULL: detach) and set the slot -> environment map
+ * (NULL: identity); both pointers must outlive their use. The map must cover
+ * every slot of the following calls, and must be the same for a forward call
+ * and its VJP (the adjoint reads the same per-environment model). */
+void bcg_sim_set_domain(bcg_sim *s, const bcg_domain *dom);
+void bcg_sim_set_envmap(bcg_sim *s, const int *envmap);
+/* The model of batch slot i (its environment's randomised copy, or the model) */
+const bcg_mdata *bcg_sim_slot_model(const bcg_sim *s, int i);
+
 /* Simulation parameters from a validated config's [sim] section (control
  * step = substeps * dt; dt = control_dt / substeps). need_G is taken from the
  * contact plugin's capabilities, if one is selected. Returns 0, or -1 with a
@@ -67,6 +128,9 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
 typedef struct bcg_config bcg_config;
 int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg_simparams *sp, char *err,
                               size_t errlen);
+
+/* Domain randomisation parameters from a config's [sim] dr_* keys. */
+int bcg_drparams_from_config(const bcg_config *cfg, bcg_drparams *dr, char *err, size_t errlen);
 
 /* Create the [contact] plugin instance of a config (NULL ops when the config
  * has no [contact] section). Returns 0 or -1 with a message. */

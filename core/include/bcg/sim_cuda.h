@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include "bcg/model.h"
 #include "bcg/plugin.h"
+#include "bcg/sim.h"
 #include "bcg/step.h"
 
 BCG_BEGIN_DECLS
@@ -76,6 +77,14 @@ int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const bcg_real *d_tape
 int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, bcg_real *maxfn, bcg_real *maxpen, int *bad);
 /* Active contacts of each environment in the last substep (host array). */
 int bcg_cuda_sim_nactive(bcg_cuda_sim *s, int n, int *nact);
+
+/* Domain randomisation (bcg_domain, bcg/sim.h): copies the per-environment
+ * models and friction to the device (slot e of a batch is environment e;
+ * n <= dom->n) and keeps dom for the pushes, whose clock is copied from the
+ * host at each control step; the same draws as the CPU stepper. Call it again
+ * after bcg_env_randomize (the device copies are not refreshed otherwise).
+ * dom NULL: off. Returns 0 or -1 (CUDA error). */
+int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom);
 
 int bcg_cuda_sim_set_async(bcg_cuda_sim *s, int async);
 int bcg_cuda_sim_sync(bcg_cuda_sim *s);
