@@ -21,7 +21,7 @@ int bcg_cmd_eval(int argc, char **argv) {
   const char *target = NULL, *sim = NULL;
   int runs = 0, initial = 0, compare = 0;
   double seconds = 0;
-  char *ov[260];
+  char *ov[270];
   int nov = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -55,7 +55,12 @@ int bcg_cmd_eval(int argc, char **argv) {
     snprintf(run_dir, sizeof run_dir, "%s/..", tmp); /* RUN/checkpoints/ckpt_*.h5 */
   }
   snprintf(cfgpath, sizeof cfgpath, "%s/config.ini", run_dir);
-  /* the evaluation starts at the beginning of the clip: no random phase */
+  /* the evaluation runs the nominal model (no domain randomisation, no
+   * pushes: the MuJoCo side runs the plain MJCF) from the beginning of the
+   * clip (no random phase) */
+  static char *nominal[] = {"sim.dr_friction_min=-1", "sim.dr_friction_max=-1", "sim.dr_mass_scale=0",
+                            "sim.dr_com_offset=0", "sim.dr_push_interval=0", "sim.dr_push_velocity=0"};
+  for (int i = 0; i < 6; i++) ov[nov++] = nominal[i];
   char err[4096];
   bcg_config *cfg = NULL;
   if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, nov, ov, err, sizeof err))
