@@ -119,10 +119,15 @@ int bcg_cmd_eval(int argc, char **argv) {
   if (bcg_eval_write(res, &o, out, err, sizeof err)) rc = bcg_cli_error("%s", err);
   else printf("written: %s\n", out);
   if (compare) {
-    int s = res->have[1] ? 1 : 0;
-    printf("result: E_track in %s %.1f cm before training -> %.1f cm after; falls %d/%d -> %d/%d\n",
-           s ? "MuJoCo" : "bcg", before->stats[s].etrack_mean, res->stats[s].etrack_mean, before->stats[s].falls,
-           before->stats[s].n, res->stats[s].falls, res->stats[s].n);
+    static const char *nm[2] = {"bcg", "MuJoCo"};
+    printf("result:");
+    for (int k = 0; k < 2; k++)
+      if (res->have[k])
+        printf("%s %s: E_track %.1f -> %.1f cm, falls %d/%d -> %d/%d, time to the fall or the end %.2f -> %.2f s", k ? ";" : "",
+               nm[k], before->stats[k].etrack_mean, res->stats[k].etrack_mean, before->stats[k].falls,
+               before->stats[k].n, res->stats[k].falls, res->stats[k].n, before->stats[k].length_mean,
+               res->stats[k].length_mean);
+    printf(" (untrained -> trained)\n");
   }
 out:
   free(before);
