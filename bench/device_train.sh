@@ -9,7 +9,9 @@
 #   run(command="bash bench/device_train.sh", carry=["build-debs"])
 #
 # Files under $OUT: device_train.log (everything), runs.tgz (both runs:
-# config.ini, log.h5, eval.h5, the last checkpoint).
+# config.ini, log.h5, eval.h5, the last checkpoint). KAPPA=1 trains
+# SHAC+BCG at kappa 50 and 300 instead (the transfer ablation); RUNS=...
+# any two runs.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-out}
@@ -27,18 +29,25 @@ make -j"$NP" BUILD=build-train CUDA=0 all >/tmp/bcg-train-build.log 2>&1 || { ta
 B=build-train/bcg
 R=/tmp/bcg-runs
 rm -rf "$R"
-say "train SHAC+BCG and PPO on jump for $S s each, $H threads each"
-$B train configs/experiments/jump_shac_bcg.ini run.seconds=$S run.threads=$H run.checkpoint_every=10 run.out_dir=$R \
-  >/tmp/bcg-shac.log 2>&1 &
-p1=$!
-$B train configs/experiments/jump_ppo.ini run.seconds=$S run.threads=$H run.checkpoint_every=2 run.out_dir=$R \
-  >/tmp/bcg-ppo.log 2>&1 &
-p2=$!
-wait $p1; r1=$?
-wait $p2; r2=$?
-say "SHAC+BCG exit $r1, PPO exit $r2"
-tail -n 4 /tmp/bcg-shac.log /tmp/bcg-ppo.log
-for name in jump_shac_bcg jump_ppo; do
+# RUNS: "name|config|overrides;..." (two runs side by side); default SHAC+BCG vs PPO on jump;
+# KAPPA=1: SHAC+BCG on jump at kappa 50 and 300 (the paper's transfer ablation)
+if [ -n "${KAPPA:-}" ]; then
+  RUNS="kappa50|configs/experiments/jump_shac_bcg.ini|contact.kappa=50 run.checkpoint_every=10;kappa300|configs/experiments/jump_shac_bcg.ini|contact.kappa=300 run.checkpoint_every=10"
+fi
+RUNS=${RUNS:-"jump_shac_bcg|configs/experiments/jump_shac_bcg.ini|run.checkpoint_every=10;jump_ppo|configs/experiments/jump_ppo.ini|run.checkpoint_every=2"}
+say "train for $S s each, $H threads each: $RUNS"
+pids=""
+names=""
+IFS=';' read -ra SPEC <<<"$RUNS"
+for spec in "${SPEC[@]}"; do
+  IFS='|' read -r name cfg ovs <<<"$spec"
+  $B train "$cfg" run.name=$name run.seconds=$S run.threads=$H run.out_dir=$R $ovs >/tmp/bcg-$name.log 2>&1 &
+  pids="$pids $!"
+  names="$names $name"
+done
+for p in $pids; do wait $p; say "run (pid $p) exit $?"; done
+for name in $names; do tail -n 3 /tmp/bcg-$name.log; done
+for name in $names; do
   d=$(ls -td $R/$name/*/ 2>/dev/null | head -n 1)
   [ -n "$d" ] || { say "no run directory for $name"; continue; }
   say "E_track in bcg of every checkpoint of $name"
