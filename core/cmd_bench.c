@@ -56,14 +56,7 @@ static void bench_state(const bcg_model *model, bcg_real *q, bcg_real *u) {
   if (!m->has_floor || m->ncp == 0) return;
   static bcg_kin k;
   bcg_kinematics(m, q, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    bcg_real pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
-  }
-  int free_root = bcg_has_free_root(m);
-  if (free_root) q[m->jnt_qposadr[m->body_jntadr[1]] + 2] += (bcg_real)(m->floor_z - 0.001 - lo);
+  if (bcg_has_free_root(m)) q[m->jnt_qposadr[m->body_jntadr[1]] + 2] -= (bcg_real)0.001 + bcg_lowest_gap(m, &k);
 }
 
 typedef struct result {

@@ -97,14 +97,8 @@ static int window_sensitivity(bcg_session *S, int H, double *out, char *err, siz
     bcg_real *xe = x + (size_t)e * nx;
     for (int i = 0; i < env->nq; i++) xe[i] = m->qpos0[i];
     bcg_kinematics(m, xe, k);
-    double lo = 1e9;
-    for (int i = 0; i < m->ncp; i++) {
-      bcg_real pc[3];
-      bcg_contact_point(m, k, i, pc);
-      if (pc[2] + k->o[2] < lo) lo = pc[2] + k->o[2];
-    }
     int qa = m->jnt_qposadr[m->body_jntadr[1]], da = m->jnt_dofadr[m->body_jntadr[1]];
-    xe[qa + 2] += (bcg_real)(m->floor_z - 0.003 - lo);
+    xe[qa + 2] -= (bcg_real)0.003 + bcg_lowest_gap(m, k);
     xe[env->nq + da + 2] = (bcg_real)-0.5;
   }
   if (S->est_ops->begin(S->est)) { snprintf(err, errlen, "estimator begin failed"); goto out; }

@@ -177,6 +177,19 @@ BCG_HD void bcg_contact_point(const bcg_mdata *m, const bcg_kin *k, int i, real_
   pc[2] -= m->cp_radius[i];
 }
 
+/* Gap of the lowest contact point above the floor at kinematics k (m; a
+ * large number when the model has no contact points). */
+BCG_HD real_t bcg_lowest_gap(const bcg_mdata *m, const bcg_kin *k) {
+  real_t lo = (real_t)1e30;
+  for (int i = 0; i < m->ncp; i++) {
+    real_t pc[3];
+    bcg_contact_point(m, k, i, pc);
+    real_t g = pc[2] + k->o[2] - m->floor_z;
+    if (g < lo) lo = g;
+  }
+  return lo;
+}
+
 /* rows (n, t1, t2) = (z, x, y) of the translational Jacobian at point pc on body b */
 BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, const real_t *pc, real_t (*J)[BCG_MAX_DOF]) {
   for (int r = 0; r < 3; r++)
