@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bcg/config.h"
+#include "bcg/sim_cuda.h"
 #include "bcg/rng.h"
 
 static void domain_free(bcg_domain *d) {
@@ -102,6 +103,76 @@ void bcg_env_tick(bcg_env *env, const int *envs, int n) {
   }
 }
 
+/* ---- device = cuda: the batched stepper on the GPU --------------------------
+ * The env keeps its CPU sim for its parameters and the per-environment
+ * diagnostics arrays; control steps and their adjoints run on the GPU with
+ * states, actions and tapes copied in and out per call (tapes come back to
+ * the caller's host buffer, in the CPU layout). */
+typedef struct env_cuda {
+  bcg_cuda_sim *s;
+  bcg_real *q, *u, *qo, *uo, *a, *tape, *xb, *xnb, *ab; /* device */
+} env_cuda;
+
+static void env_cuda_free(env_cuda *c) {
+  if (!c) return;
+  bcg_real *p[] = {c->q, c->u, c->qo, c->uo, c->a, c->tape, c->xb, c->xnb, c->ab};
+  for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) bcg_cuda_free(p[i]);
+  bcg_cuda_sim_free(c->s);
+  free(c);
+}
+
+static int env_cuda_attach(bcg_env *env, const bcg_simparams *sp, char *err, size_t errlen) {
+  char cerr[512];
+  cerr[0] = 0;
+  if (!bcg_cuda_available(cerr, sizeof cerr)) return snprintf(err, errlen, "device = cuda: %.400s", cerr), -1;
+  env_cuda *c = calloc(1, sizeof *c);
+  if (!c) return snprintf(err, errlen, "out of memory"), -1;
+  int n = env->nenv, nq = env->nq, nv = env->nv, nu = env->nu;
+  c->s = bcg_cuda_sim_create(env->model, sp, n, env->contact_ops, env->contact, err, errlen);
+  if (!c->s) { free(c); return -1; }
+  size_t r = sizeof(bcg_real);
+  c->q = bcg_cuda_malloc(r * n * nq); c->qo = bcg_cuda_malloc(r * n * nq);
+  c->u = bcg_cuda_malloc(r * n * nv); c->uo = bcg_cuda_malloc(r * n * nv);
+  c->a = bcg_cuda_malloc(r * n * nu); c->ab = bcg_cuda_malloc(r * n * nu);
+  c->xb = bcg_cuda_malloc(r * n * 2 * nv); c->xnb = bcg_cuda_malloc(r * n * 2 * nv);
+  c->tape = bcg_cuda_malloc(r * (size_t)sp->substeps * n * env->nx);
+  if (!c->q || !c->qo || !c->u || !c->uo || !c->a || !c->ab || !c->xb || !c->xnb || !c->tape) {
+    env_cuda_free(c);
+    return snprintf(err, errlen, "device = cuda: out of GPU memory for %d environments", n), -1;
+  }
+  env->cuda_sim = c;
+  env->device = 1;
+  return 0;
+}
+
+static int env_cuda_step(bcg_env *env, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qo,
+                         bcg_real *uo, bcg_real *tape) {
+  env_cuda *c = env->cuda_sim;
+  size_t r = sizeof(bcg_real);
+  int nq = env->nq, nv = env->nv;
+  if (bcg_cuda_copy(c->q, q, r * n * nq) || bcg_cuda_copy(c->u, u, r * n * nv) ||
+      bcg_cuda_copy(c->a, a, r * n * env->nu) ||
+      bcg_cuda_sim_control_step(c->s, n, c->q, c->u, c->a, c->qo, c->uo, c->tape) ||
+      bcg_cuda_copy(qo, c->qo, r * n * nq) || bcg_cuda_copy(uo, c->uo, r * n * nv) ||
+      (tape && bcg_cuda_copy(tape, c->tape, r * bcg_env_tape_size(env, n))) ||
+      bcg_cuda_sim_diagnostics(c->s, n, env->sim->maxfn, env->sim->maxpen, env->sim->bad) ||
+      bcg_cuda_sim_nactive(c->s, n, env->sim->nact))
+    return -1;
+  return 0;
+}
+
+static int env_cuda_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
+                             bcg_real *xb, bcg_real *ab) {
+  env_cuda *c = env->cuda_sim;
+  size_t r = sizeof(bcg_real);
+  if (bcg_cuda_copy(c->tape, tape, r * bcg_env_tape_size(env, n)) || bcg_cuda_copy(c->a, a, r * n * env->nu) ||
+      bcg_cuda_copy(c->xnb, xnb, r * n * 2 * env->nv) || bcg_cuda_copy(c->ab, ab, r * n * env->nu) ||
+      bcg_cuda_sim_control_step_vjp(c->s, n, c->tape, c->a, c->xnb, c->xb, c->ab) ||
+      bcg_cuda_copy(xb, c->xb, r * n * 2 * env->nv) || bcg_cuda_copy(ab, c->ab, r * n * env->nu))
+    return -1;
+  return 0;
+}
+
 bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bcg_contact_ops *contact_ops,
                              void *contact, int nenv, uint64_t seed, int own, char *err, size_t errlen) {
   bcg_env *env = calloc(1, sizeof *env);
@@ -144,13 +215,6 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
     bcg_model_free(model);
     return NULL;
   }
-  if (strcmp(bcg_config_get_string(cfg, "run", "device"), "cuda") == 0) {
-    bcg_config_errorf(cfg, "run", "device", err, errlen,
-                      "the CUDA backend is not wired into training yet (use device = cpu)");
-    if (ops) ops->destroy(self);
-    bcg_model_free(model);
-    return NULL;
-  }
   bcg_env *env = bcg_env_create_from(model, &sp, ops, self, nenv, (uint64_t)bcg_config_get_int(cfg, "run", "seed"),
                                      1, err, errlen);
   if (!env) {
@@ -164,11 +228,25 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
     bcg_env_free(env);
     return NULL;
   }
+  if (strcmp(bcg_config_get_string(cfg, "run", "device"), "cuda") == 0) {
+    if (env->dom) {
+      bcg_config_errorf(cfg, "run", "device", err, errlen,
+                        "domain randomisation ([sim] dr_*) is not wired to device = cuda yet (use device = cpu)");
+      bcg_env_free(env);
+      return NULL;
+    }
+    if (env_cuda_attach(env, &sp, derr, sizeof derr)) {
+      bcg_config_errorf(cfg, "run", "device", err, errlen, "%s", derr);
+      bcg_env_free(env);
+      return NULL;
+    }
+  }
   return env;
 }
 
 void bcg_env_free(bcg_env *env) {
   if (!env) return;
+  env_cuda_free(env->cuda_sim);
   bcg_sim_free(env->sim);
   domain_free(env->dom);
   if (env->own) {
@@ -192,7 +270,8 @@ int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_
     memcpy(q + (size_t)e * nq, x + (size_t)e * nx, sizeof(bcg_real) * nq);
     memcpy(u + (size_t)e * nv, x + (size_t)e * nx + nq, sizeof(bcg_real) * nv);
   }
-  int rc = bcg_sim_control_step(env->sim, n, q, u, a, qo, uo, tape);
+  int rc = env->cuda_sim ? env_cuda_step(env, n, q, u, a, qo, uo, tape)
+                         : bcg_sim_control_step(env->sim, n, q, u, a, qo, uo, tape);
   if (!rc) bcg_env_tick(env, NULL, n);
   for (int e = 0; e < n; e++) {
     memcpy(xn + (size_t)e * nx, qo + (size_t)e * nq, sizeof(bcg_real) * nq);
@@ -204,6 +283,7 @@ int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_
 
 int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
                      bcg_real *xb, bcg_real *ab) {
+  if (env->cuda_sim) return env_cuda_step_vjp(env, n, tape, a, xnb, xb, ab);
   return bcg_sim_control_step_vjp(env->sim, n, tape, a, xnb, xb, ab);
 }
 

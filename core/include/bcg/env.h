@@ -20,7 +20,7 @@ BCG_BEGIN_DECLS
 struct bcg_env {
   const bcg_model *model;
   bcg_sim *sim;        /* CPU batched stepper, capacity >= nenv * max_branches */
-  void *cuda_sim;      /* bcg_cuda_sim when device = cuda, else NULL */
+  void *cuda_sim;      /* private (core/env.c): the CUDA stepper and its buffers when device = cuda */
   int device;          /* 0 cpu, 1 cuda */
   int nenv, nq, nv, nu, nx;
   uint64_t seed;
