@@ -13,15 +13,9 @@
 
 #include "bcg/sim.h"
 #include "testutil.h"
+#include "stepfd.h"
 
 #define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
-
-static unsigned long long rs = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 /* ---- a smooth synthetic contact law exercising every input --------------- */
 static int fake_solve(void *self, bcg_contact_batch *b) {
@@ -63,85 +57,6 @@ static int fake_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adjoint 
 static const bcg_contact_ops FAKE = {sizeof(bcg_contact_ops), NULL, NULL, fake_solve, fake_vjp, NULL, NULL};
 
 static bcg_model *model;
-
-static void standing_state(const bcg_mdata *m, double *q, double *u, double height, double vs) {
-  for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
-  for (int i = 7; i < m->nq; i++) q[i] += 0.1 * nrand();
-  double n = 0;
-  for (int i = 3; i < 7; i++) { q[i] += 0.05 * nrand(); n += q[i] * q[i]; }
-  for (int i = 3; i < 7; i++) q[i] /= sqrt(n);
-  q[0] = 0.3 * nrand(); q[1] = 0.3 * nrand();
-  /* place the lowest contact point at `height` */
-  static bcg_kin k;
-  bcg_kinematics(m, q, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    double pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
-  }
-  q[2] += height - lo + m->floor_z;
-  for (int i = 0; i < m->nv; i++) u[i] = vs * nrand();
-}
-
-/* scalar of the control-step output: w . (raw q_E) + z . u_E */
-typedef struct probe {
-  bcg_sim *sim;
-  const double *wq, *wu;
-  int control; /* 1: whole control step, 0: one substep */
-} probe;
-
-static double run(const probe *p, const double *q, const double *u, const double *a) {
-  const bcg_mdata *m = &model->m;
-  double qo[BCG_MAX_Q], uo[BCG_MAX_DOF], s = 0;
-  if (p->control) bcg_sim_control_step(p->sim, 1, q, u, a, qo, uo, NULL);
-  else bcg_sim_substep(p->sim, 1, q, u, a, qo, uo);
-  for (int i = 0; i < m->nq; i++) s += p->wq[i] * qo[i];
-  for (int i = 0; i < m->nv; i++) s += p->wu[i] * uo[i];
-  return s;
-}
-
-static double check(const probe *p, const double *q, const double *u, const double *a, int *nact_out) {
-  const bcg_mdata *m = &model->m;
-  int nv = m->nv, nq = m->nq, nu = m->nu;
-  double qo[BCG_MAX_Q], uo[BCG_MAX_DOF], xob[2 * BCG_MAX_DOF], xb[2 * BCG_MAX_DOF], ab[BCG_MAX_ACT] = {0};
-  static double tape[16 * (BCG_MAX_Q + BCG_MAX_DOF)];
-  bcg_sim *sim = p->sim;
-  if (p->control) bcg_sim_control_step(sim, 1, q, u, a, qo, uo, tape);
-  else bcg_sim_substep(sim, 1, q, u, a, qo, uo);
-  *nact_out = sim->nact[0];
-  bcg_qgrad_to_tangent(m, qo, p->wq, xob);
-  for (int i = 0; i < nv; i++) xob[nv + i] = p->wu[i];
-  if (p->control) bcg_sim_control_step_vjp(sim, 1, tape, a, xob, xb, ab);
-  else bcg_sim_substep_vjp(sim, 1, q, u, a, xob, xob + nv, xb, xb + nv, ab);
-  double gq[BCG_MAX_DOF], gu[BCG_MAX_DOF], ga[BCG_MAX_ACT];
-  double worst = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    double eps = pass ? 1e-7 : 1e-6;
-    for (int i = 0; i < nv; i++) {
-      double d[BCG_MAX_DOF] = {0}, qp[BCG_MAX_Q], qm[BCG_MAX_Q], up[BCG_MAX_DOF];
-      d[i] = eps; bcg_qadd(m, q, d, qp);
-      d[i] = -eps; bcg_qadd(m, q, d, qm);
-      gq[i] = (run(p, qp, u, a) - run(p, qm, u, a)) / (2 * eps);
-      memcpy(up, u, sizeof(double) * nv);
-      up[i] += eps; double e1 = run(p, q, up, a);
-      up[i] -= 2 * eps; double e2 = run(p, q, up, a);
-      gu[i] = (e1 - e2) / (2 * eps);
-    }
-    for (int i = 0; i < nu; i++) {
-      double ap[BCG_MAX_ACT];
-      memcpy(ap, a, sizeof(double) * nu);
-      ap[i] += eps; double e1 = run(p, q, u, ap);
-      ap[i] -= 2 * eps; double e2 = run(p, q, u, ap);
-      ga[i] = (e1 - e2) / (2 * eps);
-    }
-    double e = fmax(fmax(bcg_vec_relerr(xb, gq, nv), bcg_vec_relerr(xb + nv, gu, nv)), bcg_vec_relerr(ab, ga, nu));
-    if (pass == 0) worst = e;
-    else worst = fmin(worst, e); /* FD noise: the better step size is the check */
-  }
-  (void)nq;
-  return worst;
-}
 
 static void fd_suite(int actuation, int need_G, int control, double height, const char *label) {
   const bcg_mdata *m = &model->m;
