@@ -88,18 +88,59 @@ static void test_basics(void) {
   CU_ASSERT_EQUAL(run("plugins extra"), 2);
 }
 
-static void test_unavailable(void) {
-  const char *stubs[] = {"eval", "gradstats", "sweep", "report"};
-  for (int i = 0; i < 4; i++) {
-    int rc = run("%s x", stubs[i]);
-    char want[128];
-    snprintf(want, sizeof want, "bcg: %s: not available in this build yet\n", stubs[i]);
-    /* replaced by a real implementation later: then it is no longer a stub */
-    if (strstr(out, "not available")) {
-      CU_ASSERT_EQUAL(rc, 1);
-      CU_ASSERT_STRING_EQUAL(out, want);
-    }
+/* bcg report: a run directory written with the runlog API (three iterations
+ * of known curves, a config.ini), found directly and by searching its parent;
+ * the table, --csv, and the errors */
+static void test_report(void) {
+  setup();
+  char root[512], run1[600], p[700], err[256];
+  snprintf(root, sizeof root, "%s/reportruns", tmpdir);
+  snprintf(run1, sizeof run1, "%s/exp/20260101T000000Z", root);
+  char cmd[2200];
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", run1);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  snprintf(p, sizeof p, "%s/config.ini", run1);
+  FILE *f = fopen(p, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("[learner]\nplugin = shac\n[estimator]\nplugin = bcg\n[contact]\nplugin = smoothed_kappa\nkappa = 300\n", f);
+  fclose(f);
+  snprintf(p, sizeof p, "%s/log.h5", run1);
+  bcg_runlog_meta meta = {"exp", "x.ini", "cpu", 1};
+  bcg_runlog *log = bcg_runlog_open(p, &meta, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+  const double ret[3] = {1.5, 7.25, 4.0}, trk[3] = {0.5, 0.25, 0.125};
+  for (int i = 0; i < 3; i++) {
+    bcg_runlog_append(log, "samples", 1000.0 * (i + 1));
+    bcg_runlog_append(log, "wall_time", 2.0 * (i + 1));
+    bcg_runlog_append(log, "mean_return", ret[i]);
+    bcg_runlog_append(log, "track_err", trk[i]);
+    CU_ASSERT_EQUAL(bcg_runlog_flush_iteration(log, err, sizeof err), 0);
   }
+  CU_ASSERT_EQUAL(bcg_runlog_close(log, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(run_out("report %s", run1), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "shac+bcg smoothed_kappa k=300"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, " 3000 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "1.50 ->  4.00     7.25    0.125"));
+  CU_ASSERT_EQUAL(run_out("report %s --csv", root), 0); /* found by searching */
+  char want[900];
+  snprintf(want, sizeof want, "%s,shac+bcg smoothed_kappa k=300,3,3000,6.0,1.5,4,7.25,0.125,nan,nan,nan,nan,nan,\n", run1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_EQUAL(run("report"), 2);
+  CU_ASSERT_EQUAL(run("report %s --bogus", run1), 2);
+  CU_ASSERT_EQUAL(run("report %s/nope", root), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "not a directory"));
+  snprintf(p, sizeof p, "%s/empty", root);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", p);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  CU_ASSERT_EQUAL(run("report %s", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no run directory"));
+  /* an unreadable log: listed with the reason, exit status 1 */
+  snprintf(p, sizeof p, "%s/exp/broken", root);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && echo garbage > %s/log.h5", p, p);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  CU_ASSERT_EQUAL(run("report %s", root), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "error:"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "shac+bcg"));
 }
 
 static void test_plugins(void) {
@@ -313,7 +354,7 @@ static void test_cleanup(void) {
   CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
-BCG_TESTS({"basics and usage errors", test_basics}, {"unavailable subcommands", test_unavailable},
+BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
           {"plugins", test_plugins}, {"describe", test_describe}, {"check", test_check}, {"train", test_train},
           {"sweep, eval, gradstats", test_sweep_eval_gradstats}, {"cleanup", test_cleanup});
 BCG_RUN("cli")
