@@ -21,6 +21,11 @@ static void domain_free(bcg_domain *d) {
 }
 
 int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t errlen) {
+  if (env->parent) {
+    snprintf(err, errlen, "an env created like another shares its domain: set it on the parent");
+    return -1;
+  }
+  env->dom_gen++; /* device copies refresh at the next step */
   bcg_sim_set_domain(env->sim, NULL);
   domain_free(env->dom);
   env->dom = NULL;
@@ -62,7 +67,8 @@ oom:
 /* index layout of the draws of one (env, draw) stream: 0 friction; 4 + 4 b + {0: mass, 1..3: com} */
 void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw) {
   bcg_domain *d = env->dom;
-  if (!d) return;
+  if (!d || env->parent) return;
+  env->dom_gen++;
   const bcg_drparams *dr = &env->dr;
   const bcg_mdata *m0 = &env->model->m;
   uint32_t k = (uint32_t)draw;
@@ -96,7 +102,7 @@ void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw) {
 
 void bcg_env_tick(bcg_env *env, const int *envs, int n) {
   bcg_domain *d = env->dom;
-  if (!d) return;
+  if (!d || env->parent) return;
   for (int i = 0; i < n; i++) {
     int e = envs ? envs[i] : i;
     if (e >= 0 && e < d->n) d->clock[e]++;
@@ -111,6 +117,9 @@ void bcg_env_tick(bcg_env *env, const int *envs, int n) {
 typedef struct env_cuda {
   bcg_cuda_sim *s;
   bcg_real *q, *u, *qo, *uo, *a, *tape, *xb, *xnb, *ab; /* device */
+  const int *envmap;   /* bcg_env_set_envmap: handed to the device at each call */
+  int synced;          /* the device holds env->dom as of generation gen */
+  uint32_t gen;
 } env_cuda;
 
 static void env_cuda_free(env_cuda *c) {
@@ -120,6 +129,8 @@ static void env_cuda_free(env_cuda *c) {
   bcg_cuda_sim_free(c->s);
   free(c);
 }
+
+static int env_sync_domain(bcg_env *env);
 
 static int env_cuda_attach(bcg_env *env, const bcg_simparams *sp, char *err, size_t errlen) {
   char cerr[512];
@@ -142,6 +153,28 @@ static int env_cuda_attach(bcg_env *env, const bcg_simparams *sp, char *err, siz
   }
   env->cuda_sim = c;
   env->device = 1;
+  if (env_sync_domain(env)) /* the domain on the device now (its per-environment models and friction) */
+    return snprintf(err, errlen, "device = cuda: copying the domain randomisation to the device failed: %.300s",
+                    bcg_cuda_sim_error(c->s)), -1;
+  return 0;
+}
+
+/* An env created like another follows its parent's domain; the device copy
+ * of the domain (per-environment models and friction) follows dom_gen. */
+static int env_sync_domain(bcg_env *env) {
+  const bcg_env *p = env->parent;
+  if (p && (env->dom != p->dom || env->dom_gen != p->dom_gen)) {
+    env->dom = p->dom;
+    env->dr = p->dr;
+    env->dom_gen = p->dom_gen;
+    bcg_sim_set_domain(env->sim, env->dom);
+  }
+  env_cuda *c = env->cuda_sim;
+  if (c && (!c->synced || c->gen != env->dom_gen)) {
+    if (bcg_cuda_sim_set_domain(c->s, env->dom)) return -1;
+    c->synced = 1;
+    c->gen = env->dom_gen;
+  }
   return 0;
 }
 
@@ -150,7 +183,7 @@ static int env_cuda_step(bcg_env *env, int n, const bcg_real *q, const bcg_real 
   env_cuda *c = env->cuda_sim;
   size_t r = sizeof(bcg_real);
   int nq = env->nq, nv = env->nv;
-  if (bcg_cuda_copy(c->q, q, r * n * nq) || bcg_cuda_copy(c->u, u, r * n * nv) ||
+  if (bcg_cuda_sim_set_envmap(c->s, c->envmap, n) || bcg_cuda_copy(c->q, q, r * n * nq) || bcg_cuda_copy(c->u, u, r * n * nv) ||
       bcg_cuda_copy(c->a, a, r * n * env->nu) ||
       bcg_cuda_sim_control_step(c->s, n, c->q, c->u, c->a, c->qo, c->uo, c->tape) ||
       bcg_cuda_copy(qo, c->qo, r * n * nq) || bcg_cuda_copy(uo, c->uo, r * n * nv) ||
@@ -165,7 +198,7 @@ static int env_cuda_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bc
                              bcg_real *xb, bcg_real *ab) {
   env_cuda *c = env->cuda_sim;
   size_t r = sizeof(bcg_real);
-  if (bcg_cuda_copy(c->tape, tape, r * bcg_env_tape_size(env, n)) || bcg_cuda_copy(c->a, a, r * n * env->nu) ||
+  if (bcg_cuda_sim_set_envmap(c->s, c->envmap, n) || bcg_cuda_copy(c->tape, tape, r * bcg_env_tape_size(env, n)) || bcg_cuda_copy(c->a, a, r * n * env->nu) ||
       bcg_cuda_copy(c->xnb, xnb, r * n * 2 * env->nv) || bcg_cuda_copy(c->ab, ab, r * n * env->nu) ||
       bcg_cuda_sim_control_step_vjp(c->s, n, c->tape, c->a, c->xnb, c->xb, c->ab) ||
       bcg_cuda_copy(xb, c->xb, r * n * 2 * env->nv) || bcg_cuda_copy(ab, c->ab, r * n * env->nu))
@@ -229,12 +262,6 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
     return NULL;
   }
   if (strcmp(bcg_config_get_string(cfg, "run", "device"), "cuda") == 0) {
-    if (env->dom) {
-      bcg_config_errorf(cfg, "run", "device", err, errlen,
-                        "domain randomisation ([sim] dr_*) is not wired to device = cuda yet (use device = cpu)");
-      bcg_env_free(env);
-      return NULL;
-    }
     if (env_cuda_attach(env, &sp, derr, sizeof derr)) {
       bcg_config_errorf(cfg, "run", "device", err, errlen, "%s", derr);
       bcg_env_free(env);
@@ -244,11 +271,29 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
   return env;
 }
 
+bcg_env *bcg_env_create_like(const bcg_env *parent, int nenv, char *err, size_t errlen) {
+  bcg_env *env = bcg_env_create_from((bcg_model *)parent->model, &parent->sim->sp, parent->contact_ops,
+                                     parent->contact, nenv, parent->seed, 0, err, errlen);
+  if (!env) return NULL;
+  env->parent = parent;
+  env->control_dt = parent->control_dt;
+  if (env_sync_domain(env) || (parent->cuda_sim && env_cuda_attach(env, &parent->sim->sp, err, errlen))) {
+    bcg_env_free(env);
+    return NULL;
+  }
+  return env;
+}
+
+void bcg_env_set_envmap(bcg_env *env, const int *envmap) {
+  bcg_sim_set_envmap(env->sim, envmap);
+  if (env->cuda_sim) ((env_cuda *)env->cuda_sim)->envmap = envmap;
+}
+
 void bcg_env_free(bcg_env *env) {
   if (!env) return;
   env_cuda_free(env->cuda_sim);
   bcg_sim_free(env->sim);
-  domain_free(env->dom);
+  if (!env->parent) domain_free(env->dom);
   if (env->own) {
     if (env->contact_ops && env->contact) env->contact_ops->destroy(env->contact);
     bcg_model_free((bcg_model *)env->model);
@@ -261,7 +306,9 @@ size_t bcg_env_tape_size(const bcg_env *env, int n) {
 }
 
 /* split / join interleaved states through the sim's ping-pong scratch */
-int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
+int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
+  if (n <= 0) return 0;
+  if (env_sync_domain(env)) return -1;
   int nq = env->nq, nv = env->nv, nx = env->nx;
   bcg_real *buf = calloc((size_t)n * nx * 2, sizeof(bcg_real));
   if (!buf) return -1;
@@ -272,7 +319,6 @@ int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_
   }
   int rc = env->cuda_sim ? env_cuda_step(env, n, q, u, a, qo, uo, tape)
                          : bcg_sim_control_step(env->sim, n, q, u, a, qo, uo, tape);
-  if (!rc) bcg_env_tick(env, NULL, n);
   for (int e = 0; e < n; e++) {
     memcpy(xn + (size_t)e * nx, qo + (size_t)e * nq, sizeof(bcg_real) * nq);
     memcpy(xn + (size_t)e * nx + nq, uo + (size_t)e * nv, sizeof(bcg_real) * nv);
@@ -281,8 +327,16 @@ int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_
   return rc;
 }
 
+int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
+  int rc = bcg_env_control_step(env, n, x, a, xn, tape);
+  if (!rc) bcg_env_tick(env, NULL, n);
+  return rc;
+}
+
 int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
                      bcg_real *xb, bcg_real *ab) {
+  if (n <= 0) return 0;
+  if (env_sync_domain(env)) return -1;
   if (env->cuda_sim) return env_cuda_step_vjp(env, n, tape, a, xnb, xb, ab);
   return bcg_sim_control_step_vjp(env->sim, n, tape, a, xnb, xb, ab);
 }

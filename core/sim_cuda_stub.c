@@ -52,6 +52,14 @@ int bcg_cuda_sim_nactive(bcg_cuda_sim *s, int n, int *nact) {
   (void)s; (void)n; (void)nact;
   return -1;
 }
+int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom) {
+  (void)s; (void)dom;
+  return -1;
+}
+int bcg_cuda_sim_set_envmap(bcg_cuda_sim *s, const int *envmap, int n) {
+  (void)s; (void)envmap; (void)n;
+  return -1;
+}
 int bcg_cuda_sim_set_async(bcg_cuda_sim *s, int async) { (void)s; (void)async; return -1; }
 int bcg_cuda_sim_sync(bcg_cuda_sim *s) { (void)s; return -1; }
 void *bcg_cuda_sim_stream(bcg_cuda_sim *s) { (void)s; return NULL; }

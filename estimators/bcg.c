@@ -5,8 +5,9 @@
  * Forward of one control step t (x_t -> x_{t+1} under a_t), per environment:
  *
  *   free env:  the nominal transition out of x_t is simulated (all free envs
- *              as one batch in env->sim). If its largest normal contact force
- *              over the step's substeps (sim->maxfn) exceeds force_threshold
+ *              as one compacted batch of env, bcg_env_control_step). If its
+ *              largest normal contact force over the step's substeps
+ *              (env->sim->maxfn, filled on either device) exceeds force_threshold
  *              (tau), the transition is stiff: the nominal result is discarded
  *              (it still counts as one sample) and a bundle starts.
  *   bundle start at x_k: B branch start states S_b = x_k (+) (dq_b, du_b)
@@ -21,7 +22,13 @@
  *              renormalised. After H steps the env is free again and resumes
  *              from the average (the learner passes it back as x).
  *   The branches of all bundled environments run as ONE batch through one
- *   call of the branch sim per control step (capacity nenv * B).
+ *   call of the branch env per control step (capacity nenv * B; an env
+ *   created like env: the same contact instance and domain, and on the GPU
+ *   when env is). Every physics call (the nominal step, the branch step and
+ *   both VJPs) goes through the env layer, so [run] device = cuda runs all of
+ *   it on the GPU stepper; slot -> environment maps (bcg_env_set_envmap) give
+ *   compacted and replicated slots their environment's randomised model,
+ *   friction and pushes.
  *
  * End-effectors (perturb = contacts, the paper's). At a bundle start x_k the
  * contacting end-effectors are the bodies that own a contact point whose gap
@@ -123,7 +130,7 @@ typedef struct bcg_est {
   int nenv, nq, nv, nu, nx, ns;
   int horizon, B, H, root, fixed;
   double sigma_p, sigma_v, thr, lambda;
-  bcg_sim *bsim; /* branch batch, capacity nenv * B */
+  bcg_env *benv; /* branch batch, capacity nenv * B: an env like env (same device, domain) */
   /* bundles */
   int *remain;       /* [nenv] continuation steps left (0: free at the next step) */
   int *inb;          /* [nenv] in a bundle now (its branches are in cur) */
@@ -159,27 +166,6 @@ static int grow(bcg_real **p, size_t *cap, size_t n) {
   *p = q;
   *cap = n;
   return 0;
-}
-
-/* one control step of a batch of interleaved states through a given sim */
-static int sim_step(bcg_sim *sim, int n, int nq, int nv, const bcg_real *x, const bcg_real *a, bcg_real *xn,
-                    bcg_real *tape) {
-  if (n <= 0) return 0;
-  int nx = nq + nv;
-  bcg_real *buf = calloc((size_t)n * nx * 2, sizeof(bcg_real));
-  if (!buf) return -1;
-  bcg_real *q = buf, *u = q + (size_t)n * nq, *qo = u + (size_t)n * nv, *uo = qo + (size_t)n * nq;
-  for (int e = 0; e < n; e++) {
-    memcpy(q + (size_t)e * nq, x + (size_t)e * nx, sizeof(bcg_real) * nq);
-    memcpy(u + (size_t)e * nv, x + (size_t)e * nx + nq, sizeof(bcg_real) * nv);
-  }
-  int rc = bcg_sim_control_step(sim, n, q, u, a, qo, uo, tape);
-  for (int e = 0; e < n; e++) {
-    memcpy(xn + (size_t)e * nx, qo + (size_t)e * nq, sizeof(bcg_real) * nq);
-    memcpy(xn + (size_t)e * nx + nq, uo + (size_t)e * nv, sizeof(bcg_real) * nv);
-  }
-  free(buf);
-  return rc;
 }
 
 static int all_zero(const bcg_real *v, int n) {
@@ -389,7 +375,7 @@ static void bcg_destroy(void *p) {
   if (s->rec)
     for (int t = 0; t < s->horizon; t++) free_rec(&s->rec[t]);
   free(s->rec);
-  bcg_sim_free(s->bsim);
+  bcg_env_free(s->benv);
   free(s->remain); free(s->inb); free(s->cur); free(s->carry); free(s->carry_t);
   free(s->xf); free(s->af); free(s->xnf); free(s->XB); free(s->XBo); free(s->AB);
   free(s->XBb); free(s->XSb); free(s->ABb); free(s->yb); free(s->xbb); free(s->abb);
@@ -433,8 +419,8 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
   int n = s->nenv, B = s->B, nx = s->nx, nv = s->nv, nu = s->nu;
   size_t nB = (size_t)n * B;
   char serr[256];
-  s->bsim = bcg_sim_create(env->model, &env->sim->sp, (int)nB, env->contact_ops, env->contact, serr, sizeof serr);
-  if (!s->bsim) {
+  s->benv = bcg_env_create_like(env, (int)nB, serr, sizeof serr);
+  if (!s->benv) {
     if (errlen) snprintf(err, errlen, "bcg: branch batch of %zu: %s", nB, serr);
     bcg_destroy(s);
     return NULL;
@@ -532,7 +518,7 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
   bcg_est *s = p;
   bcg_env *env = s->env;
   const bcg_mdata *m = s->m;
-  int n = s->nenv, nx = s->nx, nu = s->nu, nv = s->nv, nq = s->nq, B = s->B, ns = s->ns;
+  int n = s->nenv, nx = s->nx, nu = s->nu, nv = s->nv, B = s->B, ns = s->ns;
   int taped = t >= 0 && t < s->horizon;
   step_rec *r = taped ? &s->rec[t] : NULL;
   int rc = 0;
@@ -556,9 +542,9 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
   }
   bcg_real *tape_nom = r ? r->tape_nom : NULL;
   /* domain randomisation: slot i of the compacted batch is environment flist[i] */
-  bcg_sim_set_envmap(env->sim, s->flist);
-  if (nF > 0) rc = sim_step(env->sim, nF, nq, nv, xf, af, s->xnf, tape_nom);
-  bcg_sim_set_envmap(env->sim, NULL);
+  bcg_env_set_envmap(env, s->flist);
+  if (nF > 0) rc = bcg_env_control_step(env, nF, xf, af, s->xnf, tape_nom);
+  bcg_env_set_envmap(env, NULL);
   if (rc) return rc;
   int nstart = 0;
   for (int i = 0; i < nF; i++) {
@@ -625,9 +611,8 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
     /* branches of environment e step e's randomised model (friction, masses, pushes) */
     for (int j = 0; j < nb; j++)
       for (int b = 0; b < B; b++) s->bmap[(size_t)j * B + b] = s->blist[j];
-    bcg_sim_set_domain(s->bsim, env->dom);
-    bcg_sim_set_envmap(s->bsim, s->bmap);
-    if ((rc = sim_step(s->bsim, (int)nB, nq, nv, s->XB, s->AB, xout, tape_br))) return rc;
+    bcg_env_set_envmap(s->benv, s->bmap);
+    if ((rc = bcg_env_control_step(s->benv, (int)nB, s->XB, s->AB, xout, tape_br))) return rc;
     s->st.samples += (uint64_t)nB;
     for (int j = 0; j < nb; j++) {
       int e = s->blist[j];
@@ -635,11 +620,12 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
       branch_average(m, B, Xe, xn + (size_t)e * nx);
       bcg_real fn = s->trig[e] ? s->dfn[e] : 0, pen = s->trig[e] ? s->dpen[e] : 0;
       int bad = s->trig[e] ? s->dbad[e] : 0;
+      const bcg_sim *bs = s->benv->sim; /* the branch step's diagnostics, from either device */
       for (int b = 0; b < B; b++) {
         size_t i = (size_t)j * B + b;
-        if (s->bsim->maxfn[i] > fn) fn = s->bsim->maxfn[i];
-        if (s->bsim->maxpen[i] > pen) pen = s->bsim->maxpen[i];
-        if (s->bsim->bad[i]) bad = s->bsim->bad[i];
+        if (bs->maxfn[i] > fn) fn = bs->maxfn[i];
+        if (bs->maxpen[i] > pen) pen = bs->maxpen[i];
+        if (bs->bad[i]) bad = bs->bad[i];
       }
       s->dfn[e] = fn;
       s->dpen[e] = pen;
@@ -666,7 +652,7 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
   }
   s->st.transitions += (uint64_t)n;
   s->counter++;
-  bcg_env_tick(env, NULL, n); /* push clock: one transition of every environment */
+  bcg_env_tick(env, NULL, n); /* push clock: one transition of every environment (branches included) */
   return 0;
 }
 
@@ -689,8 +675,8 @@ static int bcg_backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar,
   int nk = r->nnom;
   if (nk == n) {
     /* every env free: the autodiff call itself */
-    bcg_sim_set_envmap(env->sim, NULL);
-    if ((rc = bcg_sim_control_step_vjp(env->sim, n, r->tape_nom, r->act, xn_bar, x_bar, a_bar))) return rc;
+    bcg_env_set_envmap(env, NULL);
+    if ((rc = bcg_env_step_vjp(env, n, r->tape_nom, r->act, xn_bar, x_bar, a_bar))) return rc;
   } else if (nk > 0) {
     for (int j = 0; j < nk; j++) {
       int e = r->nom_env[j];
@@ -698,9 +684,9 @@ static int bcg_backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar,
       memcpy(s->af + (size_t)j * nu, r->act + (size_t)e * nu, sizeof(bcg_real) * nu);
       memcpy(s->abb + (size_t)j * nu, a_bar + (size_t)e * nu, sizeof(bcg_real) * nu);
     }
-    bcg_sim_set_envmap(env->sim, r->nom_env); /* the kept rows' environments (domain randomisation) */
-    rc = bcg_sim_control_step_vjp(env->sim, nk, r->tape_nom, s->af, s->yb, s->xbb, s->abb);
-    bcg_sim_set_envmap(env->sim, NULL);
+    bcg_env_set_envmap(env, r->nom_env); /* the kept rows' environments (domain randomisation) */
+    rc = bcg_env_step_vjp(env, nk, r->tape_nom, s->af, s->yb, s->xbb, s->abb);
+    bcg_env_set_envmap(env, NULL);
     if (rc) return rc;
     for (int j = 0; j < nk; j++) {
       int e = r->nom_env[j];
@@ -732,9 +718,8 @@ static int bcg_backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar,
     }
     for (int j = 0; j < nb; j++)
       for (int b = 0; b < B; b++) s->bmap[(size_t)j * B + b] = r->bund_env[j];
-    bcg_sim_set_domain(s->bsim, env->dom);
-    bcg_sim_set_envmap(s->bsim, s->bmap);
-    if ((rc = bcg_sim_control_step_vjp(s->bsim, (int)nB, r->tape_br, s->AB, s->XBb, s->XSb, s->ABb))) return rc;
+    bcg_env_set_envmap(s->benv, s->bmap);
+    if ((rc = bcg_env_step_vjp(s->benv, (int)nB, r->tape_br, s->AB, s->XBb, s->XSb, s->ABb))) return rc;
     for (int j = 0; j < nb; j++) {
       int e = r->bund_env[j];
       /* action adjoints of the branches, summed (branch 0 accumulated a_bar) */

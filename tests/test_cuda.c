@@ -14,6 +14,20 @@
  * from the same state, and the VJP runs both from the same tape, so one
  * control step's rounding is compared, not a diverging trajectory.
  *
+ * Training on the device (`[run] device = cuda`, core/env.c): one SHAC
+ * iteration on humanoid.xml tracking models/motions/jump.csv (8 envs,
+ * horizon 8, small networks, 1 thread, PD actuation) run twice, with
+ * device = cpu and device = cuda, for each estimator (autodiff; truncate and
+ * bcg with force_threshold = 50 N so that their triggers fire: bcg with 4
+ * branches, bundles of 2 steps) and each contact plugin (soft,
+ * smoothed_kappa, hard), without and with domain randomisation (friction,
+ * mass scale, com offset, pushes every 0.1 s on average). The actor gradient
+ * is the checkpoint's Adam first moment after one step divided by 1 - beta1
+ * (clip off); the two runs must agree to TOL_GRAD relative (norm-wise), and
+ * take the same number of samples (bcg: branches included) and the same
+ * fraction of triggered transitions (the device's contact diagnostics drive
+ * the triggers).
+ *
  * Without a CUDA device (CI) every test prints "skipped: no CUDA device" and
  * passes; the refusal of a plugin without CUDA entry points is still checked
  * in CUDA builds (it needs no device). */
@@ -22,8 +36,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <limits.h>
+#include <stdlib.h>
+
+#include "bcg/config.h"
+#include "bcg/loader.h"
+#include "bcg/runlog.h"
 #include "bcg/sim.h"
 #include "bcg/sim_cuda.h"
+#include "bcg/train.h"
 #include "plugin_defaults.h"
 #include "testutil.h"
 
@@ -32,9 +53,18 @@ typedef bcg_real real;
 #ifdef BCG_REAL_FLOAT
 #define TOL_STATE 5e-4 /* a host emulation of the device arithmetic (FMA, float libm) gave 7e-5 */
 #define TOL_VJP 2e-3   /* ... and 1.2e-4 */
+/* One SHAC iteration's actor gradient, device = cuda vs cpu: 8 chained
+ * control steps forward and 8 VJPs back through contact, each adding
+ * rounding of the order TOL_VJP was set from (1e-4), which stiff contact
+ * amplifies: the host emulation with float libm and FMA (bench/emu) gave
+ * 1e-5..1.6e-4 for most cases and 3.5e-3 for bcg + hard (|g| 245). 5e-2
+ * keeps a 15x margin for the device's own float libm and still tells rounding
+ * from a wrong gradient: a wrong push map gave 0.4..0.9 in the emulation. */
+#define TOL_GRAD 5e-2
 #else
 #define TOL_STATE 1e-10 /* the emulation gave 3e-13 */
 #define TOL_VJP 1e-9    /* ... and 4e-13 */
+#define TOL_GRAD 1e-10  /* one SHAC iteration's actor gradient, cuda vs cpu (norm-wise); emulation: 2e-12 */
 #endif
 
 #define NENV 96 /* batch capacity; calls use n = NENV and n = 77 (a partial block) */
@@ -398,10 +428,150 @@ static void test_plugins(void) {
   printf("\n  %d contact plugin(s) compared", tested);
 }
 
+/* ---- training with device = cuda: one SHAC iteration, CPU vs GPU gradient ------------------ */
+
+/* bench/emu/emu_driver.c sets this: it registers contact plugins whose CPU
+ * solves stand in for the CUDA entry points before the build's are loaded */
+static void (*train_registry_hook)(bcg_registry *reg);
+static bcg_registry *treg;
+static char ttmp[256];
+
+static int train_setup(void) {
+  if (treg) return 0;
+  snprintf(ttmp, sizeof ttmp, "/tmp/bcg_test_cuda_XXXXXX");
+  if (!mkdtemp(ttmp)) return -1;
+  treg = bcg_registry_new();
+  if (train_registry_hook) train_registry_hook(treg);
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/plugins", bcg_test_build_dir());
+  bcg_registry_scan_dir(treg, dir, 1);
+  return 0;
+}
+
+typedef struct train_out {
+  double *g;    /* actor gradient (Adam m / (1 - beta1)) */
+  long np;
+  double bundle_frac, grad_norm;
+  uint64_t samples;
+} train_out;
+
+#define BETA1 0.7
+
+/* one SHAC iteration of humanoid.xml on the jump clip; 0 or -1 (message printed) */
+static int train_once(const char *estimator, const char *contact, int dr, const char *device, train_out *o) {
+  memset(o, 0, sizeof *o);
+  char ini[PATH_MAX + 64], err[2048], rdir[PATH_MAX];
+  snprintf(ini, sizeof ini, "%s/%s_%s_%d_%s.ini", ttmp, estimator, contact, dr, device);
+  FILE *f = fopen(ini, "w");
+  if (!f) return -1;
+  fprintf(f,
+          "[run]\nname = cuda_grad\nseed = 5\ndevice = %s\nnum_envs = 8\nthreads = 1\niterations = 1\n"
+          "checkpoint_every = 1\nout_dir = %s/runs\n"
+          "[model]\npath = /usr/share/mujoco/model/humanoid/humanoid.xml\n"
+          "[sim]\nsubsteps = 4\ncontrol_dt = 0.02\nactuation = pd\n",
+          device, ttmp);
+  if (dr)
+    fprintf(f, "dr_friction_min = 0.5\ndr_friction_max = 1.2\ndr_mass_scale = 0.2\ndr_com_offset = 0.02\n"
+               "dr_push_interval = 0.1\ndr_push_velocity = 0.5\n");
+  fprintf(f, "[contact]\nplugin = %s\n[estimator]\nplugin = %s\n", contact, estimator);
+  if (!strcmp(estimator, "bcg"))
+    fprintf(f, "branches = 4\nduration = 2\nforce_threshold = 50\n");
+  else if (!strcmp(estimator, "truncate"))
+    fprintf(f, "force_threshold = 50\n");
+  fprintf(f,
+          "[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 32,16\ncritic_layers = 16,16\n"
+          "critic_iterations = 1\nminibatches = 1\nbeta1 = %g\nactor_grad_clip = 1e30\n"
+          "[task]\nplugin = imitation\nmotion = models/motions/jump.csv\nrsi = true\n",
+          BETA1);
+  fclose(f);
+  bcg_config *cfg = NULL;
+  if (bcg_config_load_with(&cfg, treg, ini, 0, NULL, err, sizeof err)) {
+    printf("\n  config: %s\n", err);
+    return -1;
+  }
+  if (bcg_rundir_create(ttmp, "runs", rdir, sizeof rdir, err, sizeof err)) {
+    printf("\n  run dir: %s\n", err);
+    bcg_config_free(cfg);
+    return -1;
+  }
+  bcg_train_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.run_dir = rdir;
+  bcg_train_result res;
+  int rc = bcg_train_run(cfg, &opt, &res, err, sizeof err);
+  bcg_config_free(cfg);
+  if (rc) {
+    printf("\n  train (%s, %s, %s, dr %d): %s\n", estimator, contact, device, dr, err);
+    return -1;
+  }
+  o->bundle_frac = res.last.bundle_frac;
+  o->grad_norm = res.last.grad_norm;
+  o->samples = res.samples;
+  int64_t fh = bcg_checkpoint_open(res.checkpoint, err, sizeof err);
+  if (fh < 0) {
+    printf("\n  checkpoint %s: %s\n", res.checkpoint, err);
+    return -1;
+  }
+  o->np = bcg_h5_length(fh, "learner/actor/adam/m");
+  if (o->np > 0) o->g = malloc(sizeof(double) * (size_t)o->np);
+  long got = o->g ? bcg_h5_read_doubles(fh, "learner/actor/adam/m", o->g, (size_t)o->np, err, sizeof err) : -1;
+  bcg_checkpoint_close(fh);
+  if (got != o->np || o->np <= 0) {
+    printf("\n  checkpoint %s: no actor Adam moment (%s)\n", res.checkpoint, err);
+    return -1;
+  }
+  for (long i = 0; i < o->np; i++) o->g[i] /= 1 - BETA1; /* m = (1 - beta1) g after one step from 0 */
+  return 0;
+}
+
+static void train_compare(int dr) {
+  if (!gpu()) return;
+  if (train_setup()) { CU_FAIL("temporary directory"); return; }
+  const char *ests[] = {"autodiff", "truncate", "bcg"}, *cons[] = {"soft", "smoothed_kappa", "hard"};
+  double worst = 0;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      train_out c, g;
+      int rc = train_once(ests[i], cons[j], dr, "cpu", &c);
+      rc = rc || train_once(ests[i], cons[j], dr, "cuda", &g);
+      CU_ASSERT(rc == 0);
+      if (rc) { free(c.g); free(g.g); continue; }
+      CU_ASSERT_FATAL(c.np == g.np);
+      double nd = 0, nc = 0;
+      int finite = 1;
+      for (long k = 0; k < c.np; k++) {
+        if (!isfinite(c.g[k]) || !isfinite(g.g[k])) finite = 0;
+        nd += (c.g[k] - g.g[k]) * (c.g[k] - g.g[k]);
+        nc += c.g[k] * c.g[k];
+      }
+      double rel = finite && nc > 0 ? sqrt(nd / nc) : INFINITY;
+      printf("\n  %-8s %-14s dr %d: |g| %.6e  cuda vs cpu %.2e  triggered %.3f / %.3f  samples %llu / %llu", ests[i],
+             cons[j], dr, sqrt(nc), rel, c.bundle_frac, g.bundle_frac, (unsigned long long)c.samples,
+             (unsigned long long)g.samples);
+      CU_ASSERT(rel <= TOL_GRAD);
+      CU_ASSERT(sqrt(nc) > 0);
+      CU_ASSERT(c.samples == g.samples);
+      if (!(isnan(c.bundle_frac) && isnan(g.bundle_frac))) CU_ASSERT(c.bundle_frac == g.bundle_frac);
+      if (i > 0) CU_ASSERT(c.bundle_frac > 0); /* the trigger fired: bundles / cuts were exercised */
+      if (i == 2) CU_ASSERT(c.samples > (uint64_t)8 * 8); /* branches were stepped */
+      if (rel > worst) worst = rel;
+      free(c.g);
+      free(g.g);
+    }
+  bcg_test_report(dr ? "SHAC actor gradient, device = cuda vs cpu, domain randomisation (rel)"
+                     : "SHAC actor gradient, device = cuda vs cpu (rel)",
+                  worst);
+}
+
+static void test_train_gradient(void) { train_compare(0); }
+static void test_train_gradient_dr(void) { train_compare(1); }
+
 BCG_TESTS({"device info", test_device_info},
           {"plugin without CUDA entry points is refused", test_refuses_cpu_only_plugin},
           {"CPU vs GPU: no plugin, motor", test_no_contact_motor},
           {"CPU vs GPU: no plugin, PD", test_no_contact_pd},
           {"CPU vs GPU: block sizes", test_block_sizes},
-          {"CPU vs GPU: contact plugins", test_plugins});
+          {"CPU vs GPU: contact plugins", test_plugins},
+          {"training: SHAC gradient, device = cuda vs cpu", test_train_gradient},
+          {"training: SHAC gradient with domain randomisation, cuda vs cpu", test_train_gradient_dr});
 BCG_RUN("cuda")

@@ -33,7 +33,45 @@ static void test_emu_plugins(void) {
     pd_unload(&pl);
   }
 }
+/* Training with device = cuda (test_train_gradient*): the config system
+ * creates the contact plugins, so the emulation registers copies of their
+ * descriptors whose ops carry the CPU solves as CUDA entry points, before
+ * the build's .so files are scanned (the first of a name wins). */
+#define EMU_WRAP(i)                                                                                    \
+  static const bcg_contact_ops *inner##i;                                                              \
+  static int w_solve##i(void *self, bcg_contact_batch *b, void *st) { (void)st; return inner##i->solve(self, b); } \
+  static int w_vjp##i(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *a, void *st) {      \
+    (void)st; return inner##i->solve_vjp(self, b, a);                                                  \
+  }
+EMU_WRAP(0)
+EMU_WRAP(1)
+EMU_WRAP(2)
+static void emu_registry(bcg_registry *reg) {
+  static const char *names[] = {"smoothed_kappa", "soft", "hard"};
+  static bcg_plugin_desc desc[3];
+  static bcg_contact_ops ops[3];
+  const bcg_contact_ops **inner[3] = {&inner0, &inner1, &inner2};
+  int (*ws[3])(void *, bcg_contact_batch *, void *) = {w_solve0, w_solve1, w_solve2};
+  int (*wv[3])(void *, const bcg_contact_batch *, bcg_contact_adjoint *, void *) = {w_vjp0, w_vjp1, w_vjp2};
+  for (int i = 0; i < 3; i++) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/plugins/%s.so", bcg_test_build_dir(), names[i]);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    bcg_plugin_entry_fn f = h ? (bcg_plugin_entry_fn)dlsym(h, BCG_PLUGIN_ENTRY_SYMBOL) : NULL;
+    if (!f) { printf("\n  emu: %s: %s", names[i], h ? "no entry" : dlerror()); continue; }
+    desc[i] = *f();
+    *inner[i] = desc[i].ops;
+    ops[i] = *(*inner[i]);
+    ops[i].solve_cuda = ws[i];
+    ops[i].solve_vjp_cuda = wv[i];
+    desc[i].ops = &ops[i];
+    desc[i].caps |= BCG_CAP_CUDA;
+    if (bcg_registry_add(reg, &desc[i], path, err, sizeof err)) printf("\n  emu: %s", err);
+  }
+}
+
 int main(void) {
+  train_registry_hook = emu_registry;
   static bcg_test all[16];
   int n = (int)(sizeof bcg_tests_ / sizeof bcg_tests_[0]);
   memcpy(all, bcg_tests_, sizeof bcg_tests_);

@@ -37,12 +37,23 @@ struct bcg_cuda_sim {
   real *maxfn, *maxpen;
   real *scratch; /* 2 ping-pong state buffers [cap][nq + nv] of the control step */
   real *adjbuf;  /* 2 ping-pong adjoint buffers [cap][2 nv] of the control-step VJP */
-  /* domain randomisation (bcg_cuda_sim_set_domain): slot e is environment e */
+  /* domain randomisation (bcg_cuda_sim_set_domain) and the slot ->
+   * environment map (bcg_cuda_sim_set_envmap). The kernels index dm / dmu by
+   * batch slot: they point at em / emu (identity map) or at sm / smu, the
+   * per-slot copies gathered through the map. */
   const bcg_domain *dom; /* host domain (push clock), not owned */
   int ndom;
-  bcg_mdata *dm;   /* [ndom] per-environment models, or NULL */
-  real *dmu;       /* [ndom] per-environment friction, or NULL */
+  bcg_mdata *dm;   /* per-slot models seen by the kernels, or NULL */
+  real *dmu;       /* per-slot friction seen by the kernels, or NULL */
+  bcg_mdata *em;   /* [ndom] per-environment models, or NULL */
+  real *emu;       /* [ndom] per-environment friction, or NULL */
   uint32_t *dclock; /* [ndom] push clock copied from the host at each control step */
+  int mapped, nmap; /* a non-identity map of nmap slots is active */
+  int ngath;        /* leading entries of hmap whose sm / smu are gathered */
+  int *dmap;        /* [cap] the map on the device */
+  int *hmap;        /* [cap] host copy of the active map */
+  bcg_mdata *sm;    /* [cap] models gathered per slot (allocated on first use) */
+  real *smu;        /* [cap] friction gathered per slot */
   /* stage timing */
   int timing;
   cudaEvent_t t0, t1;
@@ -140,12 +151,13 @@ __global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, 
 /* Pushes at the end of a forward control step (see bcg_domain in bcg/sim.h):
  * the same draws as core/sim.c, from the host's push clock. */
 __global__ void k_push(int n, int nv, uint64_t seed, const uint32_t *__restrict__ clock, real prob, real vel,
-                       int dof, real *uo) {
+                       int dof, real *uo, const int *__restrict__ envmap) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
-  uint32_t k = clock[e];
-  if (bcg_rng_uniform(seed, BCG_RNG_PUSH, (uint32_t)e, k, 0) > prob) return;
-  double t = 6.283185307179586 * (double)bcg_rng_uniform(seed, BCG_RNG_PUSH, (uint32_t)e, k, 1);
+  int v = envmap ? envmap[e] : e; /* slot e steps environment v: its clock, its draws */
+  uint32_t k = clock[v];
+  if (bcg_rng_uniform(seed, BCG_RNG_PUSH, (uint32_t)v, k, 0) > prob) return;
+  double t = 6.283185307179586 * (double)bcg_rng_uniform(seed, BCG_RNG_PUSH, (uint32_t)v, k, 1);
   uo[(size_t)e * nv + dof] += vel * (real)cos(t);
   uo[(size_t)e * nv + dof + 1] += vel * (real)sin(t);
 }
@@ -163,6 +175,12 @@ static int cuda_fail(bcg_cuda_sim *s, cudaError_t e, const char *what) {
   } while (0)
 
 static int grid(const bcg_cuda_sim *s, int n) { return (n + s->block - 1) / s->block; }
+
+/* a batch of n slots: within the capacity and, with a domain, covered by the
+ * map (or, without one, naming environments 0..n-1 of the domain) */
+static int bad_n(const bcg_cuda_sim *s, int n) {
+  return n < 0 || n > s->cap || (s->dom && n > (s->mapped ? s->nmap : s->ndom));
+}
 
 static int launched(bcg_cuda_sim *s, const char *kernel) { return cuda_fail(s, cudaGetLastError(), kernel); }
 
@@ -336,12 +354,13 @@ BCG_EXPORT void bcg_cuda_sim_free(bcg_cuda_sim *s) {
   if (s->st) cudaStreamSynchronize(s->st);
   void *p[] = {s->m, s->spd, s->ws, s->adj, s->nact, s->bad, s->gap, s->v0, s->c, s->G, s->mu, s->lam, s->fn,
                s->lamb, s->gapb, s->v0b, s->cb, s->Gb, s->maxfn, s->maxpen, s->scratch, s->adjbuf,
-               s->dm, s->dmu, s->dclock};
+               s->em, s->emu, s->dclock, s->dmap, s->sm, s->smu};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
     if (p[i]) cudaFree(p[i]);
   if (s->t0) cudaEventDestroy(s->t0);
   if (s->t1) cudaEventDestroy(s->t1);
   if (s->st) cudaStreamDestroy(s->st);
+  free(s->hmap);
   free(s);
 }
 
@@ -461,7 +480,7 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
 
 BCG_EXPORT int bcg_cuda_sim_substep(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a, real *qo,
                                     real *uo) {
-  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
+  if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   int rc = substep_fwd(s, n, q, s->nq, u, s->nv, a, qo, uo, NULL);
   return rc ? rc : finish(s);
@@ -469,7 +488,7 @@ BCG_EXPORT int bcg_cuda_sim_substep(bcg_cuda_sim *s, int n, const real *q, const
 
 BCG_EXPORT int bcg_cuda_sim_substep_vjp(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
                                         const real *qob, const real *uob, real *qb, real *ub, real *ab) {
-  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
+  if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   int rc = substep_bwd(s, n, q, s->nq, u, s->nv, a, qob, uob, qb, ub, s->nv, ab);
   return rc ? rc : finish(s);
@@ -477,33 +496,40 @@ BCG_EXPORT int bcg_cuda_sim_substep_vjp(bcg_cuda_sim *s, int n, const real *q, c
 
 BCG_EXPORT int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom) {
   if (s->st) CK(s, cudaStreamSynchronize(s->st));
-  if (s->dm) cudaFree(s->dm);
-  if (s->dmu) cudaFree(s->dmu);
+  if (s->em) cudaFree(s->em);
+  if (s->emu) cudaFree(s->emu);
   if (s->dclock) cudaFree(s->dclock);
+  s->em = NULL;
+  s->emu = NULL;
   s->dm = NULL;
   s->dmu = NULL;
   s->dclock = NULL;
   s->dom = NULL;
   s->ndom = 0;
+  s->mapped = 0; /* the map is reset to the identity */
+  s->nmap = 0;
+  s->ngath = 0;
   if (!dom) return 0;
   int n = dom->n;
   if (dom->m) {
-    CK(s, cudaMalloc((void **)&s->dm, sizeof(bcg_mdata) * (size_t)n));
-    CK(s, cudaMemcpy(s->dm, dom->m, sizeof(bcg_mdata) * (size_t)n, cudaMemcpyHostToDevice));
+    CK(s, cudaMalloc((void **)&s->em, sizeof(bcg_mdata) * (size_t)n));
+    CK(s, cudaMemcpy(s->em, dom->m, sizeof(bcg_mdata) * (size_t)n, cudaMemcpyHostToDevice));
   }
   if (dom->mu) {
-    CK(s, cudaMalloc((void **)&s->dmu, sizeof(real) * (size_t)n));
-    CK(s, cudaMemcpy(s->dmu, dom->mu, sizeof(real) * (size_t)n, cudaMemcpyHostToDevice));
+    CK(s, cudaMalloc((void **)&s->emu, sizeof(real) * (size_t)n));
+    CK(s, cudaMemcpy(s->emu, dom->mu, sizeof(real) * (size_t)n, cudaMemcpyHostToDevice));
   }
   CK(s, cudaMalloc((void **)&s->dclock, sizeof(uint32_t) * (size_t)n));
   s->dom = dom;
   s->ndom = n;
+  s->dm = s->em;
+  s->dmu = s->emu;
   return 0;
 }
 
 BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
                                          real *qo, real *uo, real *tape) {
-  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
+  if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   int nq = s->nq, nv = s->nv, ns = s->sp.substeps;
   size_t sx = (size_t)nq + nv;
@@ -527,8 +553,10 @@ BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, 
   }
   const bcg_domain *d = s->dom;
   if (d && d->push_prob > 0 && d->push_dof >= 0 && d->clock) {
-    CK(s, cudaMemcpyAsync(s->dclock, d->clock, sizeof(uint32_t) * n, cudaMemcpyHostToDevice, s->st));
-    k_push<<<grid(s, n), s->block, 0, s->st>>>(n, nv, d->seed, s->dclock, d->push_prob, d->push_vel, d->push_dof, uo);
+    /* the whole clock: a mapped slot may name any environment */
+    CK(s, cudaMemcpyAsync(s->dclock, d->clock, sizeof(uint32_t) * s->ndom, cudaMemcpyHostToDevice, s->st));
+    k_push<<<grid(s, n), s->block, 0, s->st>>>(n, nv, d->seed, s->dclock, d->push_prob, d->push_vel, d->push_dof, uo,
+                                                 s->mapped ? s->dmap : NULL);
     if (launched(s, "k_push")) return -1;
   }
   return finish(s);
@@ -536,7 +564,7 @@ BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, 
 
 BCG_EXPORT int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const real *tape, const real *a,
                                              const real *xob, real *xb, real *ab) {
-  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
+  if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   int nq = s->nq, nv = s->nv, ns = s->sp.substeps, bs = 2 * nv;
   size_t sx = (size_t)nq + nv;
@@ -552,7 +580,7 @@ BCG_EXPORT int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const real 
 }
 
 BCG_EXPORT int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, real *maxfn, real *maxpen, int *bad) {
-  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
+  if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   CK(s, cudaStreamSynchronize(s->st));
   if (maxfn) CK(s, cudaMemcpy(maxfn, s->maxfn, sizeof(real) * n, cudaMemcpyDeviceToHost));
@@ -562,7 +590,7 @@ BCG_EXPORT int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, real *maxfn, rea
 }
 
 BCG_EXPORT int bcg_cuda_sim_nactive(bcg_cuda_sim *s, int n, int *nact) {
-  if (n < 0 || n > s->cap || (s->dom && n > s->ndom)) return -1;
+  if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   CK(s, cudaStreamSynchronize(s->st));
   CK(s, cudaMemcpy(nact, s->nact, sizeof(int) * n, cudaMemcpyDeviceToHost));
@@ -638,3 +666,55 @@ BCG_EXPORT double bcg_cuda_event_ms(bcg_cuda_event *a, bcg_cuda_event *b) {
 }
 
 } /* extern "C" */
+
+/* ---- the slot -> environment map (bcg_cuda_sim_set_envmap) --------------------------- */
+
+/* slot e of a mapped batch gets environment map[e]'s randomised model and friction */
+__global__ void k_gather(int n, const int *__restrict__ map, const bcg_mdata *__restrict__ em, bcg_mdata *sm,
+                         const real *__restrict__ emu, real *smu) {
+  int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  int v = map[e];
+  if (em) sm[e] = em[v];
+  if (smu) smu[e] = emu[v];
+}
+
+extern "C" BCG_EXPORT int bcg_cuda_sim_set_envmap(bcg_cuda_sim *s, const int *envmap, int n) {
+  if (n < 0 || n > s->cap) return -1;
+  int ident = 1;
+  for (int i = 0; envmap && i < n && ident; i++) ident = envmap[i] == i;
+  if (!s->dom || !envmap || ident) { /* identity (or no domain: nothing to map) */
+    s->mapped = 0;
+    s->nmap = 0;
+    s->dm = s->em;
+    s->dmu = s->emu;
+    return 0;
+  }
+  for (int i = 0; i < n; i++)
+    if (envmap[i] < 0 || envmap[i] >= s->ndom) {
+      snprintf(s->errmsg, sizeof s->errmsg, "envmap[%d] = %d names no environment of the domain (%d)", i,
+               envmap[i], s->ndom);
+      return -1;
+    }
+  size_t cap = (size_t)s->cap;
+  if (!s->hmap && !(s->hmap = (int *)malloc(sizeof(int) * cap))) return -1;
+  if (!s->dmap) CK(s, cudaMalloc((void **)&s->dmap, sizeof(int) * cap));
+  if (s->em && !s->sm) CK(s, cudaMalloc((void **)&s->sm, sizeof(bcg_mdata) * cap));
+  if (s->emu && !s->smu) CK(s, cudaMalloc((void **)&s->smu, sizeof(real) * cap));
+  if (!(n <= s->ngath && memcmp(s->hmap, envmap, sizeof(int) * (size_t)n) == 0)) {
+    CK(s, cudaStreamSynchronize(s->st)); /* queued kernels may still read dmap / sm / smu */
+    memcpy(s->hmap, envmap, sizeof(int) * (size_t)n);
+    s->ngath = 0;
+    CK(s, cudaMemcpy(s->dmap, envmap, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice));
+    if (n > 0 && (s->em || s->emu)) {
+      k_gather<<<grid(s, n), s->block, 0, s->st>>>(n, s->dmap, s->em, s->sm, s->emu, s->smu);
+      if (launched(s, "k_gather")) return -1;
+    }
+    s->ngath = n;
+  }
+  s->mapped = 1;
+  s->nmap = n;
+  s->dm = s->em ? s->sm : NULL;
+  s->dmu = s->emu ? s->smu : NULL;
+  return finish(s);
+}

@@ -35,6 +35,10 @@ struct bcg_env {
   /* domain randomisation ([sim] dr_* keys); dom is NULL when it is off */
   bcg_drparams dr;
   bcg_domain *dom;
+  uint32_t dom_gen; /* bumped whenever dom is replaced or re-drawn (device copies refresh from it) */
+  /* bcg_env_create_like: the env whose model, contact instance and domain
+   * this one shares (none of them owned); NULL for a top-level env */
+  const struct bcg_env *parent;
 };
 
 typedef struct bcg_config bcg_config;
@@ -48,6 +52,14 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
 bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bcg_contact_ops *contact_ops,
                              void *contact, int nenv, uint64_t seed, int own, char *err, size_t errlen);
 void bcg_env_free(bcg_env *env);
+/* A batch "like" parent with room for nenv slots (e.g. an estimator's branch
+ * batch): the same model, sim parameters, contact plugin instance, seed and
+ * domain (shared, not owned: slots are mapped to the parent's environments
+ * with bcg_env_set_envmap), on the same device (cuda when the parent is).
+ * It follows later changes of the parent's domain by itself; its own
+ * bcg_env_set_domain fails and bcg_env_randomize / bcg_env_tick do nothing
+ * (re-draw and tick through the parent). Free it before the parent. */
+bcg_env *bcg_env_create_like(const bcg_env *parent, int nenv, char *err, size_t errlen);
 
 /* Domain randomisation (see bcg_domain in bcg/sim.h). bcg_env_create sets it
  * from the config's [sim] dr_* keys and draws every environment once
@@ -65,9 +77,16 @@ int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t e
  * i.e. where the adjoint of the episode is cut anyway. No-op without DR. */
 void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw);
 /* Advance the push clock of environments envs[0..n-1] (NULL: 0..n-1) by one
- * transition. bcg_env_step does it itself; an estimator that steps env->sim
- * directly calls it once per transition. */
+ * transition. bcg_env_step does it itself; an estimator that steps with
+ * bcg_env_control_step calls it once per transition. */
 void bcg_env_tick(bcg_env *env, const int *envs, int n);
+/* The batch slot -> environment map of the following control steps and
+ * VJPs of env (NULL: identity): slot i steps environment envmap[i]'s
+ * randomised model, friction and pushes (bcg_sim_set_envmap on the CPU, the
+ * map copied to the device per call on cuda). The array must stay valid and
+ * unchanged from a step to its VJP; the same map for both. Without domain
+ * randomisation it changes nothing. */
+void bcg_env_set_envmap(bcg_env *env, const int *envmap);
 
 /* The rollout interface of the estimators, in terms of explicit states:
  *   est->forward(t, x_t, a_t, x_{t+1})
@@ -79,6 +98,11 @@ void bcg_env_tick(bcg_env *env, const int *envs, int n);
  * environment in a state batch (x: [n][nx]) with tape (may be NULL), and its
  * adjoint from the tape. */
 int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
+/* The same without advancing the push clock (for estimators that step
+ * compacted or replicated batches and tick once per transition themselves).
+ * Both run on the env's device and leave the diagnostics of the n slots in
+ * env->sim->maxfn / maxpen / bad / nact, on either device. */
+int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
 int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
                      bcg_real *xb, bcg_real *ab);
 /* reals of tape one control step of n environments needs */

@@ -79,12 +79,23 @@ int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, bcg_real *maxfn, bcg_real *
 int bcg_cuda_sim_nactive(bcg_cuda_sim *s, int n, int *nact);
 
 /* Domain randomisation (bcg_domain, bcg/sim.h): copies the per-environment
- * models and friction to the device (slot e of a batch is environment e;
- * n <= dom->n) and keeps dom for the pushes, whose clock is copied from the
+ * models and friction to the device (slot e of a batch is environment e
+ * unless bcg_cuda_sim_set_envmap maps it; n <= dom->n) and keeps dom for the pushes, whose clock is copied from the
  * host at each control step; the same draws as the CPU stepper. Call it again
  * after bcg_env_randomize (the device copies are not refreshed otherwise).
  * dom NULL: off. Returns 0 or -1 (CUDA error). */
 int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom);
+/* The batch slot -> environment map of the following calls (NULL: the
+ * identity), as bcg_sim_set_envmap: slot i of a batch of n <= cap steps
+ * environment envmap[i]'s randomised model and friction, and its pushes are
+ * drawn from (seed, envmap[i], clock[envmap[i]]). The n entries are copied
+ * to the device now (and the per-slot models gathered there), so call it
+ * again whenever the host array's contents change, and with the same map for
+ * a forward call and its VJP. A batch may then have up to n slots (more than
+ * the domain's environments, e.g. branches). bcg_cuda_sim_set_domain resets
+ * it to the identity; without a domain it has no effect. Returns 0, or -1
+ * (an entry outside [0, dom->n), n outside [0, cap], or a CUDA error). */
+int bcg_cuda_sim_set_envmap(bcg_cuda_sim *s, const int *envmap, int n);
 
 int bcg_cuda_sim_set_async(bcg_cuda_sim *s, int async);
 int bcg_cuda_sim_sync(bcg_cuda_sim *s);
