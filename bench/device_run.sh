@@ -65,8 +65,8 @@ CPU_SUITES="test_step test_dyn test_contact_plugins test_physics"
 export TMPDIR=$(mktemp -d /tmp/bcg-nvcc.XXXXXX) # nvcc's temporary files, private to this run
 for p in double float; do
   b=build-h200; [ $p = float ] && b=build-h200-float
-  targets="$b/libbcg.so $b/tests/test_cuda bench-gpu"
-  for c in contact_models/*.c; do targets="$targets $b/plugins/$(basename "$c" .c).so"; done
+  targets="all $b/tests/test_cuda bench-gpu"
+  [ -f tests/test_nn_cuda.c ] && targets="$targets $b/tests/test_nn_cuda"
   [ $p = double ] && for t in $CPU_SUITES; do targets="$targets $b/tests/$t"; done
   say "build $b (REAL=$p, -j$NP)"
   timeout 300 make -k -j"$NP" BUILD=$b REAL=$p CUDA=1 $targets >/tmp/bcg-build-$p.log 2>&1
@@ -101,6 +101,15 @@ for p in double float; do
     fail="$fail test_cuda-$p"; say "test_cuda ($p): FAILED"
   fi
   grep -E 'skipped|n= |\[measured\]|FAIL|BCGSUITE|refused|device:|not tested|compared' "$OUT/test_cuda_$p.log" | sed 's/^/  /' | head -n 60
+  if [ -x $b/tests/test_nn_cuda ]; then
+    say "test_nn_cuda ($p)"
+    if BUILD=$b timeout 120 sh tests/run.sh $b/tests/test_nn_cuda >"$OUT/test_nn_cuda_$p.log" 2>&1; then
+      say "test_nn_cuda ($p): passed"
+    else
+      fail="$fail test_nn_cuda-$p"; say "test_nn_cuda ($p): FAILED"
+    fi
+    grep -E 'skipped|\[measured\]|FAIL|BCGSUITE' "$OUT/test_nn_cuda_$p.log" | sed 's/^/  /' | head -n 30
+  fi
 done
 if grep -q 'skipped: no CUDA device' "$OUT/test_cuda_double.log" 2>/dev/null; then
   say "no CUDA device: memcheck skipped"; fail="$fail no-device"
@@ -137,7 +146,8 @@ if [ -n "${TESTS_ONLY:-}" ]; then
   exit $?
 fi
 export OMP_NUM_THREADS=$NP
-DEADLINE=540 # seconds since the start: no benchmark runs past it
+DEADLINE=${DEADLINE:-420} # seconds since the start: no stepper benchmark starts past it
+TRAIN_DEADLINE=${TRAIN_DEADLINE:-570}
 B="$OUT/bench_gpu.txt"
 {
   echo "# bcg CUDA stepper benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
@@ -165,6 +175,35 @@ for p in float double; do
     [ $rc = 0 ] || { fail="$fail bench-$p-$plug"; say "gpu_bench $p $plug: FAILED (rc $rc)"; echo "## (exit $rc)" >>"$B"; }
   done
 done
+# ---- 7. training iterations: SHAC+BCG (64 envs, horizon 32, B = 10) and PPO (4096 envs) ---------
+# wall time of training iterations with device = cpu (all cores) and device = cuda, same commit,
+# the paper's settings (configs/experiments/jump_*.ini, domain randomisation on); double build.
+T="$OUT/bench_train.txt"
+echo "# training iterations, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null), $NP cores" >"$T"
+printf "%-14s %-5s %6s %10s %10s %12s\n" run device iters samples wall_s s_per_iter >>"$T"
+for spec in "jump_shac_bcg 3" "jump_ppo 1"; do
+  set -- $spec
+  for dev in cpu cuda; do
+    left=$((TRAIN_DEADLINE - ($(date +%s) - T0)))
+    [ $left -gt 40 ] || { say "skip $1 $dev (time budget)"; echo "$1 $dev skipped (time budget)" >>"$T"; continue; }
+    say "train $1 on $dev ($2 iterations, ${left} s at most)"
+    log=/tmp/bcg-bt-$1-$dev.log
+    timeout $left build-h200/bcg train configs/experiments/$1.ini run.iterations=$2 run.device=$dev \
+      run.threads=$NP run.checkpoint_every=0 run.out_dir=/tmp/bcg-bt >$log 2>&1
+    rc=$?
+    tail -n 2 $log | sed 's/^/  /'
+    line=$(grep -o 'finished after [0-9]* iterations, [0-9]* samples, [0-9.]* s' $log | tail -n 1)
+    if [ -n "$line" ]; then
+      set -- $1 $2 $(echo "$line" | awk '{print $3, $5, $7}')
+      printf "%-14s %-5s %6s %10s %10s %12.3f\n" $1 $dev $3 $4 $5 $(awk -v w=$5 -v i=$3 'BEGIN{print w / i}') >>"$T"
+      set -- $1 $2
+    else
+      echo "$1 $dev failed (rc $rc): $(tail -n 1 $log)" >>"$T"; fail="$fail train-$1-$dev"
+    fi
+  done
+done
+cat "$T"
+
 say "bench results:"
 cat "$B"
 say "done in $(($(date +%s) - T0)) s;${fail:- all steps passed}${fail:+ failed:}"

@@ -79,4 +79,30 @@ BCG_HD void contact_alpha_vjp(const bcg_real *Gii, int ld, bcg_real alpha, bcg_r
   Gbii[2 * ld + 1] += lb * hb;
 }
 
+
+#ifdef __CUDACC__
+/* ---- staging an environment's Delassus block in thread-local memory ------------
+ * The batch's G is [nenv][3 ncon][3 ncon]: one thread per environment reading
+ * it in place makes every warp access touch 32 separate cache lines, and the
+ * solvers read each block once per sweep. The kernels instead copy the
+ * active 3 na x 3 na block once into a local array (CUDA local memory is
+ * interleaved across a warp's threads: coalesced) with the same row stride, and
+ * accumulate G_bar there before adding it to the batch once. ncon is at most
+ * CONTACT_MAXC (= BCG_MAX_CONTACT, the core's cap on max_contacts). */
+#define CONTACT_MAXC 24
+#define CONTACT_GLOCAL (9 * CONTACT_MAXC * CONTACT_MAXC)
+static __device__ inline void contact_stage_G(bcg_real *dst, const bcg_real *src, int na, int ld) {
+  for (int r = 0; r < 3 * na; r++)
+    for (int s = 0; s < 3 * na; s++) dst[r * ld + s] = src[r * ld + s];
+}
+static __device__ inline void contact_zero_G(bcg_real *dst, int na, int ld) {
+  for (int r = 0; r < 3 * na; r++)
+    for (int s = 0; s < 3 * na; s++) dst[r * ld + s] = 0;
+}
+static __device__ inline void contact_add_G(bcg_real *dst, const bcg_real *src, int na, int ld) {
+  for (int r = 0; r < 3 * na; r++)
+    for (int s = 0; s < 3 * na; s++) dst[r * ld + s] += src[r * ld + s];
+}
+#endif
+
 #endif

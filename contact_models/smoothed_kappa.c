@@ -642,16 +642,22 @@ BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 
+/* scratch of one environment in local memory when it fits (PGS_LOCAL_WORK
+ * reals: ncon 24 with up to ~45 sweeps), else in the batch buffer */
+#define PGS_LOCAL_WORK 4096
+
 __global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const int *nactive,
                                  const real *gap, const real *c, const real *G, const real *mu,
                                  real *lam, real *fn, real *work, size_t ws) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
-  const pgs_work w = pgs_work_view(work + (size_t)e * ws, ncon, pgs_nsweep(&cf), 0);
-  pgs_env_solve(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
-                c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
-                lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, &w);
+  const int na = contact_nactive(nactive, e, ncon), ld = 3 * ncon;
+  real Gl[CONTACT_GLOCAL], wl[PGS_LOCAL_WORK];
+  contact_stage_G(Gl, G + (size_t)e * gsz, na, ld);
+  const pgs_work w = pgs_work_view(work ? work + (size_t)e * ws : wl, ncon, pgs_nsweep(&cf), 0);
+  pgs_env_solve(&cf, na, ncon, dt, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
+                mu + (size_t)e * ncon, lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, &w);
 }
 
 __global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const int *nactive,
@@ -661,13 +667,16 @@ __global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const in
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
-  real *we = work + (size_t)e * ws;
+  const int na = contact_nactive(nactive, e, ncon), ld = 3 * ncon;
+  real Gl[CONTACT_GLOCAL], Gbl[CONTACT_GLOCAL], wl[PGS_LOCAL_WORK];
+  contact_stage_G(Gl, G + (size_t)e * gsz, na, ld);
+  if (G_bar) contact_zero_G(Gbl, na, ld);
+  real *we = work ? work + (size_t)e * ws : wl;
   const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, pgs_nsweep(&cf), 1);
-  pgs_env_vjp(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
-              c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
-              lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
-              c_bar + (size_t)e * 3 * ncon, G_bar ? G_bar + (size_t)e * gsz : NULL, we,
-              we + 3 * ncon, &w);
+  pgs_env_vjp(&cf, na, ncon, dt, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
+              mu + (size_t)e * ncon, lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
+              c_bar + (size_t)e * 3 * ncon, G_bar ? Gbl : NULL, we, we + 3 * ncon, &w);
+  if (G_bar) contact_add_G(G_bar + (size_t)e * gsz, Gbl, na, ld);
 }
 
 #define PGS_THREADS 64
@@ -678,15 +687,17 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_cuda(void *self,
   const pgs_cfg *cf = (const pgs_cfg *)self;
   if (b->nenv <= 0 || b->ncon <= 0) return 0;
   cudaStream_t st = (cudaStream_t)stream;
+  if (b->ncon > CONTACT_MAXC) return -1;
   const size_t ws = pgs_work_size(b->ncon, pgs_nsweep(cf), 0);
   real *work = NULL;
-  if (cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
+  if (ws > PGS_LOCAL_WORK &&
+      cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
     return -1;
   const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
   pgs_solve_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap,
                                                b->c, b->G, b->mu, b->lam, b->fn, work, ws);
   const cudaError_t err = cudaGetLastError();
-  cudaFreeAsync(work, st);
+  if (work) cudaFreeAsync(work, st);
   return err == cudaSuccess ? 0 : -1;
 }
 
@@ -695,16 +706,18 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_vjp_cuda(
   const pgs_cfg *cf = (const pgs_cfg *)self;
   if (b->nenv <= 0 || b->ncon <= 0) return 0;
   cudaStream_t st = (cudaStream_t)stream;
+  if (b->ncon > CONTACT_MAXC) return -1;
   const size_t ws = pgs_work_size(b->ncon, pgs_nsweep(cf), 1) + (size_t)4 * b->ncon;
   real *work = NULL;
-  if (cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
+  if (ws > PGS_LOCAL_WORK &&
+      cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
     return -1;
   const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
   pgs_vjp_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap,
                                              b->c, b->G, b->mu, adj->lam_bar, adj->gap_bar,
                                              adj->c_bar, adj->G_bar, work, ws);
   const cudaError_t err = cudaGetLastError();
-  cudaFreeAsync(work, st);
+  if (work) cudaFreeAsync(work, st);
   return err == cudaSuccess ? 0 : -1;
 }
 #endif /* __CUDACC__ */

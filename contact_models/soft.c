@@ -595,9 +595,11 @@ __global__ void soft_imp_solve_kernel(soft_cfg cf, int nenv, int ncon, real dt,
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
-  soft_imp_env_solve(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
-                     c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
-                     lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, NULL);
+  const int na = contact_nactive(nactive, e, ncon);
+  real Gl[CONTACT_GLOCAL]; /* see contact_stage_G */
+  contact_stage_G(Gl, G + (size_t)e * gsz, na, 3 * ncon);
+  soft_imp_env_solve(&cf, na, ncon, dt, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
+                     mu + (size_t)e * ncon, lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, NULL);
 }
 
 __global__ void soft_imp_vjp_kernel(soft_cfg cf, int nenv, int ncon, real dt, const int *nactive,
@@ -607,12 +609,16 @@ __global__ void soft_imp_vjp_kernel(soft_cfg cf, int nenv, int ncon, real dt, co
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
+  const int na = contact_nactive(nactive, e, ncon), ld = 3 * ncon;
+  real Gl[CONTACT_GLOCAL], Gbl[CONTACT_GLOCAL]; /* see contact_stage_G */
+  contact_stage_G(Gl, G + (size_t)e * gsz, na, ld);
+  if (G_bar) contact_zero_G(Gbl, na, ld);
   real *we = work + (size_t)e * ws;
-  soft_imp_env_vjp(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
-                   c + (size_t)e * 3 * ncon, G + (size_t)e * gsz, mu + (size_t)e * ncon,
-                   lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
-                   c_bar + (size_t)e * 3 * ncon, G_bar ? G_bar + (size_t)e * gsz : NULL, we,
-                   we + 3 * ncon, we + 4 * ncon, we + 7 * ncon);
+  soft_imp_env_vjp(&cf, na, ncon, dt, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
+                   mu + (size_t)e * ncon, lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
+                   c_bar + (size_t)e * 3 * ncon, G_bar ? Gbl : NULL, we, we + 3 * ncon, we + 4 * ncon,
+                   we + 7 * ncon);
+  if (G_bar) contact_add_G(G_bar + (size_t)e * gsz, Gbl, na, ld);
 }
 
 #define SOFT_THREADS 128
@@ -624,7 +630,7 @@ extern "C" __attribute__((visibility("hidden"))) int soft_solve_cuda(void *self,
   const soft_cfg *cf = (const soft_cfg *)self;
   if (b->nenv <= 0 || b->ncon <= 0) return 0;
   if (cf->implicit) {
-    if (!b->G) return -1;
+    if (!b->G || b->ncon > CONTACT_MAXC) return -1;
     const int nb = (b->nenv + SOFT_IMP_THREADS - 1) / SOFT_IMP_THREADS;
     soft_imp_solve_kernel<<<nb, SOFT_IMP_THREADS, 0, (cudaStream_t)stream>>>(
         *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->c, b->G, b->mu, b->lam, b->fn);
@@ -641,7 +647,7 @@ extern "C" __attribute__((visibility("hidden"))) int soft_solve_vjp_cuda(
   const soft_cfg *cf = (const soft_cfg *)self;
   if (b->nenv <= 0 || b->ncon <= 0) return 0;
   if (cf->implicit) {
-    if (!b->G) return -1;
+    if (!b->G || b->ncon > CONTACT_MAXC) return -1;
     cudaStream_t st = (cudaStream_t)stream;
     const size_t ws = soft_imp_work_size(cf, b->ncon);
     real *work = NULL;

@@ -10,8 +10,8 @@
 set -e
 cd "$(dirname "$0")/../.."
 REAL=${1:-double}
-B=build-cpu; DEF=""
-[ "$REAL" = float ] && { B=build-cpu-float; DEF=-DBCG_REAL_FLOAT; }
+B=${EMU_BUILD:-build-cpu}; DEF=""
+[ "$REAL" = float ] && { B=${EMU_BUILD:-build-cpu}-float; DEF=-DBCG_REAL_FLOAT; }
 make -s CUDA=0 REAL=$REAL BUILD=$B all >/dev/null
 T=$B/emu; mkdir -p $T
 sed -E 's/([a-z_]+)<<<(grid\(s, n\)), s->block, 0, s->st>>>\(/EMU_LAUNCH(\2, s->block, \1, /' core/cuda/sim_cuda.cu >$T/sim_emu.cpp

@@ -16,6 +16,12 @@
 #include "bcg/sim_cuda.h"
 
 typedef bcg_real real;
+/* the unit of the interleaved workspace buffers (see below): one real */
+#ifdef BCG_REAL_FLOAT
+typedef unsigned int wword;
+#else
+typedef unsigned long long wword;
+#endif
 
 struct bcg_cuda_sim {
   const bcg_model *model;
@@ -29,8 +35,8 @@ struct bcg_cuda_sim {
   /* device memory */
   bcg_mdata *m;
   bcg_simparams *spd;
-  bcg_stepws *ws;
-  bcg_stepadj *adj;
+  wword *ws;  /* interleaved persist set, [WSW(bcg_stepws)][cap] words */
+  wword *adj; /* interleaved adjoint hand-off, [WSW(bcg_stepadj)][cap] words */
   int *nact, *bad;
   real *gap, *v0, *c, *G, *mu, *lam, *fn;
   real *lamb, *gapb, *v0b, *cb, *Gb;
@@ -63,6 +69,72 @@ struct bcg_cuda_sim {
 
 /* ---- kernels --------------------------------------------------------------------- */
 
+/* ---- the workspace between kernels ------------------------------------------------
+ * Every kernel works on a thread-local bcg_stepws / bcg_stepadj (CUDA local
+ * memory, which the hardware interleaves word by word across the threads of
+ * a warp: the same access pattern in step.h's loops becomes one coalesced
+ * transaction per warp instead of 32 separate ones, as an array of structs in
+ * global memory gave). Only what the next kernel needs crosses kernels, in
+ * global buffers laid out the same way: word i of environment e at
+ * buf[i * cap + e], i counted in the struct's own words, so a copy is a
+ * coalesced strided loop and the struct layout stays step.h's.
+ *   k_pre      -> ws: status, nact, cid, qM, L, ufree, J rows (the "persist" set)
+ *   k_post     <- ws (persist)
+ *   k_post_vjp <- ws (persist); -> adj: Hb, Jb rows, ufreeb, qMb
+ *   k_pre_vjp  recomputes bcg_substep_pre locally (cheaper than storing and
+ *              reloading the kinematics, RNEA and CRBA workspaces), <- adj. */
+#define WSW(T) ((sizeof(T) + sizeof(wword) - 1) / sizeof(wword)) /* words per struct */
+
+/* words [w0, w1) covering bytes [off, off + bytes) of the struct */
+__device__ __forceinline__ void ws_load(void *loc, const wword *__restrict__ g, size_t cap, int e, size_t off,
+                                        size_t bytes) {
+  size_t w0 = off / sizeof(wword), w1 = (off + bytes + sizeof(wword) - 1) / sizeof(wword);
+  char *l = (char *)loc; /* memcpy: the struct's fields are read with their own types (no aliasing UB) */
+  for (size_t w = w0; w < w1; w++) {
+    wword v = g[w * cap + e];
+    memcpy(l + w * sizeof(wword), &v, sizeof v);
+  }
+}
+__device__ __forceinline__ void ws_store(const void *loc, wword *__restrict__ g, size_t cap, int e, size_t off,
+                                         size_t bytes) {
+  size_t w0 = off / sizeof(wword), w1 = (off + bytes + sizeof(wword) - 1) / sizeof(wword);
+  const char *l = (const char *)loc;
+  for (size_t w = w0; w < w1; w++) {
+    wword v;
+    memcpy(&v, l + w * sizeof(wword), sizeof v);
+    g[w * cap + e] = v;
+  }
+}
+
+#define WS_OFF(f) offsetof(bcg_stepws, f)
+#define AD_OFF(f) offsetof(bcg_stepadj, f)
+
+/* the persist set of a stepws (ld = 1: load from g, else store to g).
+ * status, nact and cid[] are adjacent ints: one range. */
+__device__ __forceinline__ void ws_persist(int ld, bcg_stepws *w, wword *g, size_t cap, int e, int nq, int nv) {
+#define WS_X(off, bytes) (ld ? ws_load(w, g, cap, e, (off), (bytes)) : ws_store(w, g, cap, e, (off), (bytes)))
+  WS_X(WS_OFF(status), sizeof(int));
+  WS_X(WS_OFF(nact), sizeof(int));
+  int na = w->nact;
+  WS_X(WS_OFF(cid), sizeof(int) * (size_t)na);
+  WS_X(WS_OFF(qM), sizeof(real) * (size_t)nq);
+  WS_X(WS_OFF(L), sizeof(real) * (size_t)nv * nv);
+  WS_X(WS_OFF(ufree), sizeof(real) * (size_t)nv);
+  for (int r = 0; r < 3 * na; r++) WS_X(WS_OFF(J) + sizeof(real) * (size_t)r * BCG_MAX_DOF, sizeof(real) * (size_t)nv);
+#undef WS_X
+}
+
+/* the pieces of a stepadj that bcg_substep_post_vjp hands to bcg_substep_pre_vjp */
+__device__ __forceinline__ void adj_handoff(int ld, bcg_stepadj *A, int na, wword *g, size_t cap, int e, int nv) {
+#define AD_X(off, bytes) (ld ? ws_load(A, g, cap, e, (off), (bytes)) : ws_store(A, g, cap, e, (off), (bytes)))
+  AD_X(AD_OFF(Hb), sizeof(real) * (size_t)nv * nv);
+  AD_X(AD_OFF(ufreeb), sizeof(real) * (size_t)nv);
+  AD_X(AD_OFF(qMb), sizeof(real) * (size_t)nv);
+  for (int r = 0; r < 3 * na; r++)
+    AD_X(AD_OFF(Jb) + sizeof(real) * (size_t)r * BCG_MAX_DOF, sizeof(real) * (size_t)nv);
+#undef AD_X
+}
+
 /* First half. Reads q, u with row strides qs, us (plain batches, ping-pong
  * buffers or the tape). If tape != NULL stores (q, u) of each environment
  * there ([n][nq + nv]); if zero_lam, zeroes this environment's impulses
@@ -75,8 +147,8 @@ __device__ __forceinline__ const bcg_mdata *env_model(const bcg_mdata *m, const 
 __global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const real *__restrict__ dmu,
                       const bcg_simparams *__restrict__ sp, int n, int nc,
                       const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
-                      const real *__restrict__ a, bcg_stepws *ws, int *nact, real *gap, real *v0, real *c, real *G,
-                      real *mu, real *tape, int zero_lam, real *lam, real *fn) {
+                      const real *__restrict__ a, wword *ws, size_t cap, int *nact, real *gap, real *v0, real *c,
+                      real *G, real *mu, real *tape, int zero_lam, real *lam, real *fn) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int nq = m->nq, nv = m->nv, nu = m->nu, n3 = 3 * nc;
@@ -87,11 +159,13 @@ __global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, cons
     for (int i = 0; i < nv; i++) t[nq + i] = ue[i];
   }
   const bcg_mdata *me = env_model(m, dm, e);
-  bcg_substep_pre(me, sp, qe, ue, a + (size_t)e * nu, &ws[e], nc, &nact[e], gap + (size_t)e * nc,
+  bcg_stepws w;
+  bcg_substep_pre(me, sp, qe, ue, a + (size_t)e * nu, &w, nc, &nact[e], gap + (size_t)e * nc,
                   v0 + (size_t)e * n3, c + (size_t)e * n3, G ? G + (size_t)e * n3 * n3 : NULL, mu + (size_t)e * nc);
+  ws_persist(0, &w, ws, cap, e, nq, nv);
   if (dmu) /* per-environment friction (as core/sim.c) */
-    for (int r = 0; r < nact[e]; r++)
-      if (me->cp_friction[ws[e].cid[r]] > 0) mu[(size_t)e * nc + r] = dmu[e];
+    for (int r = 0; r < w.nact; r++)
+      if (me->cp_friction[w.cid[r]] > 0) mu[(size_t)e * nc + r] = dmu[e];
   if (zero_lam) {
     for (int r = 0; r < n3; r++) lam[(size_t)e * n3 + r] = 0;
     for (int r = 0; r < nc; r++) fn[(size_t)e * nc + r] = 0;
@@ -100,12 +174,14 @@ __global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, cons
 
 /* Second half, and this environment's diagnostics. */
 __global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
-                       bcg_stepws *ws, const real *__restrict__ lam, real *qo, real *uo, const int *__restrict__ nact,
+                       wword *ws, size_t cap, const real *__restrict__ lam, real *qo, real *uo, const int *__restrict__ nact,
                        const real *__restrict__ fn, const real *__restrict__ gap, real *maxfn, real *maxpen,
                        int *bad) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
-  bcg_substep_post(env_model(m, dm, e), sp, &ws[e], lam + (size_t)e * 3 * nc, qo + (size_t)e * m->nq,
+  bcg_stepws w;
+  ws_persist(1, &w, ws, cap, e, m->nq, m->nv);
+  bcg_substep_post(env_model(m, dm, e), sp, &w, lam + (size_t)e * 3 * nc, qo + (size_t)e * m->nq,
                    uo + (size_t)e * m->nv);
   real mf = maxfn[e], mp = maxpen[e];
   for (int r = 0; r < nact[e]; r++) {
@@ -115,37 +191,60 @@ __global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, con
   }
   maxfn[e] = mf;
   maxpen[e] = mp;
-  if (ws[e].status) bad[e] = ws[e].status;
+  if (w.status) bad[e] = w.status;
 }
 
 /* VJP: recompute the second half (its outputs are not needed: they go to
  * thread-local scratch), then its adjoint. Adjoint rows have strides. */
 __global__ void k_post_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
-                           bcg_stepws *ws, const real *__restrict__ lam, const real *__restrict__ qob,
-                           const real *__restrict__ uob, int bs, real *lamb, bcg_stepadj *adj) {
+                           wword *ws, size_t cap, const real *__restrict__ lam, const real *__restrict__ qob,
+                           const real *__restrict__ uob, int bs, real *lamb, wword *adj) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int n3 = 3 * nc;
   real qE[BCG_MAX_Q], uE[BCG_MAX_DOF];
   const bcg_mdata *me = env_model(m, dm, e);
-  bcg_substep_post(me, sp, &ws[e], lam + (size_t)e * n3, qE, uE);
-  bcg_substep_post_vjp(me, sp, &ws[e], lam + (size_t)e * n3, qob + (size_t)e * bs, uob + (size_t)e * bs, nc,
-                       lamb + (size_t)e * n3, &adj[e]);
+  bcg_stepws w;
+  bcg_stepadj A;
+  ws_persist(1, &w, ws, cap, e, m->nq, m->nv);
+  bcg_substep_post(me, sp, &w, lam + (size_t)e * n3, qE, uE);
+  bcg_substep_post_vjp(me, sp, &w, lam + (size_t)e * n3, qob + (size_t)e * bs, uob + (size_t)e * bs, nc,
+                       lamb + (size_t)e * n3, &A);
+  adj_handoff(0, &A, w.nact, adj, cap, e, m->nv);
 }
 
+/* VJP of the first half: recompute it into thread-local memory (its contact
+ * outputs go to scratch: the plugin's VJP has already run), then its adjoint. */
 __global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
                           const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
-                          const real *__restrict__ a, const bcg_stepws *ws, const real *__restrict__ gapb,
+                          const real *__restrict__ a, const real *__restrict__ gapb,
                           const real *__restrict__ v0b, const real *__restrict__ cb, const real *__restrict__ Gb,
-                          bcg_stepadj *adj, real *qb, real *ub, int bs, real *ab) {
+                          wword *adj, size_t cap, real *qb, real *ub, int bs, real *ab) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int nv = m->nv, nu = m->nu, n3 = 3 * nc;
+  const bcg_mdata *me = env_model(m, dm, e);
+  const real *qe = q + (size_t)e * qs, *ue = u + (size_t)e * us, *ae = a + (size_t)e * nu;
+  bcg_stepws w;
+  bcg_stepadj A;
+  {
+    int na;
+    real sgap[BCG_MAX_CONTACT], smu[BCG_MAX_CONTACT], sv0[3 * BCG_MAX_CONTACT], sc[3 * BCG_MAX_CONTACT];
+    bcg_substep_pre(me, sp, qe, ue, ae, &w, nc, &na, sgap, sv0, sc, NULL, smu);
+  }
+  adj_handoff(1, &A, w.nact, adj, cap, e, nv);
   real *ube = ub + (size_t)e * bs;
   for (int d = 0; d < nv; d++) ube[d] = 0;
-  bcg_substep_pre_vjp(env_model(m, dm, e), sp, q + (size_t)e * qs, u + (size_t)e * us, a + (size_t)e * nu, &ws[e], nc,
-                      gapb + (size_t)e * nc, v0b + (size_t)e * n3, cb + (size_t)e * n3,
-                      Gb ? Gb + (size_t)e * n3 * n3 : NULL, &adj[e], qb + (size_t)e * bs, ube, ab + (size_t)e * nu);
+  /* the active block of this environment's G adjoint, staged in local memory
+   * (read three times by bcg_substep_pre_vjp; see contact_common.h) */
+  real Gbl[9 * BCG_MAX_CONTACT * BCG_MAX_CONTACT];
+  if (Gb) {
+    const real *src = Gb + (size_t)e * n3 * n3;
+    for (int r = 0; r < 3 * w.nact; r++)
+      for (int c2 = 0; c2 < 3 * w.nact; c2++) Gbl[r * n3 + c2] = src[r * n3 + c2];
+  }
+  bcg_substep_pre_vjp(me, sp, qe, ue, ae, &w, nc, gapb + (size_t)e * nc, v0b + (size_t)e * n3, cb + (size_t)e * n3,
+                      Gb ? Gbl : NULL, &A, qb + (size_t)e * bs, ube, ab + (size_t)e * nu);
 }
 
 /* Pushes at the end of a forward control step (see bcg_domain in bcg/sim.h):
@@ -224,7 +323,11 @@ static int pre_and_contact(bcg_cuda_sim *s, int n, const real *q, int qs, const 
                            real *tape) {
   int zero = !use_contact(s);
   tbeg(s);
-  k_pre<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->dmu, s->spd, n, s->ncon, q, qs, u, us, a, s->ws, s->nact, s->gap,
+  /* G's padding (zeros, identity on unused rows) is written by k_pre; the
+   * zeros come from one coalesced memset instead of n3^2 scattered stores per
+   * thread (sp.G_prezeroed) */
+  if (s->G) CK(s, cudaMemsetAsync(s->G, 0, sizeof(real) * (size_t)n * 9 * s->ncon * s->ncon, s->st));
+  k_pre<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->dmu, s->spd, n, s->ncon, q, qs, u, us, a, s->ws, (size_t)s->cap, s->nact, s->gap,
                                               s->v0, s->c, s->G, s->mu, tape, zero, s->lam, s->fn);
   if (launched(s, "k_pre")) return -1;
   if (tend(s, BCG_CUDA_STAGE_PRE)) return -1;
@@ -247,7 +350,7 @@ static int substep_fwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
   int rc = pre_and_contact(s, n, q, qs, u, us, a, tape);
   if (rc) return rc;
   tbeg(s);
-  k_post<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, s->ncon, s->ws, s->lam, qo, uo, s->nact, s->fn,
+  k_post<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, s->ncon, s->ws, (size_t)s->cap, s->lam, qo, uo, s->nact, s->fn,
                                                s->gap, s->maxfn, s->maxpen, s->bad);
   if (launched(s, "k_post")) return -1;
   return tend(s, BCG_CUDA_STAGE_POST);
@@ -260,8 +363,8 @@ static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
   int rc = pre_and_contact(s, n, q, qs, u, us, a, NULL);
   if (rc) return rc;
   tbeg(s);
-  k_post_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, nc, s->ws, s->lam, qob, uob, bs, s->lamb,
-                                                   s->adj);
+  k_post_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, nc, s->ws, (size_t)s->cap, s->lam, qob, uob, bs,
+                                                   s->lamb, s->adj);
   if (launched(s, "k_post_vjp")) return -1;
   if (tend(s, BCG_CUDA_STAGE_POST)) return -1;
   tbeg(s);
@@ -282,8 +385,8 @@ static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
   }
   if (tend(s, BCG_CUDA_STAGE_CONTACT_VJP)) return -1;
   tbeg(s);
-  k_pre_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, nc, q, qs, u, us, a, s->ws, s->gapb, s->v0b,
-                                                  s->cb, s->Gb, s->adj, qb, ub, bs, ab);
+  k_pre_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, nc, q, qs, u, us, a, s->gapb, s->v0b, s->cb,
+                                                  s->Gb, s->adj, (size_t)s->cap, qb, ub, bs, ab);
   if (launched(s, "k_pre_vjp")) return -1;
   return tend(s, BCG_CUDA_STAGE_PRE_VJP);
 }
@@ -427,8 +530,8 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
   } while (0)
   DALLOC(s->m, sizeof(bcg_mdata));
   DALLOC(s->spd, sizeof(bcg_simparams));
-  DALLOC(s->ws, sizeof(bcg_stepws) * (size_t)cap);
-  DALLOC(s->adj, sizeof(bcg_stepadj) * (size_t)cap);
+  DALLOC(s->ws, sizeof(wword) * WSW(bcg_stepws) * (size_t)cap);
+  DALLOC(s->adj, sizeof(wword) * WSW(bcg_stepadj) * (size_t)cap);
   DALLOC(s->nact, sizeof(int) * (size_t)cap);
   DALLOC(s->bad, sizeof(int) * (size_t)cap);
   DALLOC(s->gap, sizeof(real) * nc);
@@ -464,6 +567,7 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
     if (e == cudaSuccess && need + 256 > have) e = cudaDeviceSetLimit(cudaLimitStackSize, need + 256);
   }
   if (e == cudaSuccess) e = cudaMemcpy(s->m, m, sizeof(bcg_mdata), cudaMemcpyHostToDevice);
+  s->sp.G_prezeroed = s->G != NULL;
   if (e == cudaSuccess) e = cudaMemcpy(s->spd, &s->sp, sizeof(bcg_simparams), cudaMemcpyHostToDevice);
   if (e == cudaSuccess) e = cudaStreamCreate(&s->st);
   if (e == cudaSuccess) e = cudaEventCreate(&s->t0);

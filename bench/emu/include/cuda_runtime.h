@@ -7,6 +7,7 @@
 #define __global__
 #define __host__
 #define __device__
+#define __forceinline__ inline
 typedef int cudaError_t;
 enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDefault };
@@ -27,6 +28,7 @@ static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
 static inline cudaError_t cudaMemset(void *p, int v, size_t b) { memset(p, v, b); return 0; }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t b, cudaStream_t) { memset(p, v, b); return 0; }
 static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t b, cudaMemcpyKind) { memcpy(d, s, b); return 0; }
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t b, cudaMemcpyKind, cudaStream_t) { memcpy(d, s, b); return 0; }
 static inline cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)malloc(8); return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return 0; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }

@@ -40,6 +40,7 @@ typedef struct bcg_simparams {
   int ncmax;                               /* active contacts kept per environment */
   int need_G;                              /* contact plugin wants the Delassus matrix */
   int gravity;                             /* 1: on */
+  int G_prezeroed;                         /* the caller zeroed the G batch (GPU: one memset) */
 } bcg_simparams;
 
 /* Per-environment workspace of one substep (forward and recompute). */
@@ -270,14 +271,18 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
       c[3 * r + t] = s1;
     }
   }
-  if (G) {
-    int n3 = 3 * ncon;
-    for (int i = 0; i < n3 * n3; i++) G[i] = 0;
-    for (int r = 3 * na; r < n3; r++) G[r * n3 + r] = 1; /* keeps padded blocks invertible */
+  /* K (needed by the adjoint of G) also when G itself is not wanted: a
+   * recompute for the adjoint passes G = NULL */
+  if (G || sp->need_G)
     for (int r = 0; r < 3 * na; r++) {
       for (int d = 0; d < nv; d++) w->K[r][d] = w->J[r][d];
       if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, w->K[r]);
     }
+  if (G) {
+    int n3 = 3 * ncon;
+    if (!sp->G_prezeroed)
+      for (int i = 0; i < n3 * n3; i++) G[i] = 0;
+    for (int r = 3 * na; r < n3; r++) G[r * n3 + r] = 1; /* keeps padded blocks invertible */
     for (int r = 0; r < 3 * na; r++)
       for (int s = 0; s <= r; s++) {
         real_t v = 0;
