@@ -2,16 +2,32 @@
 # bench/device_train.sh - the longer training runs of issue 7 on the device
 # machine's CPUs: SHAC+BCG and PPO on the jump clip with the paper's settings
 # (configs/experiments/jump_{shac_bcg,ppo}.ini), side by side with half the
-# cores each, for TRAIN_SECONDS of wall time each; then the transfer
-# evaluation (bcg eval, MuJoCo and bcg) of each final policy, and E_track in
-# bcg of every checkpoint (samples and wall time to a fixed tracking error).
+# cores each, for TRAIN_SECONDS of wall time each; then E_fixed in bcg (the
+# fixed-window tracking error of `bcg eval`, comparable between policies) of
+# the initial policy and of every checkpoint, all evaluations in parallel, as
+# a table iteration / samples / wall s / E_fixed, and for each threshold the
+# samples and wall time of the first checkpoint at or below it (samples and
+# wall time to a fixed tracking error); and the transfer evaluation (MuJoCo
+# and bcg) of each final policy.
 #
 #   run(command="bash bench/device_train.sh", carry=["build-debs"])
 #
+# Environment (all optional):
+#   TRAIN_SECONDS  training wall time of each run (default 420; with the build
+#                  and the evaluations the whole script stays under 580 s on
+#                  16 cores)
+#   SHAC_OVERRIDES extra section.key=value overrides of the first run (SHAC+BCG),
+#                  e.g. "run.device=cuda" (then the build includes CUDA)
+#   EVAL_SECONDS   E_fixed's window from the clip's start (default 8: the whole
+#                  jump clip); EVAL_RUNS episodes per checkpoint (default 3)
+#   THRESHOLDS     E_fixed thresholds in cm (default "90 80 70 60 50 40 30 20")
+#   KAPPA=1        SHAC+BCG at kappa 50 and 300 instead (the transfer ablation);
+#   RUNS=...       any two runs ("name|config|overrides;...")
+#   BUILD_DIR      build folder (default build-train); SKIP_BUILD=1 uses it as is
+#   NP             cores to use (default nproc)
+#
 # Files under $OUT: device_train.log (everything), runs.tgz (both runs:
-# config.ini, log.h5, eval.h5, the last checkpoint). KAPPA=1 trains
-# SHAC+BCG at kappa 50 and 300 instead (the transfer ablation); RUNS=...
-# any two runs.
+# config.ini, log.h5, eval.h5, the last checkpoint), efixed.tsv (the table).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-out}
@@ -19,14 +35,25 @@ mkdir -p "$OUT"
 exec > >(tee -a "$OUT/device_train.log") 2>&1
 T0=$(date +%s)
 say() { echo "[device_train +$(($(date +%s) - T0))s] $*"; }
-S=${TRAIN_SECONDS:-400}
-NP=$(nproc)
+S=${TRAIN_SECONDS:-420}
+NP=${NP:-$(nproc)}
 H=$((NP / 2))
+[ "$H" -ge 1 ] || H=1
+ES=${EVAL_SECONDS:-8}
+ER=${EVAL_RUNS:-3}
+TH=${THRESHOLDS:-"90 80 70 60 50 40 30 20"}
+SO=${SHAC_OVERRIDES:-}
+BD=${BUILD_DIR:-build-train}
+CUDA_BUILD=0
+case "$SO" in *device=cuda*) CUDA_BUILD=1 ;; esac
 say "cores $NP; $(grep PRETTY_NAME /etc/os-release 2>/dev/null); commit $(git log --oneline -1 2>/dev/null)"
 . bench/device_deps.sh
-say "build (CPU only)"
-make -j"$NP" BUILD=build-train CUDA=0 all >/tmp/bcg-train-build.log 2>&1 || { tail -n 40 /tmp/bcg-train-build.log; exit 2; }
-B=build-train/bcg
+if [ -z "${SKIP_BUILD:-}" ]; then
+  say "build (CUDA=$CUDA_BUILD) in $BD"
+  [ $CUDA_BUILD = 1 ] && export TMPDIR=$(mktemp -d /tmp/bcg-nvcc.XXXXXX)
+  make -j"$NP" BUILD=$BD CUDA=$CUDA_BUILD all >/tmp/bcg-train-build.log 2>&1 || { tail -n 40 /tmp/bcg-train-build.log; exit 2; }
+fi
+B=$BD/bcg
 R=/tmp/bcg-runs
 rm -rf "$R"
 # RUNS: "name|config|overrides;..." (two runs side by side); default SHAC+BCG vs PPO on jump;
@@ -35,28 +62,90 @@ if [ -n "${KAPPA:-}" ]; then
   RUNS="kappa50|configs/experiments/jump_shac_bcg.ini|contact.kappa=50 run.checkpoint_every=10;kappa300|configs/experiments/jump_shac_bcg.ini|contact.kappa=300 run.checkpoint_every=10"
 fi
 RUNS=${RUNS:-"jump_shac_bcg|configs/experiments/jump_shac_bcg.ini|run.checkpoint_every=10;jump_ppo|configs/experiments/jump_ppo.ini|run.checkpoint_every=2"}
-say "train for $S s each, $H threads each: $RUNS"
+say "train for $S s each, $H threads each: $RUNS${SO:+ (first run also: $SO)}"
 pids=""
 names=""
+first=1
 IFS=';' read -ra SPEC <<<"$RUNS"
 for spec in "${SPEC[@]}"; do
   IFS='|' read -r name cfg ovs <<<"$spec"
-  $B train "$cfg" run.name=$name run.seconds=$S run.threads=$H run.out_dir=$R $ovs >/tmp/bcg-$name.log 2>&1 &
+  extra=""
+  [ $first = 1 ] && extra="$SO"
+  first=0
+  $B train "$cfg" run.name=$name run.seconds=$S run.threads=$H run.out_dir=$R $ovs $extra >/tmp/bcg-$name.log 2>&1 &
   pids="$pids $!"
   names="$names $name"
 done
 for p in $pids; do wait $p; say "run (pid $p) exit $?"; done
 for name in $names; do tail -n 3 /tmp/bcg-$name.log; done
+
+# ---- E_fixed of the initial policy and of every checkpoint, in parallel ----
+E=/tmp/bcg-efixed
+rm -rf "$E"
+mkdir -p "$E"
+jobs=$E/jobs
+: >"$jobs"
 for name in $names; do
   d=$(ls -td $R/$name/*/ 2>/dev/null | head -n 1)
   [ -n "$d" ] || { say "no run directory for $name"; continue; }
-  say "E_track in bcg of every checkpoint of $name"
-  for c in "$d"/checkpoints/ckpt_*.h5; do
-    OMP_NUM_THREADS=$NP $B eval "$c" --sim bcg --runs 5 --seconds 8 2>&1 | grep -E "^policy|^bcg " | tr '\n' ' '
-    echo
+  echo "$name initial ${d%/} --initial" >>"$jobs"
+  for c in "$d"checkpoints/ckpt_*.h5; do
+    [ -e "$c" ] || continue
+    it=$(basename "$c" .h5 | sed 's/ckpt_0*//')
+    echo "$name ${it:-0} $c" >>"$jobs"
   done
+done
+say "E_fixed in bcg ($ER episodes, $ES s window from the clip's start) of $(wc -l <"$jobs") policies, $NP at a time"
+# one evaluation: prints "name iteration samples wall_s E_fixed_mean E_fixed_std up_mean E_track_mean falls"
+ev() {
+  local name=$1 it=$2 target=$3 flag=${4:-}
+  local log=$E/$name.$it.txt
+  OMP_NUM_THREADS=1 $B eval "$target" $flag --sim bcg --runs $ER --seconds $ES --out - run.threads=1 run.device=cpu >"$log" 2>&1
+  awk -v n="$name" -v it="$it" '
+    /^policy of / { for (i = 1; i <= NF; i++) { if ($i == "(iteration") { it2 = $(i+1); sub(",", "", it2) }
+                                                if ($i == "samples,") s = $(i-1); if ($i == "s" && $(i+1) == "of") w = $(i-1) } }
+    /^bcg / { split($2, f, "/"); printf "%s %s %s %s %s %s %s %s %s\n", n, (it == "initial" ? 0 : it2), (it == "initial" ? 0 : s),
+                     (it == "initial" ? 0 : w), $15, $17, $12, $9, f[1] "/" f[2] }' "$log"
+}
+export -f ev
+export B E ER ES
+xargs -P "$NP" -L 1 bash -c 'ev "$@"' _ <"$jobs" >"$E/rows" 2>"$E/xargs.err"
+sort -k1,1 -k2,2n "$E/rows" >"$E/sorted"
+n_ok=$(wc -l <"$E/sorted")
+[ "$n_ok" -lt "$(wc -l <"$jobs")" ] && say "only $n_ok of $(wc -l <"$jobs") evaluations gave a row (see $E/*.txt)" && tail -n 5 "$E"/*.txt | head -n 40
+{
+  printf "# E_fixed: bcg eval --sim bcg --runs %s --seconds %s (window from the clip's start, steps after a fall count 1 m)\n" "$ER" "$ES"
+  printf "%-16s %9s %11s %9s %18s %7s %11s %6s\n" run iteration samples wall_s "E_fixed cm" up "E_track cm" falls
+  awk '{ printf "%-16s %9s %11s %9s %9.2f +- %-6.2f %7.3f %11.2f %6s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }' "$E/sorted"
+} | tee "$OUT/efixed.tsv"
+echo
+echo "samples and wall time (training, s) to E_fixed <= threshold (first checkpoint at or below it):"
+printf "%-16s" "threshold cm"
+for name in $names; do printf " %32s" "$name"; done
+echo
+for t in $TH; do
+  printf "%-16s" "$t"
+  for name in $names; do
+    cell=$(awk -v n="$name" -v t="$t" '$1 == n && $5 <= t { printf "%s samples, %s s (it. %s)", $3, $4, $2; exit }' "$E/sorted")
+    printf " %32s" "${cell:-not reached}"
+  done
+  echo
+done
+
+# ---- the transfer evaluation of each final policy (MuJoCo and bcg), in parallel ----
+tpids=""
+for name in $names; do
+  d=$(ls -td $R/$name/*/ 2>/dev/null | head -n 1)
+  [ -n "$d" ] || continue
+  OMP_NUM_THREADS=$H $B eval "$d" --runs 5 --seconds $ES run.device=cpu >/tmp/bcg-transfer-$name.log 2>&1 &
+  tpids="$tpids $!"
+done
+for p in $tpids; do wait $p; done # not a bare wait: that would wait for the tee above too
+for name in $names; do
+  d=$(ls -td $R/$name/*/ 2>/dev/null | head -n 1)
+  [ -n "$d" ] || continue
   say "transfer evaluation of $name ($d)"
-  OMP_NUM_THREADS=$NP $B eval "$d" --runs 5 --seconds 8
+  cat /tmp/bcg-transfer-$name.log
   ls "$d"/checkpoints/ckpt_*.h5 | head -n -1 | xargs rm -f
 done
 tar czf "$OUT/runs.tgz" -C "$R" . 2>/dev/null

@@ -18,9 +18,9 @@ static int is_dir(const char *p) {
 }
 
 int bcg_cmd_eval(int argc, char **argv) {
-  const char *target = NULL, *sim = NULL;
+  const char *target = NULL, *sim = NULL, *outpath = NULL;
   int runs = 0, initial = 0, compare = 0;
-  double seconds = 0;
+  double seconds = 0, penalty = 0;
   char *ov[270];
   int nov = 0;
   for (int i = 1; i < argc; i++) {
@@ -28,6 +28,10 @@ int bcg_cmd_eval(int argc, char **argv) {
     if (!strcmp(a, "--sim") && i + 1 < argc) sim = argv[++i];
     else if (!strcmp(a, "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
     else if (!strcmp(a, "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+    else if (!strcmp(a, "--fall-penalty") && i + 1 < argc) {
+      penalty = atof(argv[++i]);
+      if (!(penalty > 0)) return bcg_cli_usage("eval", "--fall-penalty must be a positive error in m");
+    } else if (!strcmp(a, "--out") && i + 1 < argc) outpath = argv[++i];
     else if (!strcmp(a, "--initial")) initial = 1;
     else if (!strcmp(a, "--compare-initial")) compare = 1;
     else if (a[0] == '-') return bcg_cli_usage("eval", "unknown option '%s'", a);
@@ -80,6 +84,7 @@ int bcg_cmd_eval(int argc, char **argv) {
   o.seed = (uint64_t)bcg_config_get_int(cfg, "eval", "seed");
   o.noise_q = bcg_config_get_real(cfg, "eval", "noise_q");
   o.noise_u = bcg_config_get_real(cfg, "eval", "noise_u");
+  o.fall_penalty = penalty > 0 ? penalty : 1.0;
   if (!sim) sim = bcg_config_get_string(cfg, "eval", "simulator");
   o.sims = !strcmp(sim, "bcg") ? BCG_EVAL_BCG : !strcmp(sim, "mujoco") ? BCG_EVAL_MUJOCO : BCG_EVAL_BCG | BCG_EVAL_MUJOCO;
 
@@ -88,11 +93,31 @@ int bcg_cmd_eval(int argc, char **argv) {
     bcg_config_free(cfg);
     return bcg_cli_error("%s", err);
   }
+  /* The simulators of the evaluation need only `runs` environments, but the
+   * task observes and rewards all num_envs of its env every step (4096 for
+   * PPO: most of the time of an evaluation). So the env and the task come
+   * from a second session of the same configuration with num_envs = runs
+   * (the same model, initial states and noise), the policy from the
+   * session that loads the checkpoint. If that session cannot be built
+   * (a learner that needs more environments), the full one is used. */
+  bcg_session Ssmall, *E = &S;
+  bcg_config *cfg_small = NULL;
+  memset(&Ssmall, 0, sizeof Ssmall);
+  if (bcg_config_get_int(cfg, "run", "num_envs") > o.runs && nov < 268) {
+    char nenv_ov[64];
+    snprintf(nenv_ov, sizeof nenv_ov, "run.num_envs=%d", o.runs);
+    ov[nov++] = nenv_ov;
+    char e2[4096];
+    if (!bcg_config_load_with(&cfg_small, bcg_registry_global(), cfgpath, nov, ov, e2, sizeof e2) &&
+        !bcg_session_open(&Ssmall, cfg_small, e2, sizeof e2))
+      E = &Ssmall;
+    nov--;
+  }
   int rc = BCG_EXIT_OK;
   bcg_eval_result *before = NULL, *res = calloc(1, sizeof *res);
   if (compare || initial) {
     before = calloc(1, sizeof *before);
-    if (!before || bcg_eval(&S, bcg_eval_learner_policy, &S, &o, before, err, sizeof err)) {
+    if (!before || bcg_eval(E, bcg_eval_learner_policy, &S, &o, before, err, sizeof err)) {
       rc = bcg_cli_error("eval of the initial policy: %s", err);
       goto out;
     }
@@ -107,7 +132,7 @@ int bcg_cmd_eval(int argc, char **argv) {
     rc = bcg_cli_error("%s", err);
     goto out;
   }
-  if (!res || bcg_eval(&S, bcg_eval_learner_policy, &S, &o, res, err, sizeof err)) {
+  if (!res || bcg_eval(E, bcg_eval_learner_policy, &S, &o, res, err, sizeof err)) {
     rc = bcg_cli_error("eval: %s", err);
     goto out;
   }
@@ -115,16 +140,19 @@ int bcg_cmd_eval(int argc, char **argv) {
          ckpt, (long long)it, (unsigned long long)samples, wall, o.runs, o.seconds, o.fall_height);
   bcg_eval_print(res, stdout);
   char out[PATH_MAX + 16];
-  snprintf(out, sizeof out, "%s/eval.h5", run_dir);
-  if (bcg_eval_write(res, &o, out, err, sizeof err)) rc = bcg_cli_error("%s", err);
+  if (outpath) snprintf(out, sizeof out, "%s", outpath);
+  else snprintf(out, sizeof out, "%s/eval.h5", run_dir);
+  if (!strcmp(out, "-")) { /* not written */
+  } else if (bcg_eval_write(res, &o, out, err, sizeof err)) rc = bcg_cli_error("%s", err);
   else printf("written: %s\n", out);
   if (compare) {
     static const char *nm[2] = {"bcg", "MuJoCo"};
     printf("result:");
     for (int k = 0; k < 2; k++)
       if (res->have[k])
-        printf("%s %s: E_track %.1f -> %.1f cm, falls %d/%d -> %d/%d, time to the fall or the end %.2f -> %.2f s", k ? ";" : "",
-               nm[k], before->stats[k].etrack_mean, res->stats[k].etrack_mean, before->stats[k].falls,
+        printf("%s %s: E_track %.1f -> %.1f cm, E_fixed %.1f -> %.1f cm, falls %d/%d -> %d/%d, time to the fall or the end %.2f -> %.2f s",
+               k ? ";" : "", nm[k], before->stats[k].etrack_mean, res->stats[k].etrack_mean,
+               before->stats[k].efixed_mean, res->stats[k].efixed_mean, before->stats[k].falls,
                before->stats[k].n, res->stats[k].falls, res->stats[k].n, before->stats[k].length_mean,
                res->stats[k].length_mean);
     printf(" (untrained -> trained)\n");
@@ -132,6 +160,8 @@ int bcg_cmd_eval(int argc, char **argv) {
 out:
   free(before);
   free(res);
+  if (E != &S) bcg_session_close(&Ssmall);
+  bcg_config_free(cfg_small);
   bcg_session_close(&S);
   bcg_config_free(cfg);
   return rc;

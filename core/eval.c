@@ -65,20 +65,22 @@ static double root_height(const bcg_model *M, const bcg_real *x, bcg_kin *k) {
 static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
   memset(st, 0, sizeof *st);
   st->n = n;
-  double s[3] = {0, 0, 0}, s2[3] = {0, 0, 0};
+  double s[5] = {0}, s2[5] = {0};
   for (int r = 0; r < n; r++) {
-    double v[3] = {run[r].length_s, run[r].pen_mm, run[r].etrack_cm};
+    double v[5] = {run[r].length_s, run[r].pen_mm, run[r].etrack_cm, run[r].efixed_cm, run[r].up_frac};
     st->falls += run[r].fell;
-    for (int i = 0; i < 3; i++) { s[i] += v[i]; s2[i] += v[i] * v[i]; }
+    for (int i = 0; i < 5; i++) { s[i] += v[i]; s2[i] += v[i] * v[i]; }
   }
-  double mean[3], sd[3];
-  for (int i = 0; i < 3; i++) {
+  double mean[5], sd[5];
+  for (int i = 0; i < 5; i++) {
     mean[i] = n ? s[i] / n : NAN;
     sd[i] = n > 1 ? sqrt(fmax(0, (s2[i] - n * mean[i] * mean[i]) / (n - 1))) : 0;
   }
   st->length_mean = mean[0]; st->length_std = sd[0];
   st->pen_mean = mean[1]; st->pen_std = sd[1];
   st->etrack_mean = mean[2]; st->etrack_std = sd[2];
+  st->efixed_mean = mean[3]; st->efixed_std = sd[3];
+  st->up_mean = mean[4]; st->up_std = sd[4];
 }
 
 int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *o, bcg_eval_result *res,
@@ -128,19 +130,25 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     memcpy(x0 + (size_t)r * nx, xr, sizeof(bcg_real) * nx);
   }
   int steps = (int)ceil(o->seconds / env->control_dt - 1e-9);
+  double P = o->fall_penalty > 0 ? o->fall_penalty : 1.0; /* E_fixed's penalty and clip (m) */
+  /* E_fixed's window: `steps`, or up to the step at which a run that is up
+   * reaches the end of the clip or of the episode (done = 2): every run
+   * starts at the same clip phase, so that step is the same for all */
+  int window = steps;
+  res->penalty_m = P;
   for (int si = 0; si < 2; si++) {
     int which = si == 0 ? BCG_EVAL_BCG : BCG_EVAL_MUJOCO;
     if (!(o->sims & which)) continue;
     res->have[si] = 1;
     bcg_mjref *ref[BCG_EVAL_MAX_RUNS] = {0};
     int alive[BCG_EVAL_MAX_RUNS], ncont[BCG_EVAL_MAX_RUNS];
-    double pen_sum[BCG_EVAL_MAX_RUNS], et_sum[BCG_EVAL_MAX_RUNS];
-    int et_n[BCG_EVAL_MAX_RUNS];
+    double pen_sum[BCG_EVAL_MAX_RUNS], et_sum[BCG_EVAL_MAX_RUNS], fx_sum[BCG_EVAL_MAX_RUNS];
+    int et_n[BCG_EVAL_MAX_RUNS], up_n[BCG_EVAL_MAX_RUNS]; /* up_n: steps of the window before the fall */
     memcpy(x, x0, sizeof(bcg_real) * xs);
     memcpy(clk, clk0, sizeof(bcg_task_clock) * nenv);
     memset(pa, 0, sizeof(bcg_real) * (size_t)nenv * nu);
     for (int r = 0; r < N; r++) {
-      alive[r] = 1; ncont[r] = 0; pen_sum[r] = 0; et_sum[r] = 0; et_n[r] = 0;
+      alive[r] = 1; ncont[r] = 0; pen_sum[r] = 0; et_sum[r] = 0; et_n[r] = 0; fx_sum[r] = 0; up_n[r] = 0;
       res->run[si][r].length_s = 0;
     }
     if (which == BCG_EVAL_MUJOCO) {
@@ -206,7 +214,17 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
         if (c) { pen_sum[r] += p; ncont[r]++; }
         if (T->tracking_error) { et_sum[r] += et[r]; et_n[r]++; }
         if (root_height(M, xr, k) < o->fall_height) { res->run[si][r].fell = 1; alive[r] = 0; }
-        else if (done[r] == 2) alive[r] = 0; /* the clip or the episode ended */
+        else {
+          /* up at the end of this step: it counts in E_fixed with its own error (clipped at P) */
+          if (step < window) {
+            up_n[r]++;
+            if (T->tracking_error) fx_sum[r] += fmin((double)et[r], P);
+          }
+          if (done[r] == 2) { /* the clip or the episode ended */
+            alive[r] = 0;
+            if (step + 1 < window) window = step + 1;
+          }
+        }
       }
       memcpy(x, xn, sizeof(bcg_real) * xs);
       memcpy(pa, a, sizeof(bcg_real) * (size_t)nenv * nu);
@@ -215,6 +233,14 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
       res->run[si][r].pen_mm = ncont[r] ? 1000 * pen_sum[r] / ncont[r] : 0;
       res->run[si][r].etrack_cm = et_n[r] ? 100 * et_sum[r] / et_n[r] : NAN;
       bcg_mjref_free(ref[r]);
+    }
+    res->window_steps = window;
+    res->window_s = window * env->control_dt;
+    for (int r = 0; r < N; r++) {
+      int up = up_n[r] < window ? up_n[r] : window;
+      res->run[si][r].up_frac = window ? (double)up / window : NAN;
+      res->run[si][r].efixed_cm =
+          T->tracking_error && window ? 100 * (fx_sum[r] + (double)(window - up) * P) / window : NAN;
     }
     summarise(res->run[si], N, &res->stats[si]);
   }
@@ -227,12 +253,20 @@ out:
 
 void bcg_eval_print(const bcg_eval_result *res, FILE *f) {
   static const char *names[2] = {"bcg", "mujoco"};
-  fprintf(f, "%-8s %7s %16s %18s %18s\n", "sim", "fell", "length s", "foot pen. mm", "E_track cm");
+  fprintf(f,
+          "E_track: mean body-position error until the fall or the end (not comparable between policies);\n"
+          "E_fixed: mean over a fixed window of %d control steps (%.2f s from the clip's start), each step's\n"
+          "  error clipped at %.2f m and every step after a fall counted as %.2f m; up: fraction of that\n"
+          "  window before the fall. E_fixed = up * (clipped error while up) + (1 - up) * %.2f m.\n",
+          res->window_steps, res->window_s, res->penalty_m, res->penalty_m, res->penalty_m);
+  fprintf(f, "%-8s %7s %16s %18s %18s %14s %18s\n", "sim", "fell", "length s", "foot pen. mm", "E_track cm", "up",
+          "E_fixed cm");
   for (int s = 0; s < 2; s++) {
     if (!res->have[s]) continue;
     const bcg_eval_stats *st = &res->stats[s];
-    fprintf(f, "%-8s %4d/%-2d %8.2f +- %-5.2f %9.2f +- %-6.2f %9.2f +- %-6.2f\n", names[s], st->falls, st->n,
-            st->length_mean, st->length_std, st->pen_mean, st->pen_std, st->etrack_mean, st->etrack_std);
+    fprintf(f, "%-8s %4d/%-2d %8.2f +- %-5.2f %9.2f +- %-6.2f %9.2f +- %-6.2f %5.3f +- %-5.3f %9.2f +- %-6.2f\n",
+            names[s], st->falls, st->n, st->length_mean, st->length_std, st->pen_mean, st->pen_std, st->etrack_mean,
+            st->etrack_std, st->up_mean, st->up_std, st->efixed_mean, st->efixed_std);
   }
   if (res->have[0] && res->have[1])
     fprintf(f, "Delta d (bcg - mujoco foot penetration): %+.2f mm\n", res->stats[0].pen_mean - res->stats[1].pen_mean);
@@ -249,20 +283,26 @@ int bcg_eval_write(const bcg_eval_result *res, const bcg_eval_opts *o, const cha
     int64_t g = bcg_h5_group(root, names[s], 1, err, errlen);
     if (g < 0) { rc = -1; break; }
     int n = res->runs;
-    double v[4][BCG_EVAL_MAX_RUNS];
+    double v[6][BCG_EVAL_MAX_RUNS];
     for (int r = 0; r < n; r++) {
       v[0][r] = res->run[s][r].fell;
       v[1][r] = res->run[s][r].length_s;
       v[2][r] = res->run[s][r].pen_mm;
       v[3][r] = res->run[s][r].etrack_cm;
+      v[4][r] = res->run[s][r].efixed_cm;
+      v[5][r] = res->run[s][r].up_frac;
     }
     const bcg_eval_stats *st = &res->stats[s];
     double summ[7] = {st->falls, st->length_mean, st->length_std, st->pen_mean, st->pen_std, st->etrack_mean,
                       st->etrack_std};
+    double summ2[4] = {st->efixed_mean, st->efixed_std, st->up_mean, st->up_std};
     rc = bcg_h5_write_doubles(g, "fell", v[0], n, err, errlen) || bcg_h5_write_doubles(g, "length_s", v[1], n, err, errlen) ||
          bcg_h5_write_doubles(g, "foot_penetration_mm", v[2], n, err, errlen) ||
          bcg_h5_write_doubles(g, "etrack_cm", v[3], n, err, errlen) ||
-         bcg_h5_write_doubles(g, "summary_falls_len_mean_std_pen_mean_std_etrack_mean_std", summ, 7, err, errlen);
+         bcg_h5_write_doubles(g, "summary_falls_len_mean_std_pen_mean_std_etrack_mean_std", summ, 7, err, errlen) ||
+         bcg_h5_write_doubles(g, "efixed_cm", v[4], n, err, errlen) ||
+         bcg_h5_write_doubles(g, "up_frac", v[5], n, err, errlen) ||
+         bcg_h5_write_doubles(g, "summary_efixed_mean_std_up_mean_std", summ2, 4, err, errlen);
     bcg_h5_group_close(g);
   }
   if (!rc) {
@@ -270,6 +310,8 @@ int bcg_eval_write(const bcg_eval_result *res, const bcg_eval_opts *o, const cha
     int64_t seed[1] = {(int64_t)o->seed};
     rc = bcg_h5_write_doubles(root, "options_runs_seconds_fall_noiseq_noiseu", opts, 5, err, errlen) ||
          bcg_h5_write_i64(root, "seed", seed, 1, err, errlen);
+    double win[3] = {res->window_steps, res->window_s, res->penalty_m};
+    rc = rc || bcg_h5_write_doubles(root, "efixed_window_steps_seconds_penalty_m", win, 3, err, errlen);
     if (!rc && res->have[0] && res->have[1]) {
       double dd[1] = {res->stats[0].pen_mean - res->stats[1].pen_mean};
       rc = bcg_h5_write_doubles(root, "delta_d_mm", dd, 1, err, errlen);

@@ -30,12 +30,15 @@ static const struct command {
      "--resume RUN_DIR continues a run from its latest checkpoint (bit for bit on the CPU);\n"
      "overrides may extend run.iterations, run.samples, run.seconds or change\n"
      "run.checkpoint_every and run.threads."},
-    {"eval", bcg_cmd_eval, "RUN_DIR|CHECKPOINT [--sim mujoco|bcg|both] [--runs N] [--seconds S] [--initial|--compare-initial] [section.key=value ...]",
+    {"eval", bcg_cmd_eval, "RUN_DIR|CHECKPOINT [--sim mujoco|bcg|both] [--runs N] [--seconds S] [--fall-penalty M] [--out FILE|-] [--initial|--compare-initial] [section.key=value ...]",
      "evaluate a trained policy in MuJoCo and bcg",
      "Runs the policy (mean action) of the latest checkpoint of RUN_DIR (or of CHECKPOINT) from the start of\n"
      "the task's reference with small seeded noise, in MuJoCo (libmujoco, PD servos with bcg's law, its own\n"
      "contact) and in bcg, and reports falls (root below [eval] fall_height), the mean foot penetration of each\n"
-     "simulator and their difference Delta d, and the tracking error E_track. Writes RUN_DIR/eval.h5.\n"
+     "simulator and their difference Delta d, the tracking error E_track until the fall, and E_fixed, the\n"
+     "tracking error over a fixed window (--seconds from the clip's start, each step clipped at M m, every\n"
+     "step after a fall counted as M m; --fall-penalty, default 1) with the fraction of it survived, which is\n"
+     "comparable between policies. Writes RUN_DIR/eval.h5 (--out: another file; -: none).\n"
      "--initial evaluates the untrained policy; --compare-initial both, with a one-line result."},
     {"bench", bcg_cmd_bench, "[--model MJCF] [--envs N] [--seconds S]", "physics steps/s beside MuJoCo mj_step",
      "Physics steps per second (forward and forward+backward) per contact model on the CPU, one thread and all\n"

@@ -366,7 +366,12 @@ static double budget_frac(int64_t iters, uint64_t samples, double secs, int64_t 
 
 /* ---- the loop -------------------------------------------------------------------- */
 
-static void log_stats(bcg_runlog *log, int64_t it, uint64_t samples, double wall, const bcg_learner_stats *st) {
+static int task_has_tracking(const bcg_task_ops *to) {
+  return to->size >= offsetof(bcg_task_ops, tracking_error) + sizeof to->tracking_error && to->tracking_error;
+}
+
+static void log_stats(bcg_runlog *log, int64_t it, uint64_t samples, double wall, const bcg_learner_stats *st,
+                      int tracking) {
   bcg_runlog_append(log, "iteration", (double)it);
   bcg_runlog_append(log, "samples", (double)samples);
   bcg_runlog_append(log, "wall_time", wall);
@@ -384,6 +389,7 @@ static void log_stats(bcg_runlog *log, int64_t it, uint64_t samples, double wall
   bcg_runlog_append(log, "nan_resets", (double)st->nan_resets);
   bcg_runlog_append(log, "episodes", (double)st->episodes);
   bcg_runlog_append(log, "skipped_updates", (double)st->skipped_updates);
+  if (tracking) bcg_runlog_append(log, "track_err", st->track_err);
 }
 
 void bcg_session_close(bcg_session *S) {
@@ -545,7 +551,8 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   char ckpath[PATH_MAX + 64] = "";
   bcg_learner_stats st;
   memset(&st, 0, sizeof st);
-  st.mean_return = st.mean_ep_len = NAN;
+  st.mean_return = st.mean_ep_len = st.track_err = NAN;
+  int tracking = task_has_tracking(L.S.task_ops);
   for (;;) {
     double wall = L.wall0 + (now_s() - t0);
     if ((max_it > 0 && L.it >= max_it) || (max_s > 0 && L.samples >= max_s) || (max_t > 0 && wall >= max_t)) break;
@@ -555,7 +562,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     }
     memset(&st, 0, sizeof st);
     st.mean_return = st.mean_ep_len = st.grad_var = st.bundle_frac = NAN;
-    st.actor_loss = st.critic_loss = st.grad_norm = st.lr = st.action_std = st.mean_reward = NAN;
+    st.actor_loss = st.critic_loss = st.grad_norm = st.lr = st.action_std = st.mean_reward = st.track_err = NAN;
     L.S.tr.iteration = L.it;
     if (L.S.lops->iterate(L.S.learner, &st)) {
       setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed", L.S.plearn->desc->name, L.it);
@@ -570,7 +577,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     L.it++;
     L.samples += st.samples;
     wall = L.wall0 + (now_s() - t0);
-    log_stats(L.log, L.it - 1, L.samples, wall, &st);
+    log_stats(L.log, L.it - 1, L.samples, wall, &st, tracking);
     if (bcg_runlog_flush_iteration(L.log, err, errlen)) {
       rc = -1;
       break;
@@ -586,11 +593,15 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
       else snprintf(ret, sizeof ret, "%.4g", st.mean_return);
       if (isnan(st.mean_ep_len)) snprintf(len, sizeof len, "-");
       else snprintf(len, sizeof len, "%.1f", st.mean_ep_len);
-      char itb[48];
+      char itb[48], trk[48] = "";
+      if (tracking) {
+        if (isnan(st.track_err)) snprintf(trk, sizeof trk, "  track_err -");
+        else snprintf(trk, sizeof trk, "  track_err %.1fcm", 100 * st.track_err);
+      }
       if (max_it > 0) snprintf(itb, sizeof itb, "%" PRId64 "/%" PRId64, L.it, max_it);
       else snprintf(itb, sizeof itb, "%" PRId64, L.it);
-      fprintf(opt->progress, "%sit %s  samples %s  return %s  ep_len %s  %s samples/s  ETA %s%s", tty ? "\r" : "",
-              itb, sm, ret, len, rate, eta, tty ? "\033[K" : "\n");
+      fprintf(opt->progress, "%sit %s  samples %s  return %s  ep_len %s%s  %s samples/s  ETA %s%s", tty ? "\r" : "",
+              itb, sm, ret, len, trk, rate, eta, tty ? "\033[K" : "\n");
       fflush(opt->progress);
     }
     if (ck_every > 0 && L.it % ck_every == 0) {

@@ -8,6 +8,7 @@
 #define BCG_LEARNER_UTIL_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,53 @@ static inline void lu_stats_common(bcg_learner_stats *st, const bcg_estimator_op
   st->episodes = episodes;
   st->skipped_updates = skipped;
 }
+
+/* ---- the rollout's tracking error (stats.track_err) -------------------------
+ * For tasks with the optional tracking_error op (imitation): the mean over
+ * the iteration's transitions of the task's tracking error (m) of the state
+ * each transition ended in (before any reset); transitions whose error is not
+ * finite (NaN resets) are left out. NaN without the op or without a finite
+ * value. One call of the op per control step: a forward kinematics per
+ * environment, small beside the step it follows. */
+typedef struct lu_track {
+  bcg_real *err; /* [N], NULL when the task has no tracking_error */
+  double sum;
+  long n;
+} lu_track;
+
+static inline int lu_task_has_tracking(const bcg_task_ops *to) {
+  return to->size >= offsetof(bcg_task_ops, tracking_error) + sizeof to->tracking_error && to->tracking_error;
+}
+
+/* 0, or -1 when out of memory */
+static inline int lu_track_init(lu_track *k, const bcg_task_ops *to, int N) {
+  memset(k, 0, sizeof *k);
+  if (!lu_task_has_tracking(to)) return 0;
+  k->err = lu_calloc((size_t)N, sizeof *k->err);
+  return k->err ? 0 : -1;
+}
+
+static inline void lu_track_free(lu_track *k) {
+  free(k->err);
+  k->err = NULL;
+}
+
+static inline void lu_track_begin(lu_track *k) {
+  k->sum = 0;
+  k->n = 0;
+}
+
+/* the errors of N environments at states x (clocks clk already count the transition) */
+static inline int lu_track_add(lu_track *k, const bcg_task_ops *to, void *task, int N, const bcg_real *x,
+                               const bcg_task_clock *clk) {
+  if (!k->err) return 0;
+  if (to->tracking_error(task, x, clk, k->err)) return -1;
+  for (int e = 0; e < N; e++)
+    if (isfinite((double)k->err[e])) k->sum += (double)k->err[e], k->n++;
+  return 0;
+}
+
+static inline double lu_track_mean(const lu_track *k) { return k->n ? k->sum / (double)k->n : NAN; }
 
 /* ---- checkpoint I/O (group g); readers demand the exact size ---------------- */
 

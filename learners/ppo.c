@@ -68,6 +68,7 @@ typedef struct ppo {
   bcg_real *obs, *obsn, *xn, *env_a, *rew, *eps, *v, *mbo, *mba, *mbmu, *mbdmu, *mbdv, *mblp, *mbdlp;
   int *done, *envs, *perm;
   bcg_real lsold[64];
+  lu_track trk; /* the rollout's tracking error (stats.track_err) */
 } ppo;
 
 static void destroy(void *p) {
@@ -78,6 +79,7 @@ static void destroy(void *p) {
   bcg_adam_free(&s->aopt);
   bcg_adam_free(&s->copt);
   bcg_normalizer_free(&s->obs_rms);
+  lu_track_free(&s->trk);
   void *bufs[] = {s->x,   s->prev_a, s->clk,  s->ep_ret, s->ep_len, s->OBS,  s->ACT,   s->MU,   s->LP,   s->V,
                   s->R,   s->RET,    s->ADV,  s->D,      s->obs,    s->obsn, s->xn,    s->env_a, s->rew, s->eps,
                   s->v,   s->mbo,    s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
@@ -143,7 +145,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->env_a, N * nu) || !ALLOC(s->rew, N) || !ALLOC(s->eps, N * nu) || !ALLOC(s->v, N) ||
       !ALLOC(s->mbo, cap * od) || !ALLOC(s->mba, cap * nu) || !ALLOC(s->mbmu, cap * nu) ||
       !ALLOC(s->mbdmu, cap * nu) || !ALLOC(s->mbdv, cap) || !ALLOC(s->mblp, cap) || !ALLOC(s->mbdlp, cap) ||
-      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M))
+      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M) || lu_track_init(&s->trk, s->task_ops, N))
     goto oom;
   for (int e = 0; e < N; e++) s->envs[e] = e;
   if (reset_envs(s, s->envs, N, s->x)) {
@@ -191,6 +193,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   memcpy(s->lsold, ls, sizeof(bcg_real) * nu); /* the rollout policy's log-std, for the KL */
 
   if (observe_checked(s, s->x, s->obs, &nan_resets)) return -1;
+  lu_track_begin(&s->trk);
   for (int t = 0; t < S; t++) {
     bcg_real *O = s->OBS + (size_t)t * N * od, *Ac = s->ACT + (size_t)t * N * nu, *MUt = s->MU + (size_t)t * N * nu;
     if (s->obs_norm) bcg_normalizer_update(&s->obs_rms, s->obs, N);
@@ -206,6 +209,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
     if (s->est_ops->forward(s->est, t, s->x, s->env_a, s->xn)) return -1;
     for (int e = 0; e < N; e++) s->clk[e].t++;
     if (to->reward(s->task, s->xn, s->env_a, s->prev_a, s->clk, s->rew, s->done)) return -1;
+    if (lu_track_add(&s->trk, to, s->task, N, s->xn, s->clk)) return -1;
     /* terminal observations: NaN checks and time-limit bootstrap */
     if (to->observe(s->task, s->xn, s->env_a, s->clk, s->obs)) return -1;
     int nreset = 0, nboot = 0;
@@ -368,6 +372,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   st->critic_loss = nupd ? tot_v / nupd : NAN;
   st->grad_norm = nupd ? tot_gn / nupd : NAN;
   st->grad_var = NAN;
+  st->track_err = lu_track_mean(&s->trk);
   st->lr = (double)s->sched.lr;
   return 0;
 }

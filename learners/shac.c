@@ -112,6 +112,7 @@ typedef struct shac {
   int *perm;
   bcg_real *gvar; /* [nparams] per-environment gradient (grad_var) */
   bcg_mlp_tape row; /* batch-1 tape (grad_var) */
+  lu_track trk;     /* the rollout's tracking error (stats.track_err) */
 } shac;
 
 static void destroy(void *p) {
@@ -132,6 +133,7 @@ static void destroy(void *p) {
   if (s->vtape)
     for (int i = 0; i < s->T * s->K; i++) bcg_mlp_tape_free(&s->vtape[i]);
   bcg_mlp_tape_free(&s->row);
+  lu_track_free(&s->trk);
   void *bufs[] = {s->x,    s->clk,  s->prev_a, s->ep_ret, s->ep_len, s->ret,  s->X,     s->XN,    s->CLK,
                   s->CLKN, s->PREV, s->A,      s->EPS,    s->OBS,    s->OBSP, s->OBSX,  s->R,     s->RW,
                   s->DONE, s->live, s->CR,     s->CV,     s->NV,     s->TV,   s->ptape, s->vtape, s->obs,
@@ -235,7 +237,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->dobs2, N * od) || !ALLOC(s->dv, N) || !ALLOC(s->lsb, N * nu) || !ALLOC(s->mub, T * N * nu) ||
       !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->seg, N) || !ALLOC(s->g, N) ||
       !ALLOC(s->cbuf_x, bs * od) || !ALLOC(s->cbuf_y, bs) || !ALLOC(s->cbuf_dy, bs) || !ALLOC(s->perm, M) ||
-      !ALLOC(s->gvar, s->actor.nparams))
+      !ALLOC(s->gvar, s->actor.nparams) || lu_track_init(&s->trk, s->task_ops, N))
     goto oom;
   /* the first episodes */
   for (int e = 0; e < N; e++) s->envs[e] = e;
@@ -304,6 +306,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   double loss = 0, norm = s->per_step ? 1.0 / ((double)N * T) : 1.0 / N;
 
   memcpy(s->X, s->x, sizeof(bcg_real) * (size_t)N * nx);
+  lu_track_begin(&s->trk);
   for (int e = 0; e < N; e++) s->g[e] = 1, s->seg[e] = 0;
   memset(s->live, 1, (size_t)T * N);
   /* the observation the rollout starts from */
@@ -343,6 +346,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
     for (int e = 0; e < N; e++) s->clk[e].t++;
     memcpy(CLKNt, s->clk, sizeof(bcg_task_clock) * N);
     if (to->reward(s->task, XNt, At, PREVt, CLKNt, s->rew, Dt)) return -1;
+    if (lu_track_add(&s->trk, to, s->task, N, XNt, CLKNt)) return -1;
     bcg_real *OBSXt = s->OBSX + (size_t)t * N * od;
     if (to->observe(s->task, XNt, At, CLKNt, OBSXt)) return -1;
     int nreset = 0;
@@ -612,6 +616,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   st->grad_norm = gn;
   st->grad_var = gvar;
   st->lr = (double)lr;
+  st->track_err = lu_track_mean(&s->trk);
   return 0;
 }
 

@@ -629,6 +629,7 @@ static const bcg_key_spec keys[] = {
 /* E_track of the evaluation: mean over bodies of |p_b - p^_b| */
 static int tracking_error(void *p, const bcg_real *x, const bcg_task_clock *clk, bcg_real *out) {
   imit *s = p;
+#pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++) {
     ws *w = &s->w_[e];
     const bcg_real *q = x + (size_t)e * s->nx;

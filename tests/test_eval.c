@@ -2,7 +2,8 @@
  * replaying the reference gives E_track = 0; a zero-action policy in MuJoCo
  * and in bcg from the same airborne state follows the same trajectory up to
  * the integrators' difference (which shrinks with the step); a deliberately
- * bad policy falls and is counted in both simulators; eval.h5 is written. */
+ * bad policy falls and is counted in both simulators; eval.h5 is written;
+ * the fixed-window E_fixed ranks a falling policy below a standing one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,7 +148,7 @@ static void test_bad_policy_falls(void) {
   bcg_session S;
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
-  bcg_eval_opts o = {3, 4.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO};
+  bcg_eval_opts o = {3, 4.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0};
   bcg_eval_result *res = calloc(1, sizeof *res);
   CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, res, err, sizeof err), 0);
   CU_ASSERT_EQUAL(res->stats[0].falls, 3);
@@ -165,6 +166,62 @@ static void test_bad_policy_falls(void) {
   bcg_config_free(cfg);
 }
 
+/* E_fixed (the fixed-window tracking error): a policy that folds up and falls
+ * scores worse than the zero policy on the same short window in both
+ * simulators, even where its E_track (averaged until the fall) is not worse;
+ * the steps after the fall count as the penalty, so E_fixed >= (1 - up) P,
+ * and E_fixed <= P; the window is the same for both policies */
+static void test_fixed_window(void) {
+  bcg_config *cfg = load_cfg("rsi = false\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  bcg_session S;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
+  bcg_eval_opts o = {3, 2.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0};
+  bcg_eval_result *bad = calloc(1, sizeof *bad), *zero = calloc(1, sizeof *zero);
+  CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, bad, err, sizeof err), 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, zero_policy, &S, &o, zero, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(bad->window_steps, 100); /* 2 s of 20 ms control steps */
+  CU_ASSERT_EQUAL(zero->window_steps, bad->window_steps);
+  CU_ASSERT_DOUBLE_EQUAL(bad->penalty_m, 1.0, 0);
+  for (int s = 0; s < 2; s++) {
+    const bcg_eval_stats *b = &bad->stats[s], *z = &zero->stats[s];
+    printf("\n  %s: bad policy: falls %d, up %.3f, E_track %.1f cm, E_fixed %.1f cm; zero policy: falls %d, up %.3f, "
+           "E_track %.1f cm, E_fixed %.1f cm",
+           s ? "mujoco" : "bcg", b->falls, b->up_mean, b->etrack_mean, b->efixed_mean, z->falls, z->up_mean,
+           z->etrack_mean, z->efixed_mean);
+    CU_ASSERT_EQUAL(b->falls, 3);
+    CU_ASSERT(b->up_mean < 1);
+    CU_ASSERT(z->up_mean > b->up_mean);
+    CU_ASSERT(isfinite(b->efixed_mean) && isfinite(z->efixed_mean));
+    CU_ASSERT(b->efixed_mean > z->efixed_mean);
+    for (int r = 0; r < 3; r++) {
+      const bcg_eval_run *br = &bad->run[s][r], *zr = &zero->run[s][r];
+      CU_ASSERT(br->efixed_cm >= 100 * (1 - br->up_frac) - 1e-9 && br->efixed_cm <= 100 + 1e-9);
+      CU_ASSERT(zr->efixed_cm >= 100 * (1 - zr->up_frac) - 1e-9 && zr->efixed_cm <= 100 + 1e-9);
+      if (!zr->fell) CU_ASSERT_DOUBLE_EQUAL(zr->up_frac, 1, 0);
+    }
+  }
+  bcg_test_report("E_fixed in bcg, falling policy (cm)", bad->stats[0].efixed_mean);
+  bcg_test_report("E_fixed in bcg, zero policy (cm)", zero->stats[0].efixed_mean);
+  /* the penalty is a parameter: a larger one raises the falling policy's score by (1 - up) dP */
+  o.fall_penalty = 2.0;
+  bcg_eval_result *bad2 = calloc(1, sizeof *bad2);
+  CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, bad2, err, sizeof err), 0);
+  for (int r = 0; r < 3; r++) {
+    const bcg_eval_run *b1 = &bad->run[0][r], *b2 = &bad2->run[0][r];
+    CU_ASSERT_DOUBLE_EQUAL(b2->up_frac, b1->up_frac, 0);
+    CU_ASSERT(b2->efixed_cm >= b1->efixed_cm + 100 * (1 - b1->up_frac) - 1e-6);
+  }
+  printf("\n");
+  bcg_eval_print(zero, stdout);
+  free(bad2);
+  free(bad);
+  free(zero);
+  bcg_session_close(&S);
+  bcg_config_free(cfg);
+}
+
 BCG_TESTS({"replay_etrack_zero", test_replay_etrack_zero}, {"airborne_matches_mujoco", test_airborne_matches_mujoco},
-          {"bad_policy_falls", test_bad_policy_falls});
+          {"bad_policy_falls", test_bad_policy_falls}, {"fixed_window", test_fixed_window});
 BCG_RUN("eval")

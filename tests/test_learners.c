@@ -3,7 +3,8 @@
  * exact test estimator (tests/plugins/test_exact_estimator.c):
  *   short learning checks (clear improvement over the initial policy),
  *   bit-identical resume (SHAC and PPO), NaN injection, checkpoint contents,
- *   budgets by samples and seconds, a resumed run's log.h5, and SIGINT
+ *   the track_err curve (imitation on humanoid.xml: present and finite; the
+ *   pendulum: absent), budgets by samples and seconds, a resumed run's log.h5, and SIGINT
  *   through the bcg binary (checkpoint written, exit status 0). */
 #include <errno.h>
 #include <hdf5.h>
@@ -32,9 +33,10 @@ static void setup(void) {
   if (!mkdtemp(tmpdir)) abort();
   reg = bcg_registry_new();
   const char *b = bcg_test_build_dir();
-  const char *files[] = {"plugins/shac.so", "plugins/ppo.so", "tests/plugins/learn_task.so",
-                         "tests/plugins/test_exact_estimator.so"};
-  for (int i = 0; i < 4; i++) {
+  const char *files[] = {"plugins/shac.so",         "plugins/ppo.so",       "tests/plugins/learn_task.so",
+                         "tests/plugins/test_exact_estimator.so", "plugins/imitation.so", "plugins/autodiff.so",
+                         "plugins/smoothed_kappa.so"};
+  for (int i = 0; i < 7; i++) {
     char p[PATH_MAX], e[1024];
     snprintf(p, sizeof p, "%s/%s", b, files[i]);
     if (bcg_registry_load_file(reg, p, e, sizeof e)) fprintf(stderr, "%s\n", e);
@@ -526,7 +528,67 @@ static void test_checkpoint_contents(void) {
   CU_ASSERT(d[0] > d[1] && d[1] > d[2]); /* linear decay */
   CU_ASSERT_EQUAL(curve(log, "action_std", d, 16), 3);
   CU_ASSERT(fabs(d[0] - exp(-1.0)) < 0.05);
+  /* the pendulum task has no tracking_error: no track_err curve (rather than a curve of NaN) */
+  hid_t lf = H5Fopen(log, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CU_ASSERT_FATAL(lf >= 0);
+  CU_ASSERT_EQUAL(H5Lexists(lf, "track_err", H5P_DEFAULT), 0);
+  H5Fclose(lf);
   bcg_config_free(cfg);
+}
+
+/* the track_err curve of a task with the tracking_error op: imitation of the
+ * jump clip on humanoid.xml, two short iterations of SHAC and of PPO; one
+ * finite row per iteration in log.h5 (metres: between 0 and 2) and the
+ * progress line shows it */
+static void track_err_case(const char *learner) {
+  setup();
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/track_%s.ini", tmpdir, learner);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "[run]\nname = track_%s\nseed = 3\nnum_envs = 4\nthreads = 1\niterations = 2\ncheckpoint_every = 0\n"
+          "out_dir = %s/runs\n[sim]\nactuation = pd\n[contact]\nplugin = smoothed_kappa\n[estimator]\n"
+          "plugin = autodiff\n[learner]\nplugin = %s\nactor_layers = 16\ncritic_layers = 16\n%s"
+          "[task]\nplugin = imitation\nmotion = models/motions/jump.csv\n",
+          learner, tmpdir, learner, !strcmp(learner, "shac") ? "horizon = 4\ncritic_iterations = 1\n" : "steps_per_env = 4\n");
+  fclose(f);
+  bcg_config *cfg = load(path, 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  char dir[PATH_MAX], err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_rundir_create(tmpdir, "runs", dir, PATH_MAX, err, sizeof err), 0);
+  char prog[PATH_MAX + 32];
+  snprintf(prog, sizeof prog, "%s/progress.txt", dir);
+  FILE *pf = fopen(prog, "w+");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pf);
+  bcg_train_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.run_dir = dir;
+  opt.progress = pf;
+  opt.progress_tty = 0;
+  bcg_train_result res;
+  int rc = bcg_train_run(cfg, &opt, &res, err, sizeof err);
+  if (rc) fprintf(stderr, "train: %s\n", err);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT(isfinite(res.last.track_err));
+  rewind(pf);
+  char line[512];
+  int shown = 0;
+  while (fgets(line, sizeof line, pf)) shown += strstr(line, "track_err ") != NULL && strstr(line, "cm") != NULL;
+  fclose(pf);
+  CU_ASSERT_EQUAL(shown, 2);
+  char log[PATH_MAX + 16];
+  snprintf(log, sizeof log, "%s/log.h5", dir);
+  double d[4];
+  CU_ASSERT_EQUAL(curve(log, "track_err", d, 4), 2);
+  for (int i = 0; i < 2; i++) CU_ASSERT(isfinite(d[i]) && d[i] >= 0 && d[i] < 2);
+  printf("\n  %s on jump: track_err %.4f, %.4f m", learner, d[0], d[1]);
+  bcg_config_free(cfg);
+}
+
+static void test_track_err(void) {
+  track_err_case("shac");
+  track_err_case("ppo");
 }
 
 static void test_budgets(void) {
@@ -644,6 +706,7 @@ static void test_cleanup(void) {
 BCG_TESTS({"SHAC learns the pendulum (short)", test_shac_learns}, {"SHAC gradient vs FD (resets, clock, action rate)", test_shac_gradient}, {"PPO learns the pendulum (short)", test_ppo_learns},
           {"SHAC resume is bit-identical", test_resume_shac}, {"PPO resume is bit-identical", test_resume_ppo},
           {"NaN injection (SHAC)", test_nan_shac}, {"NaN injection (PPO)", test_nan_ppo},
-          {"checkpoint contents and curves", test_checkpoint_contents}, {"budgets", test_budgets},
+          {"checkpoint contents and curves", test_checkpoint_contents},
+          {"track_err curve (imitation, SHAC and PPO)", test_track_err}, {"budgets", test_budgets},
           {"SIGINT through bcg train", test_sigint}, {"cleanup", test_cleanup});
 BCG_RUN("learners")

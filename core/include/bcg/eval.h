@@ -12,7 +12,21 @@
  * treats the kd term implicitly, as bcg's stepper does; MuJoCo keeps its own
  * contact model (soft constraints) and joint-limit constraints, which is the
  * point of the transfer test. Penetration is measured with bcg's contact
- * geometry on each simulator's state, so both columns use one ruler. */
+ * geometry on each simulator's state, so both columns use one ruler.
+ *
+ * Two tracking errors. E_track is the mean body-position error over the
+ * control steps before the fall (or the end): a policy that falls early is
+ * averaged over its few good steps only, so it is not comparable between
+ * policies. E_fixed is comparable: the mean over a fixed window of K control
+ * steps from the same clip phase for every policy (the eval's initial state,
+ * the clip's start), K = --seconds / control_dt, shortened only by the end of
+ * the clip or of the task's episode (the same step for every run); each step
+ * counts its error clipped at P = fall_penalty (1 m by default), and every
+ * step of the window after a fall (root below fall_height, or a state that is
+ * not finite) counts as P. Per run, E_fixed = up * mean(min(e, P) | up) +
+ * (1 - up) * P with up the fraction of the window survived (also reported),
+ * so a fall can never lower it and E_fixed <= P. No simulation after the fall
+ * is needed, so it is defined the same way in both simulators. */
 #ifndef BCG_EVAL_H
 #define BCG_EVAL_H
 
@@ -36,6 +50,7 @@ typedef struct bcg_eval_opts {
   double noise_q;     /* std of the joint-angle noise of the initial state (rad) */
   double noise_u;     /* std of the velocity noise of the initial state (rad/s, m/s) */
   int sims;           /* BCG_EVAL_BCG | BCG_EVAL_MUJOCO */
+  double fall_penalty;/* E_fixed: the error (m) of a step after a fall, and the clip of every step's error; 0: 1 m */
 } bcg_eval_opts;
 
 typedef struct bcg_eval_run {
@@ -43,11 +58,14 @@ typedef struct bcg_eval_run {
   double length_s;   /* simulated seconds until the end or the fall */
   double pen_mm;     /* mean over control steps with a foot in contact of the deepest foot penetration (mm) */
   double etrack_cm;  /* mean over control steps of the mean body-position error (cm); NaN without a reference */
+  double efixed_cm;  /* E_fixed over the fixed window (cm, see above); NaN without a reference */
+  double up_frac;    /* fraction of the fixed window before the fall (1: no fall) */
 } bcg_eval_run;
 
 typedef struct bcg_eval_stats {
   int n, falls;
   double length_mean, length_std, pen_mean, pen_std, etrack_mean, etrack_std;
+  double efixed_mean, efixed_std, up_mean, up_std;
 } bcg_eval_stats;
 
 typedef struct bcg_eval_result {
@@ -55,6 +73,9 @@ typedef struct bcg_eval_result {
   bcg_eval_run run[2][BCG_EVAL_MAX_RUNS]; /* [0] bcg, [1] mujoco */
   bcg_eval_stats stats[2];
   int have[2];
+  int window_steps;      /* K of E_fixed (control steps) */
+  double window_s;       /* K * control_dt */
+  double penalty_m;      /* P of E_fixed (m) */
 } bcg_eval_result;
 
 /* Evaluate policy in the simulators of opts->sims. S must be an open session
@@ -65,7 +86,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
 /* The session's learner as a policy (ctx = the session). */
 int bcg_eval_learner_policy(void *session, const bcg_real *obs, int n, bcg_real *a);
 
-/* Print the table; write eval.h5 (path may be NULL). */
+/* Print the definition of the columns and the table; write eval.h5. */
 void bcg_eval_print(const bcg_eval_result *res, FILE *f);
 int bcg_eval_write(const bcg_eval_result *res, const bcg_eval_opts *opts, const char *path, char *err, size_t errlen);
 

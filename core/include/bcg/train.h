@@ -45,6 +45,8 @@ struct bcg_learner_stats {
   int nan_resets;        /* environments reset because of a NaN/Inf this iteration */
   int episodes;          /* episodes finished this iteration */
   int skipped_updates;   /* parameter updates skipped because a gradient was not finite */
+  double track_err;      /* mean tracking error (m) of the rollout's transitions, for tasks with the optional
+                            tracking_error op (else NaN, and the curve is not logged) */
 };
 
 /* ---- the training loop (core/train.c) -------------------------------------
@@ -56,7 +58,8 @@ struct bcg_learner_stats {
  * budgets (iterations, samples, seconds) is spent or *stop becomes non-zero.
  * Each iteration appends to log.h5 the curves iteration, samples (total),
  * wall_time (s) and every field of bcg_learner_stats (iteration_samples for
- * its `samples`). Checkpoints checkpoints/ckpt_<iterations, 9 digits>.h5 are
+ * its `samples`; track_err only when the task has the tracking_error op).
+ * Checkpoints checkpoints/ckpt_<iterations, 9 digits>.h5 are
  * written every [run] checkpoint_every iterations and at the end; each holds
  * the group /trainer (iteration, samples, wall_time, log_iterations, plugin
  * names) and the group /learner (the learner's save()). A resumed run loads
