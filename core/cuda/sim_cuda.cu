@@ -31,6 +31,7 @@ struct bcg_cuda_sim {
   void *cself;
   int block;
   int async;
+  int store_full; /* backward: the recompute stores the whole first-half workspace (ws_full) */
   cudaStream_t st;
   /* device memory */
   bcg_mdata *m;
@@ -135,6 +136,37 @@ __device__ __forceinline__ void adj_handoff(int ld, bcg_stepadj *A, int na, wwor
 #undef AD_X
 }
 
+/* Everything bcg_substep_pre_vjp reads of a stepws (the persist set plus the
+ * kinematics, RNEA and CRBA workspaces, y, K rows and contact points), for
+ * the "store" variant of the backward pass: the recompute kernel of the
+ * backward writes it, k_pre_vjp reads it instead of recomputing the first
+ * half (BCG_CUDA_PRE_VJP=store|recompute; see bcg_cuda_sim_create). */
+__device__ __forceinline__ void ws_full(int ld, bcg_stepws *w, wword *g, size_t cap, int e, const bcg_mdata *m,
+                                        int need_K) {
+  int nq = m->nq, nv = m->nv, nb = m->nbody;
+  ws_persist(ld, w, g, cap, e, nq, nv);
+  int na = w->nact;
+  size_t R = sizeof(real);
+#define WF(off, bytes) (ld ? ws_load(w, g, cap, e, (off), (bytes)) : ws_store(w, g, cap, e, (off), (bytes)))
+#define KO(f) (offsetof(bcg_stepws, k) + offsetof(bcg_kin, f))
+#define RO(f) (offsetof(bcg_stepws, rw) + offsetof(bcg_rnea_ws, f))
+#define CO(f) (offsetof(bcg_stepws, cw) + offsetof(bcg_crba_ws, f))
+  WF(KO(o), 3 * R);
+  WF(KO(R), 9 * R * nb); WF(KO(p), 3 * R * nb); WF(KO(com), 3 * R * nb); WF(KO(Ic), 9 * R * nb);
+  WF(KO(h), 3 * R * nb); WF(KO(Ib), 9 * R * nb); WF(KO(cdof), 6 * R * nv); WF(KO(anchor), 3 * R * nv);
+  WF(RO(V), 6 * R * nb); WF(RO(A), 6 * R * nb); WF(RO(f), 6 * R * nb); WF(RO(cdd), 6 * R * nv);
+  WF(RO(Vpre), 6 * R * nv);
+  WF(CO(cm), R * nb); WF(CO(ch), 3 * R * nb); WF(CO(cI), 9 * R * nb);
+  WF(WS_OFF(y), R * nv); WF(WS_OFF(b), R * nv); WF(WS_OFF(tau), R * nv);
+  WF(WS_OFF(cpos), 3 * R * na);
+  if (need_K)
+    for (int r = 0; r < 3 * na; r++) WF(WS_OFF(K) + R * (size_t)r * BCG_MAX_DOF, R * nv);
+#undef WF
+#undef KO
+#undef RO
+#undef CO
+}
+
 /* First half. Reads q, u with row strides qs, us (plain batches, ping-pong
  * buffers or the tape). If tape != NULL stores (q, u) of each environment
  * there ([n][nq + nv]); if zero_lam, zeroes this environment's impulses
@@ -148,7 +180,7 @@ __global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, cons
                       const bcg_simparams *__restrict__ sp, int n, int nc,
                       const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
                       const real *__restrict__ a, wword *ws, size_t cap, int *nact, real *gap, real *v0, real *c,
-                      real *G, real *mu, real *tape, int zero_lam, real *lam, real *fn) {
+                      real *G, real *mu, real *tape, int zero_lam, real *lam, real *fn, int full) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int nq = m->nq, nv = m->nv, nu = m->nu, n3 = 3 * nc;
@@ -162,7 +194,8 @@ __global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, cons
   bcg_stepws w;
   bcg_substep_pre(me, sp, qe, ue, a + (size_t)e * nu, &w, nc, &nact[e], gap + (size_t)e * nc,
                   v0 + (size_t)e * n3, c + (size_t)e * n3, G ? G + (size_t)e * n3 * n3 : NULL, mu + (size_t)e * nc);
-  ws_persist(0, &w, ws, cap, e, nq, nv);
+  if (full) ws_full(0, &w, ws, cap, e, me, sp->need_G);
+  else ws_persist(0, &w, ws, cap, e, nq, nv);
   if (dmu) /* per-environment friction (as core/sim.c) */
     for (int r = 0; r < w.nact; r++)
       if (me->cp_friction[w.cid[r]] > 0) mu[(size_t)e * nc + r] = dmu[e];
@@ -219,7 +252,7 @@ __global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, 
                           const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
                           const real *__restrict__ a, const real *__restrict__ gapb,
                           const real *__restrict__ v0b, const real *__restrict__ cb, const real *__restrict__ Gb,
-                          wword *adj, size_t cap, real *qb, real *ub, int bs, real *ab) {
+                          wword *adj, size_t cap, real *qb, real *ub, int bs, real *ab, wword *ws) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int nv = m->nv, nu = m->nu, n3 = 3 * nc;
@@ -227,7 +260,9 @@ __global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, 
   const real *qe = q + (size_t)e * qs, *ue = u + (size_t)e * us, *ae = a + (size_t)e * nu;
   bcg_stepws w;
   bcg_stepadj A;
-  {
+  if (ws) /* stored by the recompute kernel (ws_full) */
+    ws_full(1, &w, ws, cap, e, me, sp->need_G);
+  else {
     int na;
     real sgap[BCG_MAX_CONTACT], smu[BCG_MAX_CONTACT], sv0[3 * BCG_MAX_CONTACT], sc[3 * BCG_MAX_CONTACT];
     bcg_substep_pre(me, sp, qe, ue, ae, &w, nc, &na, sgap, sv0, sc, NULL, smu);
@@ -320,7 +355,7 @@ static int use_contact(const bcg_cuda_sim *s) { return s->cops && s->sp.ncmax > 
 
 /* first half + contact solve (forward and recompute) */
 static int pre_and_contact(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
-                           real *tape) {
+                           real *tape, int full) {
   int zero = !use_contact(s);
   tbeg(s);
   /* G's padding (zeros, identity on unused rows) is written by k_pre; the
@@ -328,7 +363,7 @@ static int pre_and_contact(bcg_cuda_sim *s, int n, const real *q, int qs, const 
    * thread (sp.G_prezeroed) */
   if (s->G) CK(s, cudaMemsetAsync(s->G, 0, sizeof(real) * (size_t)n * 9 * s->ncon * s->ncon, s->st));
   k_pre<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->dmu, s->spd, n, s->ncon, q, qs, u, us, a, s->ws, (size_t)s->cap, s->nact, s->gap,
-                                              s->v0, s->c, s->G, s->mu, tape, zero, s->lam, s->fn);
+                                              s->v0, s->c, s->G, s->mu, tape, zero, s->lam, s->fn, full);
   if (launched(s, "k_pre")) return -1;
   if (tend(s, BCG_CUDA_STAGE_PRE)) return -1;
   tbeg(s);
@@ -347,7 +382,7 @@ static int pre_and_contact(bcg_cuda_sim *s, int n, const real *q, int qs, const 
 
 static int substep_fwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
                        real *qo, real *uo, real *tape) {
-  int rc = pre_and_contact(s, n, q, qs, u, us, a, tape);
+  int rc = pre_and_contact(s, n, q, qs, u, us, a, tape, 0);
   if (rc) return rc;
   tbeg(s);
   k_post<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, s->ncon, s->ws, (size_t)s->cap, s->lam, qo, uo, s->nact, s->fn,
@@ -360,7 +395,7 @@ static int substep_fwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
 static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
                        const real *qob, const real *uob, real *qb, real *ub, int bs, real *ab) {
   int nc = s->ncon, n3 = 3 * nc;
-  int rc = pre_and_contact(s, n, q, qs, u, us, a, NULL);
+  int rc = pre_and_contact(s, n, q, qs, u, us, a, NULL, s->store_full);
   if (rc) return rc;
   tbeg(s);
   k_post_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, nc, s->ws, (size_t)s->cap, s->lam, qob, uob, bs,
@@ -386,7 +421,7 @@ static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
   if (tend(s, BCG_CUDA_STAGE_CONTACT_VJP)) return -1;
   tbeg(s);
   k_pre_vjp<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->spd, n, nc, q, qs, u, us, a, s->gapb, s->v0b, s->cb,
-                                                  s->Gb, s->adj, (size_t)s->cap, qb, ub, bs, ab);
+                                                  s->Gb, s->adj, (size_t)s->cap, qb, ub, bs, ab, s->store_full ? s->ws : NULL);
   if (launched(s, "k_pre_vjp")) return -1;
   return tend(s, BCG_CUDA_STAGE_PRE_VJP);
 }
@@ -514,6 +549,9 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
   s->nv = m->nv;
   s->nu = m->nu;
   s->block = 64;
+  /* backward pass variant: "store" (default) or "recompute" the first half in k_pre_vjp */
+  const char *pv = getenv("BCG_CUDA_PRE_VJP");
+  s->store_full = !(pv && !strcmp(pv, "recompute"));
   const char *bs = getenv("BCG_CUDA_BLOCK");
   if (bs && atoi(bs) >= 32 && atoi(bs) <= 1024) s->block = atoi(bs);
 
