@@ -7,11 +7,6 @@
 #include "bcg/version.h"
 #include "cmd.h"
 
-static int unavailable(int argc, char **argv) {
-  fprintf(stderr, "bcg: %s: not available in this build yet\n", argv[0]);
-  return BCG_EXIT_ERROR;
-}
-
 static const struct command {
   const char *name;
   int (*fn)(int argc, char **argv);
@@ -64,7 +59,11 @@ static const struct command {
      "Expands the [sweep] section (section.key = v1, v2, ...; mode = grid | zip) into one `bcg train CONFIG\n"
      "overrides` per combination, run one after the other, named <[run] name>-<key>_<value>...;\n"
      "--dry-run prints the commands only."},
-    {"report", unavailable, "RUN_DIR ...", "summarise runs (planned)", "Planned: tables and plots of runs."},
+    {"report", bcg_cmd_report, "RUN_DIR|DIR ... [--csv]", "one table row per training run (ablations)",
+     "One row per run: its plugins (learner+estimator, contact model, kappa), iterations, samples and wall time\n"
+     "logged, mean return first -> last and best, the last tracking error (track_err), and E_fixed and falls\n"
+     "per simulator from eval.h5 (bcg eval). A DIR that is not a run is searched three levels deep for runs\n"
+     "(e.g. `bcg report runs/` after a sweep); --csv for spreadsheets. Exit status 1 if a log is unreadable."},
 };
 #define NCMD ((int)(sizeof commands / sizeof commands[0]))
 
