@@ -191,10 +191,14 @@ bench: all
 # humanoid.xml; without a GPU only the CPU part runs). bench/device_run.sh
 # builds and runs it on the device machine.
 .PHONY: bench-gpu
-bench-gpu: $(BUILD)/bench/gpu_bench
+bench-gpu: $(BUILD)/bench/gpu_bench $(BUILD)/bench/nn_bench
 $(BUILD)/bench/gpu_bench: bench/gpu_bench.c tests/plugin_defaults.h $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE)
+# MLP forward + backward, CPU vs GPU (bench/nn_bench.c: build/bench/nn_bench)
+$(BUILD)/bench/nn_bench: bench/nn_bench.c $(LIB) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE)
 
 check-learning: all
 	sh tests/check_learning.sh $(BIN)

@@ -114,8 +114,8 @@ done
 if grep -q 'skipped: no CUDA device' "$OUT/test_cuda_double.log" 2>/dev/null; then
   say "no CUDA device: memcheck skipped"; fail="$fail no-device"
 elif command -v compute-sanitizer >/dev/null && [ -x build-h200/tests/test_cuda ]; then
-  say "test_cuda (double) under compute-sanitizer memcheck (120 s at most)"
-  BUILD=build-h200 timeout 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
+  say "test_cuda (double) under compute-sanitizer memcheck (90 s at most)"
+  BUILD=build-h200 timeout 90 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
     build-h200/tests/test_cuda >"$OUT/sanitizer.log" 2>&1
   rc=$?
   grep -E 'ERROR SUMMARY|BCGSUITE|Invalid|out of bounds' "$OUT/sanitizer.log" | head -n 10 | sed 's/^/  /'
@@ -146,8 +146,9 @@ if [ -n "${TESTS_ONLY:-}" ]; then
   exit $?
 fi
 export OMP_NUM_THREADS=$NP
-DEADLINE=${DEADLINE:-420} # seconds since the start: no stepper benchmark starts past it
-TRAIN_DEADLINE=${TRAIN_DEADLINE:-570}
+DEADLINE=${DEADLINE:-330} # seconds since the start: no stepper benchmark starts past it
+TRAIN_DEADLINE=${TRAIN_DEADLINE:-470} # nor a training-iteration timing past this
+PROFILE_DEADLINE=${PROFILE_DEADLINE:-560}
 B="$OUT/bench_gpu.txt"
 {
   echo "# bcg CUDA stepper benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
@@ -169,8 +170,8 @@ for p in float double; do
     fi
     say "gpu_bench $p $plug (${left} s at most)"
     echo >>"$B"
-    timeout $left $b/bench/gpu_bench --plugin "$arg" --sizes 256,1024,4096,16384,65536 --cpu-sizes $cpu \
-      --seconds 0.5 >>"$B"
+    timeout $left $b/bench/gpu_bench --plugin "$arg" --sizes 1024,4096,16384,65536 --cpu-sizes $cpu \
+      --seconds 0.3 >>"$B"
     rc=$?
     [ $rc = 0 ] || { fail="$fail bench-$p-$plug"; say "gpu_bench $p $plug: FAILED (rc $rc)"; echo "## (exit $rc)" >>"$B"; }
   done
@@ -203,6 +204,27 @@ for spec in "jump_shac_bcg 3" "jump_ppo 1"; do
   done
 done
 cat "$T"
+
+# ---- 6b. variants and counters (PROFILE=1): the backward pass with k_pre_vjp recomputing the first
+# half instead of reading what the recompute kernel stored, and Nsight Compute on the main kernels
+if [ -n "${PROFILE:-}" ] && [ -x build-h200-float/bench/gpu_bench ] && [ $(($(date +%s) - T0)) -lt $((PROFILE_DEADLINE - 120)) ]; then
+  pk=build-h200-float/plugins/smoothed_kappa.so
+  say "variant BCG_CUDA_PRE_VJP=recompute (float, smoothed_kappa)"
+  { echo; echo "## variant: BCG_CUDA_PRE_VJP=recompute (k_pre_vjp recomputes the first half)"; } >>"$B"
+  BCG_CUDA_PRE_VJP=recompute timeout 90 build-h200-float/bench/gpu_bench --plugin $pk --sizes 16384,65536 \
+    --cpu-sizes none --seconds 0.3 >>"$B" 2>/dev/null
+  if command -v ncu >/dev/null; then
+    for kr in '^k_pre$|^pgs_solve_kernel$|^k_post$' '^k_post_vjp$|^pgs_vjp_kernel$|^k_pre_vjp$'; do
+      say "ncu: $kr (float, smoothed_kappa, n = 16384)"
+      timeout 80 ncu --clock-control none -k "regex:$kr" --launch-count 3 --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
+        build-h200-float/bench/gpu_bench --plugin $pk --sizes 16384 --cpu-sizes none --seconds 0.02 \
+        >>"$OUT/ncu.txt" 2>&1
+      say "ncu rc $?"
+    done
+    grep -E '^  [a-z_]+\(|Duration|Memory Throughput|DRAM Throughput|L1/TEX Hit|L2 Hit|Compute \(SM\)|Achieved Occupancy|Registers Per|Local Memory|Stall' "$OUT/ncu.txt" | head -n 80 | sed 's/^/  [ncu] /'
+  fi
+fi
 
 say "bench results:"
 cat "$B"

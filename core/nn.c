@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bcg/rng.h"
+#include "nn_cuda.h"
 
 #ifdef BCG_REAL_FLOAT
 #define BCG_GEMM cblas_sgemm
@@ -24,6 +25,7 @@ const char *bcg_nn_strerror(int err) {
   case BCG_NN_EINVAL: return "invalid argument or network configuration";
   case BCG_NN_ENOMEM: return "out of memory";
   case BCG_NN_EBATCH: return "batch larger than the workspace capacity";
+  case BCG_NN_EDEVICE: return "MLP on the CUDA device failed (see bcg_nn_cuda_error)";
   default: return "unknown nn error";
   }
 }
@@ -259,6 +261,7 @@ int bcg_mlp_tape_init(bcg_mlp_tape *t, const bcg_mlp *m, int max_batch, bcg_real
 
 void bcg_mlp_tape_free(bcg_mlp_tape *t) {
   if (!t) return;
+  if (t->dev) bcg_nnc_tape_free(t);
   if (t->owned) free(t->mem);
   memset(t, 0, sizeof *t);
 }
@@ -276,16 +279,49 @@ const bcg_real *bcg_mlp_tape_output(const bcg_mlp *m, const bcg_mlp_tape *t) {
   return p.out[m->nlin - 1];
 }
 
+/* ---- the CUDA switch (bcg_nn_set_cuda) ---- */
+#define NN_CUDA_MIN_BATCH 512
+static int nn_cuda_on, nn_cuda_min = NN_CUDA_MIN_BATCH;
+
+int bcg_nn_set_cuda(int on, int min_batch, char *err, size_t errlen) {
+  if (!on) {
+    nn_cuda_on = 0;
+    return 0;
+  }
+  if (bcg_nnc_init(err, errlen)) return -1;
+  nn_cuda_min = min_batch > 0 ? min_batch : NN_CUDA_MIN_BATCH;
+  nn_cuda_on = 1;
+  return 0;
+}
+
+int bcg_nn_cuda_enabled(int *min_batch) {
+  if (min_batch) *min_batch = nn_cuda_min;
+  return nn_cuda_on;
+}
+
+const char *bcg_nn_cuda_error(void) { return bcg_nnc_error(); }
+
 int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
   if (!m || !x || batch < 0) return BCG_NN_EINVAL;
   if (!t) t = &m->tape;
   int rc = check_tape(m, t, batch);
   if (rc) return rc;
   t->batch = batch;
+  t->on_device = 0;
   if (batch == 0) return BCG_NN_OK;
   tape_ptrs p;
   tape_layout(m, t->max_batch, t->mem, &p);
   memcpy(p.x, x, (size_t)batch * (size_t)m->dim[0] * sizeof(bcg_real));
+  if (nn_cuda_on && batch >= nn_cuda_min) { /* the GPU: input and output in the host tape */
+    bcg_real *out = p.out[m->nlin - 1];
+    if (bcg_nnc_forward(m, t, x, batch, out)) {
+      t->batch = 0;
+      return BCG_NN_EDEVICE;
+    }
+    t->on_device = 1;
+    if (y) memcpy(y, out, (size_t)batch * (size_t)m->dim[m->nlin] * sizeof(bcg_real));
+    return BCG_NN_OK;
+  }
   const bcg_real *a = p.x;
   for (int l = 0; l < m->nlin; l++) {
     int ni = m->dim[l], no = m->dim[l + 1], act = layer_act(m, l);
@@ -319,6 +355,7 @@ int bcg_mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *
   int rc = check_tape(m, t, batch);
   if (rc) return rc;
   if (batch == 0) return BCG_NN_OK;
+  if (t->on_device) return bcg_nnc_backward(m, t, dy, grad, dx) ? BCG_NN_EDEVICE : BCG_NN_OK;
   tape_ptrs p;
   tape_layout(m, t->max_batch, t->mem, &p);
   bcg_real *d = p.s0, *e = p.s1;

@@ -22,6 +22,7 @@
 
 #include "bcg/config.h"
 #include "bcg/loader.h"
+#include "bcg/nn.h"
 #include "bcg/runlog.h"
 #include "bcg/train.h"
 
@@ -423,6 +424,8 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   int nenv = (int)bcg_config_get_int(cfg, "run", "num_envs");
   S->env = bcg_env_create(cfg, nenv, err, errlen);
   if (!S->env) goto fail;
+  if (bcg_nn_set_cuda(S->env->device, (int)bcg_config_get_int(cfg, "run", "nn_min_batch"), e2, sizeof e2))
+    fprintf(stderr, "bcg: device = cuda, but the MLPs stay on the CPU: %s\n", e2); /* e.g. bench/emu */
 
   const bcg_params *tp = bcg_config_section(cfg, "task");
   S->task_ops = S->ptask->desc->ops;

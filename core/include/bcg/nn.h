@@ -24,6 +24,7 @@ BCG_BEGIN_DECLS
 #define BCG_NN_EINVAL (-1) /* bad argument or configuration */
 #define BCG_NN_ENOMEM (-2) /* allocation failed */
 #define BCG_NN_EBATCH (-3) /* batch larger than the workspace was sized for */
+#define BCG_NN_EDEVICE (-4) /* the CUDA path failed (bcg_nn_cuda_error() says how) */
 
 /* ======================= per-sample math (CPU and GPU) ===================== */
 
@@ -257,6 +258,8 @@ typedef struct bcg_mlp_tape {
   int batch;       /* of the last forward, 0 before */
   size_t shape_id; /* guards against use with another MLP shape */
   int owned;       /* mem allocated by bcg_mlp_tape_init */
+  int on_device;   /* the last forward ran on the CUDA device (bcg_nn_set_cuda) */
+  void *dev;       /* private: its device tape (core/cuda/nn_cuda.cu), freed with the tape */
 } bcg_mlp_tape;
 
 typedef struct bcg_mlp {
@@ -286,6 +289,25 @@ void bcg_mlp_zero_grad(bcg_mlp *m);
 size_t bcg_mlp_tape_reals(const bcg_mlp *m, int max_batch);
 int bcg_mlp_tape_init(bcg_mlp_tape *t, const bcg_mlp *m, int max_batch, bcg_real *mem);
 void bcg_mlp_tape_free(bcg_mlp_tape *t);
+
+/* MLPs on the GPU (process-wide switch; [run] device = cuda turns it on, with
+ * [run] nn_min_batch). When on, a forward of batch >= min_batch (<= 0: 512;
+ * smaller batches, e.g. SHAC's 64 environments, are faster on the CPU) runs
+ * on the CUDA device with cuBLAS, and so does the backward of that tape: same
+ * arguments, host arrays in and out, parameters copied from m->params at
+ * every call (the host parameters stay authoritative), gradients accumulated
+ * into the host grad array. The activations the backward needs stay in a
+ * device copy of the tape; the host tape then holds only the input and the
+ * output (bcg_mlp_tape_output). Results equal the CPU path up to the GEMMs'
+ * and batch sums' summation order. A CUDA failure returns BCG_NN_EDEVICE.
+ * bcg_nn_set_cuda(1, ...) returns 0, or -1 with the reason in err (no device,
+ * a build without CUDA); (0, ...) always succeeds. Not thread-safe with
+ * concurrent forwards (the device calls themselves are serialised). */
+int bcg_nn_set_cuda(int on, int min_batch, char *err, size_t errlen);
+/* 1 if the switch is on; *min_batch (may be NULL) gets the threshold. */
+int bcg_nn_cuda_enabled(int *min_batch);
+/* The message of the last BCG_NN_EDEVICE ("" if none). */
+const char *bcg_nn_cuda_error(void);
 
 /* y[batch][out] = mlp(x[batch][in]), recording the tape (NULL: the MLP-owned
  * one, so concurrent calls on one MLP need their own tapes). The input is

@@ -1,0 +1,257 @@
+/* tests/test_nn_cuda.c - MLPs on the CUDA device (bcg_nn_set_cuda, core/cuda/nn_cuda.cu)
+ * against the CPU path of core/nn.c: forward outputs, the tape output,
+ * parameter gradients (accumulated onto a non-zero gradient) and input
+ * adjoints, for LayerNorm none / pre / post, every activation, batches 1, 7,
+ * 513 and 4096; the min_batch dispatch; a tape re-recorded on the CPU after a
+ * device forward; backward called twice.
+ *
+ * Tolerances (norm-wise relative error, bcg_vec_relerr): double 1e-12; float
+ * 2e-5 (cuBLAS and OpenBLAS sum the GEMMs in different orders, and the batch
+ * sums of the bias / LayerNorm gradients run in chunks on the device).
+ *
+ * Without a CUDA device (or in a CUDA=0 build) every test prints
+ * "skipped: no CUDA device (reason)" and passes. bench/emu/nn_run.sh runs
+ * this suite on a host emulation of the device code. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcg/nn.h"
+#include "bcg/rng.h"
+#include "testutil.h"
+
+#ifdef BCG_REAL_FLOAT
+#define TOL 2e-5
+#else
+#define TOL 1e-12
+#endif
+
+static const uint64_t SEED = 0x6e6e637564610001ull;
+static int have_gpu = -1;
+static char gpu_why[512];
+
+static int gpu(void) {
+  if (have_gpu < 0) {
+    have_gpu = bcg_nn_set_cuda(1, 1, gpu_why, sizeof gpu_why) == 0;
+    bcg_nn_set_cuda(0, 0, NULL, 0);
+  }
+  if (!have_gpu) printf("\n  skipped: no CUDA device (%s)\n", gpu_why);
+  return have_gpu;
+}
+
+static void randn(bcg_real *x, size_t n, uint32_t stream, double scale, double shift) {
+  bcg_rng_fill_normal(x, (int)n, SEED, BCG_RNG_TEST, stream, 0);
+  for (size_t i = 0; i < n; i++) x[i] = (bcg_real)(x[i] * scale + shift);
+}
+
+static double relerr(const bcg_real *a, const bcg_real *b, size_t n) {
+  double *u = malloc(n * sizeof(double)), *v = malloc(n * sizeof(double));
+  for (size_t i = 0; i < n; i++) u[i] = (double)a[i], v[i] = (double)b[i];
+  double e = bcg_vec_relerr(u, v, (int)n);
+  free(u);
+  free(v);
+  return e;
+}
+
+/* A network with non-trivial LayerNorm parameters, made like the learners' MLPs. */
+static int make_mlp(bcg_mlp *m, bcg_ln_mode ln, bcg_act act, int in, int out, int maxb) {
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = in;
+  c.out_dim = out;
+  c.nhidden = 3;
+  c.hidden[0] = 64;
+  c.hidden[1] = 48;
+  c.hidden[2] = 33;
+  c.hidden_act = act;
+  c.out_act = BCG_ACT_IDENTITY;
+  c.layernorm = ln;
+  c.init = BCG_INIT_UNIFORM;
+  c.extra = 5;
+  c.extra_init = -0.5;
+  c.max_batch = maxb;
+  if (bcg_mlp_create(m, &c)) return -1;
+  bcg_mlp_init_params(m, SEED, 3);
+  for (int l = 0; l < m->nlin; l++)
+    if (m->off_lng[l] != (size_t)-1) {
+      randn(m->params + m->off_lng[l], (size_t)m->dim[l + 1], 40 + l, 0.3, 1.0);
+      randn(m->params + m->off_lnb[l], (size_t)m->dim[l + 1], 50 + l, 0.2, 0.0);
+    }
+  return 0;
+}
+
+typedef struct pass_out {
+  bcg_real *y, *yt, *g, *dx, *dx2;
+  int on_device;
+} pass_out;
+
+static void pass_free(pass_out *o) {
+  free(o->y);
+  free(o->yt);
+  free(o->g);
+  free(o->dx);
+  free(o->dx2);
+}
+
+/* forward, tape output, backward (grad onto g0) and a second backward (dx only) */
+static int run_pass(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int B, const bcg_real *dy,
+                    const bcg_real *g0, pass_out *o) {
+  size_t ny = (size_t)B * m->dim[m->nlin], nx = (size_t)B * m->dim[0];
+  o->y = malloc(ny * sizeof(bcg_real));
+  o->yt = malloc(ny * sizeof(bcg_real));
+  o->g = malloc(m->nparams * sizeof(bcg_real));
+  o->dx = malloc(nx * sizeof(bcg_real));
+  o->dx2 = malloc(nx * sizeof(bcg_real));
+  memcpy(o->g, g0, m->nparams * sizeof(bcg_real));
+  int rc = bcg_mlp_forward(m, t, x, B, o->y);
+  if (rc) return rc;
+  o->on_device = t->on_device;
+  memcpy(o->yt, bcg_mlp_tape_output(m, t), ny * sizeof(bcg_real));
+  rc = bcg_mlp_backward(m, t, dy, o->g, o->dx);
+  if (rc) return rc;
+  return bcg_mlp_backward(m, t, dy, NULL, o->dx2);
+}
+
+static double worst[3]; /* y, grad, dx */
+
+static void compare_one(bcg_ln_mode ln, bcg_act act, int B) {
+  enum { IN = 37, OUT = 21 };
+  bcg_mlp m;
+  bcg_mlp_tape t;
+  if (make_mlp(&m, ln, act, IN, OUT, 8) || bcg_mlp_tape_init(&t, &m, B, NULL)) {
+    CU_FAIL("create");
+    return;
+  }
+  size_t nx = (size_t)B * IN, ny = (size_t)B * OUT;
+  bcg_real *x = malloc(nx * sizeof(bcg_real)), *dy = malloc(ny * sizeof(bcg_real));
+  bcg_real *g0 = malloc(m.nparams * sizeof(bcg_real));
+  randn(x, nx, 1, 1.5, 0.1);
+  randn(dy, ny, 2, 1.0, 0.0);
+  randn(g0, m.nparams, 3, 0.01, 0.0);
+  pass_out c = {0}, d = {0};
+  int rcc, rcd;
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  rcc = run_pass(&m, &t, x, B, dy, g0, &c);
+  char err[512] = "";
+  if (bcg_nn_set_cuda(1, 1, err, sizeof err)) printf("\n  set_cuda: %s", err);
+  rcd = run_pass(&m, &t, x, B, dy, g0, &d);
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  if (rcd) printf("\n  device pass: %s: %s", bcg_nn_strerror(rcd), bcg_nn_cuda_error());
+  CU_ASSERT_EQUAL(rcc, 0);
+  CU_ASSERT_EQUAL(rcd, 0);
+  CU_ASSERT_EQUAL(c.on_device, 0);
+  CU_ASSERT_EQUAL(d.on_device, 1);
+  if (!rcc && !rcd) {
+    double ey = relerr(d.y, c.y, ny), et = relerr(d.yt, d.y, ny), eg = relerr(d.g, c.g, m.nparams);
+    double ex = relerr(d.dx, c.dx, nx), ex2 = relerr(d.dx2, d.dx, nx), ec = relerr(c.dx2, c.dx, nx);
+    /* the extra parameters are not touched by the MLP backward */
+    int extra_same = !memcmp(d.g + m.nnet, g0 + m.nnet, (size_t)m.cfg.extra * sizeof(bcg_real));
+    if (!(ey <= TOL && eg <= TOL && ex <= TOL && et == 0 && ex2 == 0 && ec == 0 && extra_same))
+      printf("\n  ln %d %s B=%d: y %.2e grad %.2e dx %.2e tape %.2e dx(again) %.2e extra %d", (int)ln,
+             bcg_act_name(act), B, ey, eg, ex, et, ex2, extra_same);
+    CU_ASSERT(ey <= TOL);
+    CU_ASSERT(eg <= TOL);
+    CU_ASSERT(ex <= TOL);
+    CU_ASSERT(et == 0);
+    CU_ASSERT(ex2 == 0);
+    CU_ASSERT(ec == 0);
+    CU_ASSERT(extra_same);
+    if (ey > worst[0]) worst[0] = ey;
+    if (eg > worst[1]) worst[1] = eg;
+    if (ex > worst[2]) worst[2] = ex;
+  }
+  pass_free(&c);
+  pass_free(&d);
+  free(x);
+  free(dy);
+  free(g0);
+  bcg_mlp_tape_free(&t);
+  bcg_mlp_destroy(&m);
+}
+
+static void test_vs_cpu(void) {
+  if (!gpu()) return;
+  const bcg_ln_mode lns[3] = {BCG_LN_NONE, BCG_LN_PRE_ACT, BCG_LN_POST_ACT};
+  const bcg_act acts[4] = {BCG_ACT_ELU, BCG_ACT_RELU, BCG_ACT_TANH, BCG_ACT_IDENTITY};
+  const int batches[4] = {1, 7, 513, 4096};
+  for (int i = 0; i < 3; i++)
+    for (int a = 0; a < 4; a++)
+      for (int b = 0; b < 4; b++) compare_one(lns[i], acts[a], batches[b]);
+  printf("\n  device vs CPU (norm-wise relative, worst of 48 cases): y %.2e, grad %.2e, dx %.2e (tolerance %.0e)\n",
+         worst[0], worst[1], worst[2], TOL);
+  bcg_test_report("device vs CPU: y", worst[0]);
+  bcg_test_report("device vs CPU: grad", worst[1]);
+  bcg_test_report("device vs CPU: dx", worst[2]);
+}
+
+/* min_batch dispatch; CPU forward after a device forward on one tape; the MLP-owned tape */
+static void test_dispatch(void) {
+  if (!gpu()) return;
+  bcg_mlp m;
+  if (make_mlp(&m, BCG_LN_POST_ACT, BCG_ACT_ELU, 11, 3, 600)) {
+    CU_FAIL("create");
+    return;
+  }
+  int B = 600;
+  bcg_real *x = malloc((size_t)B * 11 * sizeof(bcg_real)), *y = malloc((size_t)B * 3 * sizeof(bcg_real));
+  bcg_real *y2 = malloc((size_t)B * 3 * sizeof(bcg_real)), *dy = malloc((size_t)B * 3 * sizeof(bcg_real));
+  bcg_real *dx = malloc((size_t)B * 11 * sizeof(bcg_real)), *dx2 = malloc((size_t)B * 11 * sizeof(bcg_real));
+  randn(x, (size_t)B * 11, 4, 1, 0);
+  randn(dy, (size_t)B * 3, 5, 1, 0);
+  int mb = 0;
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 0, NULL, 0), 0);
+  CU_ASSERT(bcg_nn_cuda_enabled(&mb) && mb == 512);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, 511, y), 0);
+  CU_ASSERT_EQUAL(m.tape.on_device, 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, 512, y), 0);
+  CU_ASSERT_EQUAL(m.tape.on_device, 1);
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 100, NULL, 0), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, 100, y), 0);
+  CU_ASSERT_EQUAL(m.tape.on_device, 1);
+  /* a device forward, then a CPU forward of other rows on the same tape: the backward is the CPU one's */
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, B, y), 0);
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  CU_ASSERT(!bcg_nn_cuda_enabled(NULL));
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x + 11, B - 1, y2), 0);
+  CU_ASSERT_EQUAL(m.tape.on_device, 0);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, NULL, dy, NULL, dx), 0);
+  bcg_mlp_tape t;
+  CU_ASSERT_EQUAL(bcg_mlp_tape_init(&t, &m, B, NULL), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, &t, x + 11, B - 1, NULL), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, &t, dy, NULL, dx2), 0);
+  CU_ASSERT(memcmp(dx, dx2, (size_t)(B - 1) * 11 * sizeof(bcg_real)) == 0);
+  /* a device tape outlives the switch: its backward still runs on the device */
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 1, NULL, 0), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, &t, x, B, y), 0);
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  CU_ASSERT_EQUAL(t.on_device, 1);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, &t, dy, m.grad, dx2), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, B, y2), 0);
+  CU_ASSERT(relerr(y, y2, (size_t)B * 3) <= TOL);
+  CU_ASSERT(strcmp(bcg_nn_strerror(BCG_NN_EDEVICE), "unknown nn error") != 0);
+  bcg_mlp_tape_free(&t);
+  free(x);
+  free(y);
+  free(y2);
+  free(dy);
+  free(dx);
+  free(dx2);
+  bcg_mlp_destroy(&m);
+}
+
+/* refused without a device, with the reason */
+static void test_refusal(void) {
+  char err[512] = "";
+  int rc = bcg_nn_set_cuda(1, 0, err, sizeof err);
+  if (rc) {
+    printf("\n  bcg_nn_set_cuda refused: %s", err);
+    CU_ASSERT(err[0] != 0);
+    CU_ASSERT(!bcg_nn_cuda_enabled(NULL));
+  }
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  CU_ASSERT(!bcg_nn_cuda_enabled(NULL));
+}
+
+BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"refusal", test_refusal});
+BCG_RUN("nn_cuda")
