@@ -226,6 +226,14 @@ if [ -n "${PROFILE:-}" ] && [ -x build-h200-float/bench/gpu_bench ] && [ $(($(da
   fi
 fi
 
+# ---- 6c. the MLPs: cuBLAS vs OpenBLAS (all cores), PPO's actor -----------------------------
+for p in float double; do
+  b=build-h200; [ $p = float ] && b=build-h200-float
+  [ -x $b/bench/nn_bench ] || continue
+  say "nn_bench $p"
+  { echo; timeout 60 $b/bench/nn_bench --sizes 4096,24576 --seconds 1; } >>"$B" 2>&1
+done
+
 say "bench results:"
 cat "$B"
 say "done in $(($(date +%s) - T0)) s;${fail:- all steps passed}${fail:+ failed:}"
