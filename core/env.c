@@ -17,6 +17,7 @@ static void domain_free(bcg_domain *d) {
   free(d->m);
   free(d->mu);
   free(d->clock);
+  free(d->draw);
   free(d);
 }
 
@@ -43,6 +44,7 @@ int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t e
   }
   if (dr->friction_min >= 0 && !(d->mu = malloc(sizeof(bcg_real) * (size_t)n))) goto oom;
   if (!(d->clock = calloc((size_t)n, sizeof(uint32_t)))) goto oom;
+  if (!(d->draw = calloc((size_t)n, sizeof(uint64_t)))) goto oom;
   if (push) {
     if (m->nbody < 2 || m->body_jntnum[1] < 1 || m->jnt_type[m->body_jntadr[1]] != BCG_JNT_FREE) {
       snprintf(err, errlen, "dr_push_interval: pushes need a model whose first body has a free joint");
@@ -75,6 +77,7 @@ void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw) {
   for (int i = 0; i < n; i++) {
     int e = envs ? envs[i] : i;
     if (e < 0 || e >= d->n) continue;
+    d->draw[e] = draw;
     if (d->mu) {
       double lo = dr->friction_min, hi = dr->friction_max;
       d->mu[e] = (bcg_real)(lo + (hi - lo) * (double)bcg_rng_uniform(d->seed, BCG_RNG_DOMAIN, (uint32_t)e, k, 0));

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bcg/config.h"
+#include "bcg/env.h"
 #include "bcg/nn.h"
 #include "bcg/plugin.h"
 #include "bcg/runlog.h"
@@ -381,6 +382,53 @@ static inline int lu_load_env_state(int64_t g, int N, int nx, int nu, bcg_real *
                  lu_load_doubles(g, "state/ep_return", ep_ret, N) || lu_load_i64(g, "state/ep_len", ep_len, N)
              ? -1
              : 0;
+}
+
+/* ---- domain randomisation: re-draws at resets, checkpointed ------------------
+ * Environment e's friction / masses / com offsets come from draw index
+ * env->dom->draw[e]; a learner re-draws e with the task's reset draw counter
+ * of the reset that started e's episode (bcg_env_randomize, whose comment
+ * states when: at the reset itself without a backward pass through the
+ * physics, at the horizon boundary with one). pend[e] (>= 0) holds a
+ * deferred draw; lu_domain_apply re-draws those and clears them (-1). */
+static inline void lu_domain_apply(bcg_env *env, int64_t *pend, int N) {
+  for (int e = 0; e < N; e++)
+    if (pend[e] >= 0) {
+      if (env->dom) bcg_env_randomize(env, &e, 1, (uint64_t)pend[e]);
+      pend[e] = -1;
+    }
+}
+
+/* domain/draw and domain/clock [N] (int64) when the env has a domain */
+static inline int lu_save_domain(int64_t g, const bcg_env *env) {
+  const bcg_domain *d = env->dom;
+  if (!d) return 0;
+  int64_t *t = malloc(sizeof *t * (size_t)(d->n ? d->n : 1));
+  if (!t) return -1;
+  int rc = 0;
+  for (int e = 0; e < d->n; e++) t[e] = (int64_t)d->draw[e];
+  rc = lu_save_i64(g, "domain/draw", t, (size_t)d->n);
+  for (int e = 0; e < d->n; e++) t[e] = (int64_t)d->clock[e];
+  rc = rc || lu_save_i64(g, "domain/clock", t, (size_t)d->n);
+  free(t);
+  return rc ? -1 : 0;
+}
+
+/* restores the draws (re-drawing every environment from its saved index) and
+ * the push clocks; a checkpoint without them (DR off when it was written, or
+ * written before re-draws existed) leaves the creation draw 0 */
+static inline int lu_load_domain(int64_t g, bcg_env *env) {
+  bcg_domain *d = env->dom;
+  if (!d || bcg_h5_length(g, "domain/draw") < 0) return 0;
+  int64_t *t = malloc(sizeof *t * (size_t)(d->n ? d->n : 1));
+  if (!t) return -1;
+  int rc = lu_load_i64(g, "domain/draw", t, (size_t)d->n);
+  for (int e = 0; !rc && e < d->n; e++)
+    bcg_env_randomize(env, &e, 1, (uint64_t)t[e]);
+  rc = rc || lu_load_i64(g, "domain/clock", t, (size_t)d->n);
+  for (int e = 0; !rc && e < d->n; e++) d->clock[e] = (uint32_t)t[e];
+  free(t);
+  return rc ? -1 : 0;
 }
 
 /* A frozen copy of a normaliser's statistics (the iteration's constants). */

@@ -24,7 +24,12 @@
  * itself; the initial value is the same). NaN/Inf in a state, reward or
  * observation: the environment is reset, counted, and its transition is
  * treated as a termination with reward 0; a non-finite minibatch gradient is
- * skipped and counted. */
+ * skipped and counted.
+ *
+ * Domain randomisation ([sim] dr_*): a reset re-draws the environment's
+ * friction, masses and com offsets at once, with the reset's task draw
+ * counter as the draw index; the draw indices and push clocks are
+ * checkpointed (lu_save_domain). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,9 +93,15 @@ static void destroy(void *p) {
   free(s);
 }
 
+/* Reset envs[0..n-1] with the task's draw counter k, which is also the draw
+ * index of their domain randomisation: PPO has no backward pass through the
+ * physics, so the new episode gets its friction, masses and com offsets at
+ * the reset itself (bcg_env_randomize in env.h; SHAC defers them). */
 static int reset_envs(ppo *s, const int *envs, int n, bcg_real *x) {
   if (n == 0) return 0;
-  int rc = s->task_ops->reset(s->task, envs, n, s->draw++, x, s->clk);
+  uint64_t k = s->draw++;
+  bcg_env_randomize(s->env, envs, n, k); /* no-op without DR */
+  int rc = s->task_ops->reset(s->task, envs, n, k, x, s->clk);
   for (int i = 0; i < n; i++) {
     memset(s->prev_a + (size_t)envs[i] * s->nu, 0, sizeof(bcg_real) * s->nu);
     s->ep_ret[envs[i]] = 0;
@@ -386,7 +397,7 @@ static int save(void *p, int64_t g) {
           lu_save_mlp(g, "critic", &s->critic) || lu_save_adam(g, "critic/adam", &s->copt) ||
           lu_save_norm(g, "obs_rms", &s->obs_rms) ||
           lu_save_env_state(g, N, s->nx, s->nu, s->x, s->clk, s->prev_a, s->ep_ret, s->ep_len) ||
-          lu_save_i64(g, "counters", ctr, 2) || lu_save_doubles(g, "lr", &lr, 1))
+          lu_save_i64(g, "counters", ctr, 2) || lu_save_doubles(g, "lr", &lr, 1) || lu_save_domain(g, s->env))
              ? -1
              : 0;
 }
@@ -400,7 +411,7 @@ static int load(void *p, int64_t g) {
       lu_load_mlp(g, "critic", &s->critic) || lu_load_adam(g, "critic/adam", &s->copt) ||
       lu_load_norm(g, "obs_rms", &s->obs_rms) ||
       lu_load_env_state(g, N, s->nx, s->nu, s->x, s->clk, s->prev_a, s->ep_ret, s->ep_len) ||
-      lu_load_i64(g, "counters", ctr, 2) || lu_load_doubles(g, "lr", &lr, 1))
+      lu_load_i64(g, "counters", ctr, 2) || lu_load_doubles(g, "lr", &lr, 1) || lu_load_domain(g, s->env))
     return -1;
   s->draw = (uint64_t)ctr[0];
   s->step = (uint64_t)ctr[1];

@@ -35,6 +35,13 @@
  *     `minibatches` minibatches of the T x N samples, MSE, clip, Adam; then
  *     the target critic(s) by Polyak averaging th' <- alpha th' + (1-alpha) th.
  *
+ * Domain randomisation ([sim] dr_*): an environment's friction, masses and
+ * com offsets are re-drawn for each episode, with the reset's task draw
+ * counter as the draw index, but only at the horizon boundary (after the
+ * backward pass): the VJPs of a horizon's steps before a reset must read the
+ * model those steps were taken with (reset_envs; bcg_env_randomize in env.h).
+ * The draw indices and push clocks are checkpointed (lu_save_domain).
+ *
  * NaN/Inf in a state, reward or observation: that environment is reset and
  * counted (stats.nan_resets), its current segment contributes nothing (its
  * adjoints are zeroed for the whole segment, so no NaN reaches a parameter),
@@ -89,7 +96,8 @@ typedef struct shac {
   double *ep_ret;   /* [N] undiscounted return of the running episode */
   int64_t *ep_len;  /* [N] */
   double *ret;      /* [N] discounted return (return normalisation) */
-  uint64_t draw;    /* reset counter (task random stream) */
+  uint64_t draw;    /* reset counter (task random stream; also the domain draw index) */
+  int64_t *pend;    /* [N] domain re-draw deferred to the horizon boundary (-1: none) */
   uint64_t step;    /* global rollout step (action-noise stream) */
   /* rollout buffers */
   bcg_real *X, *XN;        /* [T+1][N][nx], [T][N][nx] */
@@ -139,14 +147,26 @@ static void destroy(void *p) {
                   s->DONE, s->live, s->CR,     s->CV,     s->NV,     s->TV,   s->ptape, s->vtape, s->obs,
                   s->obsn, s->mu,   s->rew,    s->v,      s->xb,     s->xbn,  s->ab,    s->pab,   s->dmu,
                   s->dobs, s->dobs2, s->dv,    s->lsb,    s->mub,    s->done, s->envs,  s->seg,   s->g,
-                  s->cbuf_x, s->cbuf_y, s->cbuf_dy, s->perm, s->gvar};
+                  s->cbuf_x, s->cbuf_y, s->cbuf_dy, s->perm, s->gvar, s->pend};
   lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
 }
 
-static int reset_envs(shac *s, const int *envs, int n, bcg_real *x) {
+/* Reset envs[0..n-1] with the task's draw counter k, which is also the draw
+ * index of their domain randomisation (friction, masses, com offsets). The
+ * re-draw cannot happen here inside a horizon (defer = 1): the backward pass
+ * of this horizon's steps BEFORE the reset reads the env's domain when it
+ * runs, so it must still find the model those steps were taken with
+ * (DESIGN.md section 12). It is deferred to the horizon boundary (after the
+ * backward, lu_domain_apply in iterate); the new episode runs on the
+ * previous draw until then. Outside a horizon (creation, the NaN check
+ * before the rollout) it happens at once (defer = 0). */
+static int reset_envs(shac *s, const int *envs, int n, bcg_real *x, int defer) {
   if (n == 0) return 0;
-  int rc = s->task_ops->reset(s->task, envs, n, s->draw++, x, s->clk);
+  uint64_t k = s->draw++;
+  for (int i = 0; i < n; i++) s->pend[envs[i]] = defer ? (int64_t)k : -1;
+  if (!defer) bcg_env_randomize(s->env, envs, n, k); /* no-op without DR */
+  int rc = s->task_ops->reset(s->task, envs, n, k, x, s->clk);
   for (int i = 0; i < n; i++) {
     int e = envs[i];
     memset(s->prev_a + (size_t)e * s->nu, 0, sizeof(bcg_real) * s->nu);
@@ -237,11 +257,12 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->dobs2, N * od) || !ALLOC(s->dv, N) || !ALLOC(s->lsb, N * nu) || !ALLOC(s->mub, T * N * nu) ||
       !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->seg, N) || !ALLOC(s->g, N) ||
       !ALLOC(s->cbuf_x, bs * od) || !ALLOC(s->cbuf_y, bs) || !ALLOC(s->cbuf_dy, bs) || !ALLOC(s->perm, M) ||
-      !ALLOC(s->gvar, s->actor.nparams) || lu_track_init(&s->trk, s->task_ops, N))
+      !ALLOC(s->gvar, s->actor.nparams) || !ALLOC(s->pend, N) || lu_track_init(&s->trk, s->task_ops, N))
     goto oom;
+  for (int e = 0; e < N; e++) s->pend[e] = -1;
   /* the first episodes */
   for (int e = 0; e < N; e++) s->envs[e] = e;
-  if (reset_envs(s, s->envs, N, s->x)) {
+  if (reset_envs(s, s->envs, N, s->x, 0)) {
     snprintf(err, errlen, "shac: the task's reset failed");
     goto fail;
   }
@@ -314,7 +335,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   if (nb < 0) return -1;
   if (nb > 0) {
     nan_resets += nb;
-    if (reset_envs(s, s->envs, nb, s->X) || s->est_ops->reset_envs(s->est, s->envs, nb)) return -1;
+    if (reset_envs(s, s->envs, nb, s->X, 0) || s->est_ops->reset_envs(s->est, s->envs, nb)) return -1;
     if (observe(s, s->X, s->prev_a, s->clk, s->obs, s->envs) != 0) {
       s->svc->log(2, "shac: the task's observation is not finite right after a reset");
       return -1;
@@ -415,7 +436,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
       s->seg[e] = t + 1;
     }
     if (nreset) {
-      if (reset_envs(s, s->envs, nreset, Xt1) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
+      if (reset_envs(s, s->envs, nreset, Xt1, 1) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
       nb = observe(s, Xt1, s->prev_a, s->clk, s->obs, s->done);
       if (nb < 0) return -1;
       for (int i = 0; i < nb; i++)
@@ -505,6 +526,9 @@ static int iterate(void *p, bcg_learner_stats *st) {
   }
   for (int e = 0; e < N; e++)
     for (int j = 0; j < nu; j++) lsg[j] += s->lsb[(size_t)e * nu + j];
+  /* the horizon boundary: no backward pass reads this horizon's domain any
+   * more, so the environments reset inside it get their new draw now */
+  lu_domain_apply(s->env, s->pend, N);
 
   /* gradient variance across environments */
   double gvar = NAN;
@@ -629,7 +653,8 @@ static int save(void *p, int64_t g) {
   int rc = lu_save_mlp(g, "actor", &s->actor) || lu_save_adam(g, "actor/adam", &s->aopt) ||
            lu_save_norm(g, "obs_rms", &s->obs_rms) || lu_save_norm(g, "ret_rms", &s->ret_rms) ||
            lu_save_env_state(g, N, s->nx, s->nu, s->x, s->clk, s->prev_a, s->ep_ret, s->ep_len) ||
-           lu_save_doubles(g, "state/disc_return", s->ret, N) || lu_save_i64(g, "counters", ctr, 3);
+           lu_save_doubles(g, "state/disc_return", s->ret, N) || lu_save_i64(g, "counters", ctr, 3) ||
+           lu_save_domain(g, s->env);
   for (int k = 0; k < s->K && !rc; k++) {
     char n[64];
     snprintf(n, sizeof n, "critic%d", k);
@@ -650,7 +675,8 @@ static int load(void *p, int64_t g) {
            lu_load_adam(g, "actor/adam", &s->aopt) || lu_load_norm(g, "obs_rms", &s->obs_rms) ||
            lu_load_norm(g, "ret_rms", &s->ret_rms) ||
            lu_load_env_state(g, N, s->nx, s->nu, s->x, s->clk, s->prev_a, s->ep_ret, s->ep_len) ||
-           lu_load_doubles(g, "state/disc_return", s->ret, N);
+           lu_load_doubles(g, "state/disc_return", s->ret, N) || lu_load_domain(g, s->env);
+  for (int e = 0; e < N; e++) s->pend[e] = -1;
   for (int k = 0; k < s->K && !rc; k++) {
     char n[64];
     snprintf(n, sizeof n, "critic%d", k);

@@ -6,7 +6,9 @@
  *      through the slot -> environment map; the machinery is copied from
  *      tests/test_step.c, with its synthetic contact law made to read mu;
  *   2. reproducibility: the same (seed, env, draw) gives the same model bit
- *      for bit, different environments / draws / seeds differ;
+ *      for bit, different environments / draws / seeds differ, dom->draw
+ *      records each environment's draw index (the learners' re-draws at
+ *      resets, their checkpoints and resume: tests/test_learners.c);
  *   3. a standing humanoid with randomised masses carries its randomised
  *      weight (sum of scaled masses * g) on the floor, within 2 %;
  *   4. with every dr key at its default the env has no domain and steps bit
@@ -218,7 +220,10 @@ static void test_reproducible(void) {
   /* a new draw of env 1 changes only env 1; drawing 0 again restores it */
   bcg_mdata keep0 = e1->dom->m[0], keep1 = e1->dom->m[1];
   int one = 1;
+  CU_ASSERT_EQUAL(e1->dom->draw[1], 0); /* the creation draw */
   bcg_env_randomize(e1, &one, 1, 5);
+  CU_ASSERT_EQUAL(e1->dom->draw[1], 5); /* recorded for the learners' checkpoints */
+  CU_ASSERT_EQUAL(e1->dom->draw[0], 0);
   CU_ASSERT_EQUAL(memcmp(&keep0, &e1->dom->m[0], ms), 0);
   CU_ASSERT(memcmp(&keep1, &e1->dom->m[1], ms) != 0);
   CU_ASSERT(e1->dom->mu[1] != e2->dom->mu[1]);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bcg/config.h"
+#include "bcg/env.h"
 #include "bcg/loader.h"
 #include "bcg/runlog.h"
 #include "bcg/train.h"
@@ -63,6 +64,11 @@ static const char *write_ini(const char *name, const char *learner, const char *
   fclose(f);
   return path;
 }
+
+/* domain randomisation for the pendulum, appended after the task's keys: it
+ * has no contact and no free root, so masses and com offsets are what
+ * changes (friction is drawn, unused; pushes need a free root) */
+#define DR_INI "[sim]\ndr_mass_scale = 0.3\ndr_com_offset = 0.05\ndr_friction_min = 0.5\ndr_friction_max = 1.25\n"
 
 static bcg_config *load(const char *path, int nov, char **ov) {
   bcg_config *cfg = NULL;
@@ -244,11 +250,14 @@ static void learn(const char *learner, int iters, double need) {
 static void test_shac_learns(void) { learn("shac", 45, 50); }
 static void test_ppo_learns(void) { learn("ppo", 90, 50); }
 
-static void resume_identical(const char *learner) {
+/* extra: more ini text after the task's keys (NULL: none); dr: domain
+ * randomisation is on, and the checkpoints must hold its draw indices */
+static void resume_identical(const char *learner, const char *extra, int dr) {
   setup();
-  char name[64];
-  snprintf(name, sizeof name, "%s_resume", learner);
-  const char *ini = write_ini(name, learner, "episode_length = 40\n");
+  char name[64], ex[512];
+  snprintf(name, sizeof name, "%s_resume%s", learner, dr ? "_dr" : "");
+  snprintf(ex, sizeof ex, "episode_length = 40\n%s", extra ? extra : "");
+  const char *ini = write_ini(name, learner, ex);
   /* uninterrupted: 8 iterations */
   bcg_config *full = load(ini, 0, NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(full);
@@ -273,6 +282,20 @@ static void resume_identical(const char *learner) {
   CU_ASSERT(n >= 10);
   /* the interrupted half is not the end point (the comparison can fail) */
   CU_ASSERT(!same_checkpoints(r1.checkpoint, r2.checkpoint, &n, 0));
+  if (dr) {
+    /* the checkpoints hold the domain's draw indices and push clocks; by the
+     * half-way checkpoint every environment has been re-drawn (episodes of
+     * 40 steps), so a resume that restored draw 0 would have diverged */
+    int64_t dw[16] = {0}, ck[16] = {0};
+    hid_t f = H5Fopen(r2.checkpoint, H5F_ACC_RDONLY, H5P_DEFAULT);
+    char e[256];
+    CU_ASSERT_EQUAL(bcg_h5_read_i64(f, "learner/domain/draw", dw, 16, e, sizeof e), 16);
+    CU_ASSERT_EQUAL(bcg_h5_read_i64(f, "learner/domain/clock", ck, 16, e, sizeof e), 16);
+    H5Fclose(f);
+    int redrawn = 0;
+    for (int i = 0; i < 16; i++) redrawn += dw[i] > 0 && ck[i] > 0;
+    CU_ASSERT_EQUAL(redrawn, 16);
+  }
   /* the resumed log continues: 8 rows, iteration 0..7, samples increasing */
   char log[PATH_MAX + 16];
   snprintf(log, sizeof log, "%s/log.h5", d2);
@@ -346,9 +369,11 @@ static double loss_at(const bcg_config *cfg, char *dir, const char *ckpt1, const
   return r.last.actor_loss;
 }
 
-static void test_shac_gradient(void) {
+static void shac_gradient_case(const char *name, const char *extra, const char *label) {
   setup();
-  const char *ini = write_ini("shac_grad", "shac", "episode_length = 5\nrate_cost = 0.3\ntarget_angle = 1.5\n");
+  char ex[512];
+  snprintf(ex, sizeof ex, "episode_length = 5\nrate_cost = 0.3\ntarget_angle = 1.5\n%s", extra ? extra : "");
+  const char *ini = write_ini(name, "shac", ex);
   char *ov[] = {"run.iterations=2", "learner.actor_lr=0", "learner.lr_schedule=constant",
                 "learner.actor_grad_clip=1e30", "run.checkpoint_every=1"};
   bcg_config *cfg = load(ini, 5, ov);
@@ -363,6 +388,14 @@ static void test_shac_gradient(void) {
   snprintf(ck2, sizeof ck2, "%s/checkpoints/ckpt_000000002.h5", dir);
   hid_t f = H5Fopen(ck1, H5F_ACC_RDONLY, H5P_DEFAULT);
   CU_ASSERT_FATAL(f >= 0);
+  if (extra) { /* DR: every environment was re-drawn at the end of iteration 1 */
+    int64_t dw[16] = {0};
+    char e[256];
+    CU_ASSERT_EQUAL(bcg_h5_read_i64(f, "learner/domain/draw", dw, 16, e, sizeof e), 16);
+    int redrawn = 0;
+    for (int i = 0; i < 16; i++) redrawn += dw[i] > 0;
+    CU_ASSERT_EQUAL(redrawn, 16);
+  }
   long np = bcg_h5_length(f, "learner/actor/params");
   H5Fclose(f);
   CU_ASSERT_FATAL(np > 10);
@@ -395,15 +428,97 @@ static void test_shac_gradient(void) {
   double lm = loss_at(cfg, dir, ck1, ck2, tp, np, NULL);
   double fd = (lp - lm) / (2 * h), rel = fabs(fd - gd) / fmax(fabs(fd), 1e-12);
   printf("\n  SHAC gradient . d = %.10g, FD %.10g (|g| %.4g)\n", gd, fd, sqrt(gn));
-  bcg_test_report("SHAC policy gradient vs FD of the actor loss, resets + clock phase + action rate (rel)", rel);
+  bcg_test_report(label, rel);
   CU_ASSERT(fabs(gd) > 1e-6);
   CU_ASSERT(rel < 1e-5);
   free(th), free(tp), free(d), free(m1), free(m2);
   bcg_config_free(cfg);
 }
 
-static void test_resume_shac(void) { resume_identical("shac"); }
-static void test_resume_ppo(void) { resume_identical("ppo"); }
+static void test_shac_gradient(void) {
+  shac_gradient_case("shac_grad", NULL,
+                     "SHAC policy gradient vs FD of the actor loss, resets + clock phase + action rate (rel)");
+}
+
+/* The same with domain randomisation (masses, com offsets): three resets
+ * inside each 16-step horizon, and the environments reset in iteration 1 got
+ * their new draws at its end (checked in the checkpoint). The gradient
+ * matches FD only if the backward of the steps before a reset reads the model
+ * they were taken with, i.e. the re-draw waits for the horizon boundary, and
+ * if the resumed iteration restores every environment's draw. */
+static void test_shac_gradient_dr(void) {
+  shac_gradient_case("shac_grad_dr", DR_INI,
+                     "SHAC policy gradient vs FD of the actor loss with DR re-drawn at resets (rel)");
+}
+
+/* ---- re-draws at resets ----
+ * Episodes of 5 steps: in two iterations every environment is reset several
+ * times, and each reset re-draws its masses, com offsets and friction from
+ * (seed, env, the reset's draw index) (SHAC at the horizon boundary, PPO at
+ * the reset). Two sessions of one configuration agree bit for bit, another
+ * seed differs, and every environment's model differs from its creation
+ * draw. */
+static void dr_redraw_case(const char *learner) {
+  setup();
+  char name[64], err[2048];
+  snprintf(name, sizeof name, "%s_redraw", learner);
+  const char *ini = write_ini(name, learner, "episode_length = 5\n" DR_INI);
+  char *ov[] = {"run.seed=4"};
+  bcg_config *cfg = load(ini, 0, NULL), *cfg2 = load(ini, 1, ov);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg2);
+  bcg_session S[3];
+  memset(S, 0, sizeof S);
+  int ok = 1;
+  for (int k = 0; k < 3 && ok; k++) {
+    ok = bcg_session_open(&S[k], k < 2 ? cfg : cfg2, err, sizeof err) == 0;
+    if (!ok) fprintf(stderr, "session: %s\n", err);
+  }
+  CU_ASSERT_FATAL(ok);
+  const bcg_domain *d = S[0].env->dom, *d1 = S[1].env->dom, *d2 = S[2].env->dom;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d->m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d->mu);
+  int N = d->n;
+  size_t ms = sizeof(bcg_mdata);
+  bcg_mdata *m0 = malloc(ms * (size_t)N);
+  bcg_real *mu0 = malloc(sizeof(bcg_real) * (size_t)N);
+  memcpy(m0, d->m, ms * (size_t)N);
+  memcpy(mu0, d->mu, sizeof(bcg_real) * (size_t)N);
+  for (int it = 0; it < 2; it++)
+    for (int k = 0; k < 3; k++) {
+      bcg_learner_stats st;
+      S[k].tr.iteration = it;
+      CU_ASSERT_EQUAL_FATAL(S[k].lops->iterate(S[k].learner, &st), 0);
+    }
+  int redrawn = 0, same_seed = 1, other_seed = 0;
+  for (int e = 0; e < N; e++) {
+    redrawn += d->draw[e] > 0 && memcmp(&m0[e], &d->m[e], ms) != 0 && mu0[e] != d->mu[e] &&
+               d->m[e].body_mass[1] != m0[e].body_mass[1];
+    same_seed &= d->draw[e] == d1->draw[e] && memcmp(&d->m[e], &d1->m[e], ms) == 0 && d->mu[e] == d1->mu[e];
+    other_seed += memcmp(&d->m[e], &d2->m[e], ms) != 0;
+  }
+  printf("\n  %s: %d of %d environments re-drawn (env 0: draw %llu, mass %.4f -> %.4f)", learner, redrawn, N,
+         (unsigned long long)d->draw[0], (double)m0[0].body_mass[1], (double)d->m[0].body_mass[1]);
+  CU_ASSERT_EQUAL(redrawn, N);
+  CU_ASSERT(same_seed);
+  CU_ASSERT_EQUAL(other_seed, N);
+  free(m0);
+  free(mu0);
+  for (int k = 0; k < 3; k++) bcg_session_close(&S[k]);
+  bcg_config_free(cfg);
+  bcg_config_free(cfg2);
+}
+
+static void test_dr_redraw(void) {
+  dr_redraw_case("shac");
+  dr_redraw_case("ppo");
+}
+
+static void test_resume_shac(void) { resume_identical("shac", NULL, 0); }
+static void test_resume_ppo(void) { resume_identical("ppo", NULL, 0); }
+static void test_resume_shac_dr(void) { resume_identical("shac", DR_INI, 1); }
+static void test_resume_ppo_dr(void) { resume_identical("ppo", DR_INI, 1); }
 
 static int params_finite(const char *ck) {
   hid_t f = H5Fopen(ck, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -703,8 +818,12 @@ static void test_cleanup(void) {
   reg = NULL;
 }
 
-BCG_TESTS({"SHAC learns the pendulum (short)", test_shac_learns}, {"SHAC gradient vs FD (resets, clock, action rate)", test_shac_gradient}, {"PPO learns the pendulum (short)", test_ppo_learns},
+BCG_TESTS({"SHAC learns the pendulum (short)", test_shac_learns}, {"SHAC gradient vs FD (resets, clock, action rate)", test_shac_gradient},
+          {"SHAC gradient vs FD with DR re-drawn at resets", test_shac_gradient_dr}, {"PPO learns the pendulum (short)", test_ppo_learns},
           {"SHAC resume is bit-identical", test_resume_shac}, {"PPO resume is bit-identical", test_resume_ppo},
+          {"SHAC resume with DR is bit-identical", test_resume_shac_dr},
+          {"PPO resume with DR is bit-identical", test_resume_ppo_dr},
+          {"DR re-drawn at resets, reproducibly (SHAC, PPO)", test_dr_redraw},
           {"NaN injection (SHAC)", test_nan_shac}, {"NaN injection (PPO)", test_nan_ppo},
           {"checkpoint contents and curves", test_checkpoint_contents},
           {"track_err curve (imitation, SHAC and PPO)", test_track_err}, {"budgets", test_budgets},

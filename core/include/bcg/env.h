@@ -63,18 +63,28 @@ bcg_env *bcg_env_create_like(const bcg_env *parent, int nenv, char *err, size_t 
 
 /* Domain randomisation (see bcg_domain in bcg/sim.h). bcg_env_create sets it
  * from the config's [sim] dr_* keys and draws every environment once
- * (draw 0). bcg_env_set_domain (re)configures it (all keys off: removes it)
- * and draws every environment with draw 0. Returns 0 or -1 (out of memory /
+ * (draw 0; the learners re-draw at resets, see bcg_env_randomize).
+ * bcg_env_set_domain (re)configures it (all keys off: removes it) and draws
+ * every environment with draw 0. Returns 0 or -1 (out of memory /
  * no free root for pushes, with a message). */
 int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t errlen);
 /* Re-draw friction, masses and centre-of-mass offsets of environments envs[0..n-1]
  * (envs NULL: 0..n-1) from (seed, BCG_RNG_DOMAIN, env, draw): the same
- * (seed, env, draw) always gives the same model. Meant to be called by the
- * learner at each reset, with the task's reset draw counter (FOLLOW-UP: the
- * learners do not call it yet, so each environment keeps its draw-0 model for
- * the whole run). Re-drawing an environment between a forward step and its
- * backward would make the backward use the new model: call it at resets only,
- * i.e. where the adjoint of the episode is cut anyway. No-op without DR. */
+ * (seed, env, draw) always gives the same model; dom->draw[e] records the
+ * index. The learners call it for the environments they reset, with the
+ * task's reset draw counter of that reset (the creation reset is draw 0, the
+ * draw bcg_env_set_domain made), and checkpoint dom->draw and dom->clock
+ * (learners/learner_util.h, lu_save_domain), so runs and --resume are
+ * reproducible. The rule (README, "Domain randomisation"): a backward pass
+ * reads the domain of the env when it runs, so re-drawing an environment
+ * between a forward step and that step's backward would make the backward
+ * use the new model. SHAC (and any learner that differentiates through the
+ * physics) therefore defers the re-draw of environments reset inside a
+ * horizon to the horizon boundary, after its backward pass: the rest of the
+ * horizon of a new episode runs on the previous draw. PPO (forward only)
+ * re-draws at the reset itself. A branch batch (bcg_env_create_like) and the
+ * device copies follow through dom_gen, which every call bumps. No-op
+ * without DR. */
 void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw);
 /* Advance the push clock of environments envs[0..n-1] (NULL: 0..n-1) by one
  * transition. bcg_env_step does it itself; an estimator that steps with

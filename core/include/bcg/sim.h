@@ -60,6 +60,8 @@ typedef struct bcg_domain {
   uint32_t *clock; /* [n] push clock */
   bcg_real push_prob, push_vel;
   int push_dof;    /* first dof of the free root joint; -1: no pushes */
+  uint64_t *draw;  /* [n] the draw index env e's friction, masses and com offsets came from
+                    * (bcg_env_randomize; checkpointed by the learners with clock) */
 } bcg_domain;
 
 struct bcg_sim {
