@@ -194,7 +194,7 @@ static int collect(rows *R, const char *dir, int depth) {
     names[n++] = strdup(de->d_name);
   }
   closedir(d);
-  qsort(names, (size_t)n, sizeof(char *), cmp_name);
+  if (n > 1) qsort(names, (size_t)n, sizeof(char *), cmp_name);
   int rc = 0;
   for (int i = 0; i < n; i++) {
     char sub[PATH_MAX];
