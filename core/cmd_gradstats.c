@@ -123,7 +123,7 @@ out:
 
 int bcg_cmd_gradstats(int argc, char **argv) {
   const char *cfgpath = NULL, *ckpt = NULL, *ests = "autodiff,truncate,bcg", *kappas = NULL, *out = NULL;
-  int repeats = 5;
+  int repeats = 5, verbose = 0, nosens = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--checkpoint") && i + 1 < argc) ckpt = argv[++i];
@@ -131,6 +131,8 @@ int bcg_cmd_gradstats(int argc, char **argv) {
     else if (!strcmp(a, "--kappas") && i + 1 < argc) kappas = argv[++i];
     else if (!strcmp(a, "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
     else if (!strcmp(a, "--out") && i + 1 < argc) out = argv[++i];
+    else if (!strcmp(a, "--per-rollout")) verbose = 1;
+    else if (!strcmp(a, "--no-sensitivity")) nosens = 1;
     else if (a[0] == '-') return bcg_cli_usage("gradstats", "unknown option '%s'", a);
     else if (!cfgpath) cfgpath = a;
     else return bcg_cli_usage("gradstats", "unexpected argument '%s'", a);
@@ -214,6 +216,9 @@ int bcg_cmd_gradstats(int argc, char **argv) {
         S.tr.iteration = it;
         S.tr.max_iterations = repeats;
         if (S.lops->iterate(S.learner, &st)) { rc = bcg_cli_error("%s: iteration failed", elist[ei]); break; }
+        if (verbose)
+          printf("  rollout %d: grad variance %.4g, grad norm %.4g, bundled %.3f\n", it, st.grad_var, st.grad_norm,
+                 isfinite(st.bundle_frac) ? st.bundle_frac : 0);
         if (!isfinite(st.grad_var)) continue;
         sv += st.grad_var; sv2 += st.grad_var * st.grad_var;
         sn += st.grad_norm; sn2 += st.grad_norm * st.grad_norm;
@@ -239,7 +244,7 @@ int bcg_cmd_gradstats(int argc, char **argv) {
   double sens[3][16][16]; /* [autodiff | per-branch | bundled][kappa][draw] */
   int have_sens = 0;
   const bcg_plugin *bp = bcg_registry_find(bcg_registry_global(), BCG_KIND_ESTIMATOR, "bcg");
-  if (rc == BCG_EXIT_OK && bp && cp && bcg_config_plugin(cfg, BCG_KIND_CONTACT)) {
+  if (rc == BCG_EXIT_OK && !nosens && bp && cp && bcg_config_plugin(cfg, BCG_KIND_CONTACT)) {
     printf("\nroot sensitivity d v_z(H) / d p_z(0) over one bundle window from a stiff state (feet 3 mm in the floor,\n"
            "falling at 0.5 m/s), %d draws: autodiff, bcg with 1 branch (per-branch), bcg with its branches (bundled)\n",
            draws);

@@ -48,13 +48,15 @@ static const struct command {
     {"check", bcg_cmd_check, "CONFIG [section.key=value ...]", "validate a config and print it resolved",
      "Validates CONFIG against the core's keys and each selected plugin's keys, with\n"
      "the overrides applied first, and prints the fully resolved configuration."},
-    {"gradstats", bcg_cmd_gradstats, "CONFIG --checkpoint FILE [--estimators a,b] [--kappas k1,k2] [--repeats R] [--out FILE]",
+    {"gradstats", bcg_cmd_gradstats, "CONFIG --checkpoint FILE [--estimators a,b] [--kappas k1,k2] [--repeats R] [--per-rollout] [--no-sensitivity] [--out FILE]",
      "policy-gradient variance per estimator and kappa at a fixed policy",
      "Loads the checkpoint's policy into CONFIG with each listed estimator (default autodiff,truncate,bcg) and\n"
      "kappa, keeps the policy fixed (learning rates 0), runs R fresh rollouts and reports the policy-gradient\n"
      "variance across environments, the gradient norm and the bundled fraction; then the root's sensitivity\n"
      "d v_z(H) / d p_z(0) over one bundle window from a stiff state: autodiff, bcg with one branch (per-branch)\n"
-     "and bcg with its branches (bundled), 16 draws each; writes gradstats.h5."},
+     "and bcg with its branches (bundled), 16 draws each; writes gradstats.h5.\n"
+     "--per-rollout prints every rollout's variance, norm and bundled fraction (the variance is heavy-tailed:\n"
+     "one environment can carry most of it); --no-sensitivity skips the sensitivity part."},
     {"sweep", bcg_cmd_sweep, "CONFIG [--dry-run] [section.key=value ...]", "expand [sweep] into runs and train them",
      "Expands the [sweep] section (section.key = v1, v2, ...; mode = grid | zip) into one `bcg train CONFIG\n"
      "overrides` per combination, run one after the other, named <[run] name>-<key>_<value>...;\n"

@@ -297,6 +297,50 @@ static void test_bcg_b1_is_autodiff(void) {
   bcg_env_free(env);
 }
 
+/* (1b) B > 1, sigma = 0: every branch is the nominal transition, so the
+ * rollout and the gradients equal autodiff's up to rounding (the 1/B shares
+ * of the average's adjoint summed back over B identical branches; the
+ * quaternion average's adjoint projected and re-expanded). */
+static void test_bcg_bn_sigma0_is_autodiff(void) {
+  setup();
+  if (!have_contact) return;
+  bcg_env *env = make_env(3);
+  double h[3] = {-0.003, 0.3, -0.004}, vz[3] = {-0.4, 0, -0.3};
+  problem P;
+  int T = 6;
+  problem_init(&P, env, T, h, vz);
+  int n = env->nenv, nx = env->nx, n2 = 2 * env->nv, nu = env->nu;
+  est A = make_est(env, "plugin = autodiff", T);
+  result RA;
+  run_full(&A, &P, 100, &RA);
+  for (int B = 2; B <= 10; B += 8) {
+    char text[256];
+    snprintf(text, sizeof text,
+             "plugin = bcg\nbranches = %d\nsigma_p = 0\nsigma_v = 0\nduration = 2\nforce_threshold = 100", B);
+    est Bc = make_est(env, text, T);
+    result RB;
+    run_full(&Bc, &P, 100, &RB);
+    CU_ASSERT(RB.st.triggered > 0);
+    double ex = bcg_vec_relerr(RA.xs, RB.xs, (T + 1) * n * nx);
+    double eg = bcg_vec_relerr(RA.x0bar, RB.x0bar, n * n2);
+    double ea = bcg_vec_relerr(RA.abar, RB.abar, T * n * nu);
+    if (B == 10) {
+      bcg_test_report("bcg B=10 sigma=0 vs autodiff: states rel. err", ex);
+      bcg_test_report("bcg B=10 sigma=0 vs autodiff: x0 adjoint rel. err", eg);
+      bcg_test_report("bcg B=10 sigma=0 vs autodiff: action adjoints rel. err", ea);
+    }
+    CU_ASSERT(ex < 1e-12);
+    CU_ASSERT(eg < 1e-9);
+    CU_ASSERT(ea < 1e-9);
+    free_result(&RB);
+    free_est(&Bc);
+  }
+  free_result(&RA);
+  free_est(&A);
+  problem_free(&P);
+  bcg_env_free(env);
+}
+
 /* (2) bcg backward = central FD of the bundled forward (fixed draws). All of
  * x_0 of the bundled env (tangent q and u) is checked; of the actions and of
  * the free env's x_0 a strided subset (the suite must stay fast). */
@@ -618,6 +662,7 @@ static void test_draws(void) {
 }
 
 BCG_TESTS({"load", test_load}, {"bcg_b1_sigma0_is_autodiff", test_bcg_b1_is_autodiff},
+          {"bcg_bn_sigma0_is_autodiff", test_bcg_bn_sigma0_is_autodiff},
           {"bcg_fd_contacts", test_bcg_fd_contacts}, {"bcg_fd_root", test_bcg_fd_root},
           {"truncate_cut", test_truncate}, {"trigger", test_trigger}, {"samples", test_samples},
           {"draws", test_draws});
