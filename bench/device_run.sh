@@ -23,10 +23,12 @@
 #   4. in the background: the CPU suites that bear on it (test_step, test_dyn,
 #      test_contact_plugins, test_physics; double; 200 s each at most)
 #   5. test_cuda in double and float (GPU vs CPU; tolerances in the suite),
-#      then test_cuda (double) under compute-sanitizer memcheck (120 s at most)
+#      then test_cuda (double) under compute-sanitizer memcheck ($MEMCHECK_S, 240 s at most)
 #   6. gpu_bench: float and double, no contact plugin and smoothed_kappa,
-#      n = 256 ... 65536 on the GPU, the CPU stepper (all threads) at n = 1024
-#      and 4096, per-stage GPU times; none starts past 540 s
+#      n = 1024 ... 65536 (float: ... 131072) on the GPU, the CPU stepper (all threads) at n = 1024
+#      and 4096, per-stage GPU times; none starts past $DEADLINE (400 s)
+#   7. training iterations, device = cpu and cuda, with the time split
+#      (physics forward, adjoint, networks, the rest); none past 500 s
 #
 # Files under $OUT (at most 8 come back): device_run.log (everything above,
 # with build warnings), bench_gpu.txt, test_cuda_double.log,
@@ -114,8 +116,9 @@ done
 if grep -q 'skipped: no CUDA device' "$OUT/test_cuda_double.log" 2>/dev/null; then
   say "no CUDA device: memcheck skipped"; fail="$fail no-device"
 elif command -v compute-sanitizer >/dev/null && [ -x build-h200/tests/test_cuda ]; then
-  say "test_cuda (double) under compute-sanitizer memcheck (90 s at most)"
-  BUILD=build-h200 timeout 90 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
+  MEMCHECK_S=${MEMCHECK_S:-240}
+  say "test_cuda (double) under compute-sanitizer memcheck (${MEMCHECK_S} s at most)"
+  BUILD=build-h200 timeout $MEMCHECK_S compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99 \
     build-h200/tests/test_cuda >"$OUT/sanitizer.log" 2>&1
   rc=$?
   grep -E 'ERROR SUMMARY|BCGSUITE|Invalid|out of bounds' "$OUT/sanitizer.log" | head -n 10 | sed 's/^/  /'
@@ -146,8 +149,8 @@ if [ -n "${TESTS_ONLY:-}" ]; then
   exit $?
 fi
 export OMP_NUM_THREADS=$NP
-DEADLINE=${DEADLINE:-330} # seconds since the start: no stepper benchmark starts past it
-TRAIN_DEADLINE=${TRAIN_DEADLINE:-470} # nor a training-iteration timing past this
+DEADLINE=${DEADLINE:-400} # seconds since the start: no stepper benchmark starts past it
+TRAIN_DEADLINE=${TRAIN_DEADLINE:-500} # nor a training-iteration timing past this
 PROFILE_DEADLINE=${PROFILE_DEADLINE:-560}
 B="$OUT/bench_gpu.txt"
 {
@@ -170,7 +173,9 @@ for p in float double; do
     fi
     say "gpu_bench $p $plug (${left} s at most)"
     echo >>"$B"
-    timeout $left $b/bench/gpu_bench --plugin "$arg" --sizes 1024,4096,16384,65536 --cpu-sizes $cpu \
+    sizes=1024,4096,16384,65536
+    [ $p = float ] && sizes=$sizes,131072
+    timeout $left $b/bench/gpu_bench --plugin "$arg" --sizes $sizes --cpu-sizes $cpu \
       --seconds 0.3 >>"$B"
     rc=$?
     [ $rc = 0 ] || { fail="$fail bench-$p-$plug"; say "gpu_bench $p $plug: FAILED (rc $rc)"; echo "## (exit $rc)" >>"$B"; }
@@ -197,6 +202,7 @@ for spec in "jump_shac_bcg 3" "jump_ppo 1"; do
     if [ -n "$line" ]; then
       set -- $1 $2 $(echo "$line" | awk '{print $3, $5, $7}')
       printf "%-14s %-5s %6s %10s %10s %12.3f\n" $1 $dev $3 $4 $5 $(awk -v w=$5 -v i=$3 'BEGIN{print w / i}') >>"$T"
+      grep -o 'time in this session: .*' $log | tail -n 1 | sed 's/^/    /' >>"$T"
       set -- $1 $2
     else
       echo "$1 $dev failed (rc $rc): $(tail -n 1 $log)" >>"$T"; fail="$fail train-$1-$dev"

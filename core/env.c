@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bcg/config.h"
 #include "bcg/sim_cuda.h"
@@ -18,8 +19,11 @@ static void domain_free(bcg_domain *d) {
   free(d->mu);
   free(d->clock);
   free(d->draw);
+  free(d->ver);
   free(d);
 }
+
+static uint64_t domain_ids; /* bcg_domain.id */
 
 int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t errlen) {
   if (env->parent) {
@@ -45,6 +49,8 @@ int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t e
   if (dr->friction_min >= 0 && !(d->mu = malloc(sizeof(bcg_real) * (size_t)n))) goto oom;
   if (!(d->clock = calloc((size_t)n, sizeof(uint32_t)))) goto oom;
   if (!(d->draw = calloc((size_t)n, sizeof(uint64_t)))) goto oom;
+  if (!(d->ver = calloc((size_t)n, sizeof(uint32_t)))) goto oom;
+  d->id = __atomic_add_fetch(&domain_ids, 1, __ATOMIC_RELAXED);
   if (push) {
     if (m->nbody < 2 || m->body_jntnum[1] < 1 || m->jnt_type[m->body_jntadr[1]] != BCG_JNT_FREE) {
       snprintf(err, errlen, "dr_push_interval: pushes need a model whose first body has a free joint");
@@ -78,6 +84,7 @@ void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw) {
     int e = envs ? envs[i] : i;
     if (e < 0 || e >= d->n) continue;
     d->draw[e] = draw;
+    d->ver[e]++;
     if (d->mu) {
       double lo = dr->friction_min, hi = dr->friction_max;
       d->mu[e] = (bcg_real)(lo + (hi - lo) * (double)bcg_rng_uniform(d->seed, BCG_RNG_DOMAIN, (uint32_t)e, k, 0));
@@ -123,6 +130,9 @@ typedef struct env_cuda {
   const int *envmap;   /* bcg_env_set_envmap: handed to the device at each call */
   int synced;          /* the device holds env->dom as of generation gen */
   uint32_t gen;
+  uint64_t dom_id;     /* the domain (bcg_domain.id) the device holds, 0: none */
+  uint32_t *seen;      /* [dom->n] its environments' versions (bcg_domain.ver) on the device */
+  int *redrawn;        /* [dom->n] scratch: environments re-drawn since */
 } env_cuda;
 
 static void env_cuda_free(env_cuda *c) {
@@ -130,6 +140,8 @@ static void env_cuda_free(env_cuda *c) {
   bcg_real *p[] = {c->q, c->u, c->qo, c->uo, c->a, c->tape, c->xb, c->xnb, c->ab};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) bcg_cuda_free(p[i]);
   bcg_cuda_sim_free(c->s);
+  free(c->seen);
+  free(c->redrawn);
   free(c);
 }
 
@@ -174,7 +186,27 @@ static int env_sync_domain(bcg_env *env) {
   }
   env_cuda *c = env->cuda_sim;
   if (c && (!c->synced || c->gen != env->dom_gen)) {
-    if (bcg_cuda_sim_set_domain(c->s, env->dom)) return -1;
+    const bcg_domain *d = env->dom;
+    if (c->synced && d && c->dom_id == d->id) {
+      /* the same domain, some environments re-drawn (resets): send those only */
+      int k = 0;
+      for (int e = 0; e < d->n; e++)
+        if (d->ver[e] != c->seen[e]) c->redrawn[k++] = e;
+      if (bcg_cuda_sim_update_domain(c->s, c->redrawn, k)) return -1;
+    } else {
+      free(c->seen);
+      free(c->redrawn);
+      c->seen = NULL;
+      c->redrawn = NULL;
+      c->dom_id = 0;
+      c->synced = 0;
+      if (d && (!(c->seen = malloc(sizeof(uint32_t) * (size_t)d->n)) ||
+                !(c->redrawn = malloc(sizeof(int) * (size_t)d->n))))
+        return -1;
+      if (bcg_cuda_sim_set_domain(c->s, d)) return -1;
+      c->dom_id = d ? d->id : 0;
+    }
+    if (d) memcpy(c->seen, d->ver, sizeof(uint32_t) * (size_t)d->n);
     c->synced = 1;
     c->gen = env->dom_gen;
   }
@@ -294,6 +326,7 @@ void bcg_env_set_envmap(bcg_env *env, const int *envmap) {
 
 void bcg_env_free(bcg_env *env) {
   if (!env) return;
+  free(env->split);
   env_cuda_free(env->cuda_sim);
   bcg_sim_free(env->sim);
   if (!env->parent) domain_free(env->dom);
@@ -308,13 +341,42 @@ size_t bcg_env_tape_size(const bcg_env *env, int n) {
   return (size_t)env->sim->sp.substeps * n * env->nx;
 }
 
-/* split / join interleaved states through the sim's ping-pong scratch */
+/* ---- process-wide time in the stepper (bcg_env_time) ---- */
+static uint64_t env_ns[2]; /* forward, vjp */
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void bcg_env_time(double *fwd_s, double *vjp_s) {
+  if (fwd_s) *fwd_s = 1e-9 * (double)__atomic_load_n(&env_ns[0], __ATOMIC_RELAXED);
+  if (vjp_s) *vjp_s = 1e-9 * (double)__atomic_load_n(&env_ns[1], __ATOMIC_RELAXED);
+}
+
+static int env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
+
 int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
+  uint64_t t0 = mono_ns();
+  int rc = env_control_step(env, n, x, a, xn, tape);
+  __atomic_fetch_add(&env_ns[0], mono_ns() - t0, __ATOMIC_RELAXED);
+  return rc;
+}
+
+/* split / join interleaved states through the sim's ping-pong scratch */
+static int env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
   if (n <= 0) return 0;
   if (env_sync_domain(env)) return -1;
   int nq = env->nq, nv = env->nv, nx = env->nx;
-  bcg_real *buf = calloc((size_t)n * nx * 2, sizeof(bcg_real));
-  if (!buf) return -1;
+  size_t need = (size_t)n * nx * 2;
+  if (env->nsplit < need) { /* kept for the next calls: a control step allocates nothing */
+    bcg_real *b = realloc(env->split, sizeof(bcg_real) * need);
+    if (!b) return -1;
+    env->split = b;
+    env->nsplit = need;
+  }
+  bcg_real *buf = env->split;
   bcg_real *q = buf, *u = q + (size_t)n * nq, *qo = u + (size_t)n * nv, *uo = qo + (size_t)n * nq;
   for (int e = 0; e < n; e++) {
     memcpy(q + (size_t)e * nq, x + (size_t)e * nx, sizeof(bcg_real) * nq);
@@ -326,7 +388,6 @@ int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real 
     memcpy(xn + (size_t)e * nx, qo + (size_t)e * nq, sizeof(bcg_real) * nq);
     memcpy(xn + (size_t)e * nx + nq, uo + (size_t)e * nv, sizeof(bcg_real) * nv);
   }
-  free(buf);
   return rc;
 }
 
@@ -340,8 +401,11 @@ int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *
                      bcg_real *xb, bcg_real *ab) {
   if (n <= 0) return 0;
   if (env_sync_domain(env)) return -1;
-  if (env->cuda_sim) return env_cuda_step_vjp(env, n, tape, a, xnb, xb, ab);
-  return bcg_sim_control_step_vjp(env->sim, n, tape, a, xnb, xb, ab);
+  uint64_t t0 = mono_ns();
+  int rc = env->cuda_sim ? env_cuda_step_vjp(env, n, tape, a, xnb, xb, ab)
+                         : bcg_sim_control_step_vjp(env->sim, n, tape, a, xnb, xb, ab);
+  __atomic_fetch_add(&env_ns[1], mono_ns() - t0, __ATOMIC_RELAXED);
+  return rc;
 }
 
 void bcg_env_perturb(const bcg_env *env, const bcg_real *x, const bcg_real *dq, const bcg_real *du, bcg_real *xo) {

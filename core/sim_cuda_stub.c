@@ -56,6 +56,10 @@ int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom) {
   (void)s; (void)dom;
   return -1;
 }
+int bcg_cuda_sim_update_domain(bcg_cuda_sim *s, const int *envs, int k) {
+  (void)s; (void)envs; (void)k;
+  return -1;
+}
 int bcg_cuda_sim_set_envmap(bcg_cuda_sim *s, const int *envmap, int n) {
   (void)s; (void)envmap; (void)n;
   return -1;

@@ -371,8 +371,20 @@ static int task_has_tracking(const bcg_task_ops *to) {
   return to->size >= offsetof(bcg_task_ops, tracking_error) + sizeof to->tracking_error && to->tracking_error;
 }
 
+/* the process-wide stepper and network clocks (bcg_env_time, bcg_nn_time) */
+typedef struct { double sim, vjp, nn; } time_split;
+
+static time_split time_now(void) {
+  time_split t;
+  double f, b;
+  bcg_env_time(&t.sim, &t.vjp);
+  bcg_nn_time(&f, &b);
+  t.nn = f + b;
+  return t;
+}
+
 static void log_stats(bcg_runlog *log, int64_t it, uint64_t samples, double wall, const bcg_learner_stats *st,
-                      int tracking) {
+                      int tracking, const time_split *dt) {
   bcg_runlog_append(log, "iteration", (double)it);
   bcg_runlog_append(log, "samples", (double)samples);
   bcg_runlog_append(log, "wall_time", wall);
@@ -391,6 +403,9 @@ static void log_stats(bcg_runlog *log, int64_t it, uint64_t samples, double wall
   bcg_runlog_append(log, "episodes", (double)st->episodes);
   bcg_runlog_append(log, "skipped_updates", (double)st->skipped_updates);
   if (tracking) bcg_runlog_append(log, "track_err", st->track_err);
+  bcg_runlog_append(log, "time_sim", dt->sim);
+  bcg_runlog_append(log, "time_sim_vjp", dt->vjp);
+  bcg_runlog_append(log, "time_nn", dt->nn);
 }
 
 void bcg_session_close(bcg_session *S) {
@@ -556,6 +571,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   memset(&st, 0, sizeof st);
   st.mean_return = st.mean_ep_len = st.track_err = NAN;
   int tracking = task_has_tracking(L.S.task_ops);
+  time_split tsum = {0, 0, 0};
   for (;;) {
     double wall = L.wall0 + (now_s() - t0);
     if ((max_it > 0 && L.it >= max_it) || (max_s > 0 && L.samples >= max_s) || (max_t > 0 && wall >= max_t)) break;
@@ -567,6 +583,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     st.mean_return = st.mean_ep_len = st.grad_var = st.bundle_frac = NAN;
     st.actor_loss = st.critic_loss = st.grad_norm = st.lr = st.action_std = st.mean_reward = st.track_err = NAN;
     L.S.tr.iteration = L.it;
+    time_split ta = time_now();
     if (L.S.lops->iterate(L.S.learner, &st)) {
       setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed", L.S.plearn->desc->name, L.it);
       rc = -1;
@@ -577,10 +594,14 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
       rc = -1;
       break;
     }
+    time_split tb = time_now(), dt = {tb.sim - ta.sim, tb.vjp - ta.vjp, tb.nn - ta.nn};
+    tsum.sim += dt.sim;
+    tsum.vjp += dt.vjp;
+    tsum.nn += dt.nn;
     L.it++;
     L.samples += st.samples;
     wall = L.wall0 + (now_s() - t0);
-    log_stats(L.log, L.it - 1, L.samples, wall, &st, tracking);
+    log_stats(L.log, L.it - 1, L.samples, wall, &st, tracking, &dt);
     if (bcg_runlog_flush_iteration(L.log, err, errlen)) {
       rc = -1;
       break;
@@ -633,6 +654,10 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     res->stopped = stopped;
     res->last = st;
     snprintf(res->checkpoint, sizeof res->checkpoint, "%s", ckpath);
+    res->time_sim = tsum.sim;
+    res->time_sim_vjp = tsum.vjp;
+    res->time_nn = tsum.nn;
+    res->session_wall = now_s() - t0;
   }
   teardown(&L);
   return rc;

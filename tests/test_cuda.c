@@ -40,6 +40,7 @@
 #include <stdlib.h>
 
 #include "bcg/config.h"
+#include "bcg/env.h"
 #include "bcg/loader.h"
 #include "bcg/runlog.h"
 #include "bcg/sim.h"
@@ -573,6 +574,114 @@ static void train_compare(int dr) {
                   worst);
 }
 
+/* ---- domain randomisation re-drawn at resets, device = cuda vs cpu ----------------
+ * bcg_env_randomize of a subset of environments (what the learners do at
+ * episode resets) makes the device re-send those environments' models and
+ * friction only (bcg_cuda_sim_update_domain). The control steps and VJPs
+ * after each re-draw must match the CPU env, which reads the host domain:
+ * directly, and through a child env (bcg_env_create_like) whose slots map to
+ * environments of the parent (BCG's branches), where the per-slot copies
+ * gathered for a map must be refreshed too. A device copy left stale would
+ * differ by the re-draw (friction 0.5..1.25, masses +-20%), far above
+ * TOL_STATE. */
+static bcg_env *dr_env(const char *device, int n) {
+  char ini[PATH_MAX + 64], err[2048];
+  snprintf(ini, sizeof ini, "%s/redraw_%s.ini", ttmp, device);
+  FILE *f = fopen(ini, "w");
+  if (!f) return NULL;
+  fprintf(f,
+          "[run]\nseed = 11\ndevice = %s\nthreads = 1\n[model]\npath = /usr/share/mujoco/model/humanoid/humanoid.xml\n"
+          "[sim]\nsubsteps = 4\ncontrol_dt = 0.02\nactuation = pd\ndr_friction_min = 0.5\ndr_friction_max = 1.25\n"
+          "dr_mass_scale = 0.2\ndr_com_offset = 0.02\n[contact]\nplugin = smoothed_kappa\n",
+          device);
+  fclose(f);
+  bcg_config *cfg = NULL;
+  if (bcg_config_load_with(&cfg, treg, ini, 0, NULL, err, sizeof err)) {
+    printf("\n  config: %s\n", err);
+    return NULL;
+  }
+  bcg_env *env = bcg_env_create(cfg, n, err, sizeof err);
+  if (!env) printf("\n  env (%s): %s\n", device, err);
+  bcg_config_free(cfg);
+  return env;
+}
+
+/* one control step (and its VJP) of n slots on both envs from the same inputs; worst relative difference */
+static double dr_step_both(bcg_env *c, bcg_env *g, int n, const real *x, const real *a, real *xc_out) {
+  int nx = c->nx, nu = c->nu, nv = c->nv;
+  size_t ts = bcg_env_tape_size(c, n);
+  real *xc = malloc(sizeof(real) * n * nx), *xg = malloc(sizeof(real) * n * nx);
+  real *tc = malloc(sizeof(real) * ts), *tg = malloc(sizeof(real) * ts);
+  real *xnb = malloc(sizeof(real) * n * 2 * nv), *xbc = malloc(sizeof(real) * n * 2 * nv),
+       *xbg = malloc(sizeof(real) * n * 2 * nv), *abc = calloc((size_t)n * nu, sizeof(real)),
+       *abg = calloc((size_t)n * nu, sizeof(real));
+  double worst = INFINITY;
+  if (bcg_env_control_step(c, n, x, a, xc, tc) == 0 && bcg_env_control_step(g, n, x, a, xg, tg) == 0) {
+    worst = rows_relerr(xc, xg, n, nx, nx);
+    for (size_t i = 0; i < (size_t)n * 2 * nv; i++) xnb[i] = (real)nrand();
+    if (bcg_env_step_vjp(c, n, tc, a, xnb, xbc, abc) == 0 && bcg_env_step_vjp(g, n, tc, a, xnb, xbg, abg) == 0)
+      worst = fmax(worst, fmax(rows_relerr(xbc, xbg, n, 2 * nv, 2 * nv), rows_relerr(abc, abg, n, nu, nu)));
+    else
+      worst = INFINITY;
+    if (xc_out) memcpy(xc_out, xc, sizeof(real) * n * nx);
+  }
+  free(xc); free(xg); free(tc); free(tg); free(xnb); free(xbc); free(xbg); free(abc); free(abg);
+  return worst;
+}
+
+static void test_env_redraw(void) {
+  if (!gpu() || !humanoid()) return;
+  if (train_setup()) { CU_FAIL("temporary directory"); return; }
+  const int n = 24, nb = 16;
+  bcg_env *c = dr_env("cpu", n), *g = dr_env("cuda", n);
+  CU_ASSERT_FATAL(c && g);
+  const bcg_mdata *m = &c->model->m;
+  int nx = c->nx, nq = c->nq, nu = c->nu;
+  real *x = malloc(sizeof(real) * n * nx), *a = malloc(sizeof(real) * n * nu);
+  real *x0 = malloc(sizeof(real) * n * nx), *x1 = malloc(sizeof(real) * n * nx);
+  for (int e = 0; e < n; e++) {
+    random_state(m, e % 3 == 0, x + (size_t)e * nx, x + (size_t)e * nx + nq);
+    for (int i = 0; i < nu; i++) a[(size_t)e * nu + i] = (real)(0.8 * (2 * urand() - 1));
+  }
+  double worst = dr_step_both(c, g, n, x, a, x0);
+  /* a reset re-draws some environments (two runs of consecutive ones and singles) */
+  int redraw1[] = {1, 2, 3, 7, 12, 20, 21};
+  bcg_env_randomize(c, redraw1, 7, 4);
+  bcg_env_randomize(g, redraw1, 7, 4);
+  worst = fmax(worst, dr_step_both(c, g, n, x, a, x1));
+  double moved = 0; /* the re-draw changed those environments' steps (in contact) */
+  for (int i = 0; i < 7; i++) {
+    int e = redraw1[i];
+    moved = fmax(moved, rows_relerr(x0 + (size_t)e * nx, x1 + (size_t)e * nx, 1, nx, nx));
+  }
+  /* a child env mapping its slots onto the parent's environments (branches) */
+  bcg_env *cc = bcg_env_create_like(c, nb, NULL, 0), *gc = bcg_env_create_like(g, nb, NULL, 0);
+  CU_ASSERT_FATAL(cc && gc);
+  int map[16];
+  for (int i = 0; i < nb; i++) map[i] = (5 * i + 3) % n;
+  bcg_env_set_envmap(cc, map);
+  bcg_env_set_envmap(gc, map);
+  real *xb = malloc(sizeof(real) * nb * nx), *ab = malloc(sizeof(real) * nb * nu);
+  for (int i = 0; i < nb; i++) {
+    memcpy(xb + (size_t)i * nx, x + (size_t)map[i] * nx, sizeof(real) * nx);
+    memcpy(ab + (size_t)i * nu, a + (size_t)map[i] * nu, sizeof(real) * nu);
+  }
+  worst = fmax(worst, dr_step_both(cc, gc, nb, xb, ab, NULL));
+  /* re-draw environments the map names, step the child again with the same map */
+  int redraw2[] = {3, 8, 13, 18, 23, 0};
+  bcg_env_randomize(c, redraw2, 6, 9);
+  bcg_env_randomize(g, redraw2, 6, 9);
+  worst = fmax(worst, dr_step_both(cc, gc, nb, xb, ab, NULL));
+  worst = fmax(worst, dr_step_both(c, g, n, x, a, NULL));
+  printf("\n  re-drawn subsets: cuda vs cpu %.2e (the re-draw moved a step by %.2e)", worst, moved);
+  bcg_test_report("GPU vs CPU after partial domain re-draws (rel)", worst);
+  CU_ASSERT(worst <= TOL_VJP);
+  CU_ASSERT(moved > 100 * TOL_VJP);
+  free(x); free(a); free(x0); free(x1); free(xb); free(ab);
+  bcg_env_free(cc); bcg_env_free(gc);
+  bcg_env_free(c); bcg_env_free(g);
+}
+
 static void test_train_gradient(void) { train_compare(0); }
 static void test_train_gradient_dr(void) { train_compare(1); }
 
@@ -582,6 +691,7 @@ BCG_TESTS({"device info", test_device_info},
           {"CPU vs GPU: no plugin, PD", test_no_contact_pd},
           {"CPU vs GPU: block sizes", test_block_sizes},
           {"CPU vs GPU: contact plugins", test_plugins},
+          {"env: partial domain re-draws, device = cuda vs cpu", test_env_redraw},
           {"training: SHAC gradient, device = cuda vs cpu", test_train_gradient},
           {"training: SHAC gradient with domain randomisation, cuda vs cpu", test_train_gradient_dr});
 BCG_RUN("cuda")

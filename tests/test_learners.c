@@ -643,6 +643,20 @@ static void test_checkpoint_contents(void) {
   CU_ASSERT(d[0] > d[1] && d[1] > d[2]); /* linear decay */
   CU_ASSERT_EQUAL(curve(log, "action_std", d, 16), 3);
   CU_ASSERT(fabs(d[0] - exp(-1.0)) < 0.05);
+  /* where the time went: SHAC steps, differentiates through the stepper and
+   * runs its networks every iteration, so all three clocks advance, and
+   * their sum is within the iteration's wall time */
+  double ts[16], tv[16], tn[16], wt[16];
+  CU_ASSERT_EQUAL(curve(log, "time_sim", ts, 16), 3);
+  CU_ASSERT_EQUAL(curve(log, "time_sim_vjp", tv, 16), 3);
+  CU_ASSERT_EQUAL(curve(log, "time_nn", tn, 16), 3);
+  CU_ASSERT_EQUAL(curve(log, "wall_time", wt, 16), 3);
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT(ts[i] > 0 && tv[i] > 0 && tn[i] > 0);
+    CU_ASSERT(ts[i] + tv[i] + tn[i] <= wt[i] - (i ? wt[i - 1] : 0) + 1e-3);
+  }
+  CU_ASSERT(fabs(res.time_sim - (ts[0] + ts[1] + ts[2])) < 1e-9 && fabs(res.time_nn - (tn[0] + tn[1] + tn[2])) < 1e-9);
+  CU_ASSERT(res.time_sim + res.time_sim_vjp + res.time_nn <= res.session_wall);
   /* the pendulum task has no tracking_error: no track_err curve (rather than a curve of NaN) */
   hid_t lf = H5Fopen(log, H5F_ACC_RDONLY, H5P_DEFAULT);
   CU_ASSERT_FATAL(lf >= 0);

@@ -669,6 +669,32 @@ BCG_EXPORT int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom) {
   return 0;
 }
 
+BCG_EXPORT int bcg_cuda_sim_update_domain(bcg_cuda_sim *s, const int *envs, int k) {
+  const bcg_domain *d = s->dom;
+  if (!d) {
+    snprintf(s->errmsg, sizeof s->errmsg, "update_domain: no domain is set");
+    return -1;
+  }
+  for (int i = 0; i < k; i++)
+    if (envs[i] < 0 || envs[i] >= s->ndom) {
+      snprintf(s->errmsg, sizeof s->errmsg, "update_domain: envs[%d] = %d names no environment of the domain (%d)", i,
+               envs[i], s->ndom);
+      return -1;
+    }
+  if (k <= 0) return 0;
+  CK(s, cudaStreamSynchronize(s->st)); /* queued kernels may still read em / emu */
+  for (int i = 0; i < k;) { /* runs of consecutive environments in one copy each */
+    int e0 = envs[i], j = i + 1;
+    while (j < k && envs[j] == envs[j - 1] + 1) j++;
+    size_t c = (size_t)(j - i);
+    if (s->em) CK(s, cudaMemcpyAsync(s->em + e0, d->m + e0, sizeof(bcg_mdata) * c, cudaMemcpyHostToDevice, s->st));
+    if (s->emu) CK(s, cudaMemcpyAsync(s->emu + e0, d->mu + e0, sizeof(real) * c, cudaMemcpyHostToDevice, s->st));
+    i = j;
+  }
+  s->ngath = 0; /* the per-slot copies of a mapped batch are stale: gathered again by the next set_envmap */
+  return finish(s);
+}
+
 BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
                                          real *qo, real *uo, real *tape) {
   if (bad_n(s, n)) return -1;

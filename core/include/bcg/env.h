@@ -39,6 +39,9 @@ struct bcg_env {
   /* bcg_env_create_like: the env whose model, contact instance and domain
    * this one shares (none of them owned); NULL for a top-level env */
   const struct bcg_env *parent;
+  /* private (core/env.c): the split q / u buffers of bcg_env_control_step, grown on demand */
+  bcg_real *split;
+  size_t nsplit;
 };
 
 typedef struct bcg_config bcg_config;
@@ -115,6 +118,11 @@ int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_
 int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
 int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
                      bcg_real *xb, bcg_real *ab);
+/* Seconds (wall, summed over calling threads) spent in bcg_env_control_step
+ * (and bcg_env_step) and in bcg_env_step_vjp by every env of the process
+ * since it started, on either device (the GPU path's copies included). The
+ * training loop reports their differences per iteration (bcg/train.h). */
+void bcg_env_time(double *fwd_s, double *vjp_s);
 /* reals of tape one control step of n environments needs */
 size_t bcg_env_tape_size(const bcg_env *env, int n);
 

@@ -62,6 +62,9 @@ typedef struct bcg_domain {
   int push_dof;    /* first dof of the free root joint; -1: no pushes */
   uint64_t *draw;  /* [n] the draw index env e's friction, masses and com offsets came from
                     * (bcg_env_randomize; checkpointed by the learners with clock) */
+  uint32_t *ver;   /* [n] bumped each time env e is re-drawn: device copies re-send only the
+                    * environments whose version changed since they last synchronised */
+  uint64_t id;     /* unique per domain of the process (a new domain is sent whole) */
 } bcg_domain;
 
 struct bcg_sim {

@@ -81,10 +81,17 @@ int bcg_cuda_sim_nactive(bcg_cuda_sim *s, int n, int *nact);
 /* Domain randomisation (bcg_domain, bcg/sim.h): copies the per-environment
  * models and friction to the device (slot e of a batch is environment e
  * unless bcg_cuda_sim_set_envmap maps it; n <= dom->n) and keeps dom for the pushes, whose clock is copied from the
- * host at each control step; the same draws as the CPU stepper. Call it again
- * after bcg_env_randomize (the device copies are not refreshed otherwise).
+ * host at each control step; the same draws as the CPU stepper. After
+ * bcg_env_randomize re-drew some environments, bcg_cuda_sim_update_domain
+ * sends those (the device copies are not refreshed otherwise).
  * dom NULL: off. Returns 0 or -1 (CUDA error). */
 int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom);
+/* After bcg_env_randomize re-drew the k environments envs[] of the domain
+ * already set: re-sends only their models and friction (the rest of the
+ * device copy stays), and the per-slot copies of a mapped batch are
+ * gathered again at the next bcg_cuda_sim_set_envmap. Returns 0, or -1 (no
+ * domain set, an entry outside [0, dom->n), or a CUDA error). */
+int bcg_cuda_sim_update_domain(bcg_cuda_sim *s, const int *envs, int k);
 /* The batch slot -> environment map of the following calls (NULL: the
  * identity), as bcg_sim_set_envmap: slot i of a batch of n <= cap steps
  * environment envmap[i]'s randomised model and friction, and its pushes are

@@ -58,7 +58,9 @@ struct bcg_learner_stats {
  * budgets (iterations, samples, seconds) is spent or *stop becomes non-zero.
  * Each iteration appends to log.h5 the curves iteration, samples (total),
  * wall_time (s) and every field of bcg_learner_stats (iteration_samples for
- * its `samples`; track_err only when the task has the tracking_error op).
+ * its `samples`; track_err only when the task has the tracking_error op),
+ * and the seconds the iteration spent in the stepper (time_sim, its adjoint
+ * time_sim_vjp) and in the networks (time_nn, forward and backward).
  * Checkpoints checkpoints/ckpt_<iterations, 9 digits>.h5 are
  * written every [run] checkpoint_every iterations and at the end; each holds
  * the group /trainer (iteration, samples, wall_time, log_iterations, plugin
@@ -86,6 +88,12 @@ typedef struct bcg_train_result {
   int stopped;            /* 1: stopped by *stop or on_iteration, 0: a budget was spent */
   bcg_learner_stats last; /* stats of the last iteration of this session */
   char checkpoint[4096];  /* the last checkpoint written */
+  /* where this session's time went (s): the stepper forward and adjoint
+   * (bcg_env_time), the networks forward and backward (bcg_nn_time); the
+   * rest of the wall time is the learner, estimator and task bookkeeping,
+   * the optimiser, logging and checkpoints */
+  double time_sim, time_sim_vjp, time_nn;
+  double session_wall; /* wall time of this session (s) */
 } bcg_train_result;
 
 /* Run (or resume) training into opt->run_dir. Returns 0, or -1 with a
