@@ -187,7 +187,7 @@ done
 T="$OUT/bench_train.txt"
 echo "# training iterations, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null), $NP cores" >"$T"
 printf "%-14s %-5s %6s %10s %10s %12s\n" run device iters samples wall_s s_per_iter >>"$T"
-for spec in "jump_shac_bcg 3" "jump_ppo 1"; do
+for spec in "jump_shac_bcg 3" "jump_ppo 2"; do
   set -- $spec
   for dev in cpu cuda; do
     left=$((TRAIN_DEADLINE - ($(date +%s) - T0)))
