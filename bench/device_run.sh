@@ -115,6 +115,8 @@ for p in double float; do
 done
 if grep -q 'skipped: no CUDA device' "$OUT/test_cuda_double.log" 2>/dev/null; then
   say "no CUDA device: memcheck skipped"; fail="$fail no-device"
+elif [ "${MEMCHECK_S:-240}" = 0 ]; then
+  say "MEMCHECK_S=0: memcheck skipped"
 elif command -v compute-sanitizer >/dev/null && [ -x build-h200/tests/test_cuda ]; then
   MEMCHECK_S=${MEMCHECK_S:-240}
   say "test_cuda (double) under compute-sanitizer memcheck (${MEMCHECK_S} s at most)"
@@ -159,7 +161,7 @@ B="$OUT/bench_gpu.txt"
   echo "# rates are env-substeps per second = n * substeps / time; humanoid.xml, motor actuation,"
   echo "# half the environments airborne, half with the feet in the floor; see bench/gpu_bench.c"
 } >"$B"
-for p in float double; do
+for p in ${BENCH_REALS-float double}; do # BENCH_REALS="": no stepper benchmark
   b=build-h200; [ $p = float ] && b=build-h200-float
   [ -x $b/bench/gpu_bench ] || { echo "## $p: gpu_bench not built" >>"$B"; continue; }
   for plug in none smoothed_kappa; do
@@ -186,22 +188,28 @@ done
 # the paper's settings (configs/experiments/jump_*.ini, domain randomisation on); double build.
 T="$OUT/bench_train.txt"
 echo "# training iterations, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null), $NP cores" >"$T"
-printf "%-14s %-5s %6s %10s %10s %12s\n" run device iters samples wall_s s_per_iter >>"$T"
-for spec in "jump_shac_bcg 3" "jump_ppo 2"; do
-  set -- $spec
-  for dev in cpu cuda; do
+printf "%-14s %-8s %6s %10s %10s %12s\n" run device iters samples wall_s s_per_iter >>"$T"
+# cuda: [run] sim_min_batch as configured (default 2048: SHAC's 64-env batches step on the CPU,
+# its networks' large batches on cuBLAS); cuda-all: sim_min_batch = 1 (every batch on the GPU)
+TRAIN_SPECS=${TRAIN_SPECS:-"jump_shac_bcg:3:cpu,cuda,cuda-all jump_ppo:2:cpu,cuda"}
+for spec in $TRAIN_SPECS; do
+  set -- $(echo $spec | tr ':' ' ')
+  devs=$(echo $3 | tr ',' ' ')
+  for dev in $devs; do
+    extra=""; d=$dev
+    [ $dev = cuda-all ] && { d=cuda; extra=run.sim_min_batch=1; }
     left=$((TRAIN_DEADLINE - ($(date +%s) - T0)))
     [ $left -gt 40 ] || { say "skip $1 $dev (time budget)"; echo "$1 $dev skipped (time budget)" >>"$T"; continue; }
     say "train $1 on $dev ($2 iterations, ${left} s at most)"
     log=/tmp/bcg-bt-$1-$dev.log
-    timeout $left build-h200/bcg train configs/experiments/$1.ini run.iterations=$2 run.device=$dev \
+    timeout $left build-h200/bcg train configs/experiments/$1.ini run.iterations=$2 run.device=$d $extra \
       run.threads=$NP run.checkpoint_every=0 run.out_dir=/tmp/bcg-bt >$log 2>&1
     rc=$?
     tail -n 2 $log | sed 's/^/  /'
     line=$(grep -o 'finished after [0-9]* iterations, [0-9]* samples, [0-9.]* s' $log | tail -n 1)
     if [ -n "$line" ]; then
       set -- $1 $2 $(echo "$line" | awk '{print $3, $5, $7}')
-      printf "%-14s %-5s %6s %10s %10s %12.3f\n" $1 $dev $3 $4 $5 $(awk -v w=$5 -v i=$3 'BEGIN{print w / i}') >>"$T"
+      printf "%-14s %-8s %6s %10s %10s %12.3f\n" $1 $dev $3 $4 $5 $(awk -v w=$5 -v i=$3 'BEGIN{print w / i}') >>"$T"
       grep -o 'time in this session: .*' $log | tail -n 1 | sed 's/^/    /' >>"$T"
       set -- $1 $2
     else

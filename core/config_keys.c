@@ -25,6 +25,9 @@ static const bcg_key_spec run_keys[] = {
     {"threads", BCG_KEY_INT, "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
     {"nn_min_batch", BCG_KEY_INT, "512", 1, 1e9, NULL,
      "device = cuda: MLP batches of at least this many rows run on the GPU (cuBLAS), smaller ones on the CPU"},
+    {"sim_min_batch", BCG_KEY_INT, "2048", 1, 1e9, NULL,
+     "device = cuda: control steps of batches of at least this many environments run on the GPU, smaller ones "
+     "on the CPU (one GPU thread per environment leaves small batches latency-bound; 1: all on the GPU)"},
     {"checkpoint_every", BCG_KEY_INT, "50", 0, 1e9, NULL,
      "write a checkpoint every this many iterations (0: only at the end)"},
     {"out_dir", BCG_KEY_STRING, "runs", 0, 0, NULL, "runs go to out_dir/<name>/<UTC stamp>/"},

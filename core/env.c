@@ -133,6 +133,7 @@ typedef struct env_cuda {
   uint64_t dom_id;     /* the domain (bcg_domain.id) the device holds, 0: none */
   uint32_t *seen;      /* [dom->n] its environments' versions (bcg_domain.ver) on the device */
   int *redrawn;        /* [dom->n] scratch: environments re-drawn since */
+  int min_batch;       /* batches of fewer environments step on the CPU sim ([run] sim_min_batch) */
 } env_cuda;
 
 static void env_cuda_free(env_cuda *c) {
@@ -166,6 +167,7 @@ static int env_cuda_attach(bcg_env *env, const bcg_simparams *sp, char *err, siz
     env_cuda_free(c);
     return snprintf(err, errlen, "device = cuda: out of GPU memory for %d environments", n), -1;
   }
+  c->min_batch = 1;
   env->cuda_sim = c;
   env->device = 1;
   if (env_sync_domain(env)) /* the domain on the device now (its per-environment models and friction) */
@@ -302,6 +304,7 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
       bcg_env_free(env);
       return NULL;
     }
+    bcg_env_set_cuda_min_batch(env, (int)bcg_config_get_int(cfg, "run", "sim_min_batch"));
   }
   return env;
 }
@@ -316,7 +319,18 @@ bcg_env *bcg_env_create_like(const bcg_env *parent, int nenv, char *err, size_t 
     bcg_env_free(env);
     return NULL;
   }
+  if (parent->cuda_sim) bcg_env_set_cuda_min_batch(env, ((const env_cuda *)parent->cuda_sim)->min_batch);
   return env;
+}
+
+void bcg_env_set_cuda_min_batch(bcg_env *env, int n) {
+  if (env->cuda_sim) ((env_cuda *)env->cuda_sim)->min_batch = n > 1 ? n : 1;
+}
+
+/* device = cuda: this batch on the GPU, or (fewer than [run] sim_min_batch) on the CPU sim */
+static int on_gpu(const bcg_env *env, int n) {
+  const env_cuda *c = env->cuda_sim;
+  return c && n >= c->min_batch;
 }
 
 void bcg_env_set_envmap(bcg_env *env, const int *envmap) {
@@ -382,7 +396,7 @@ static int env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_re
     memcpy(q + (size_t)e * nq, x + (size_t)e * nx, sizeof(bcg_real) * nq);
     memcpy(u + (size_t)e * nv, x + (size_t)e * nx + nq, sizeof(bcg_real) * nv);
   }
-  int rc = env->cuda_sim ? env_cuda_step(env, n, q, u, a, qo, uo, tape)
+  int rc = on_gpu(env, n) ? env_cuda_step(env, n, q, u, a, qo, uo, tape)
                          : bcg_sim_control_step(env->sim, n, q, u, a, qo, uo, tape);
   for (int e = 0; e < n; e++) {
     memcpy(xn + (size_t)e * nx, qo + (size_t)e * nq, sizeof(bcg_real) * nq);
@@ -402,7 +416,7 @@ int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *
   if (n <= 0) return 0;
   if (env_sync_domain(env)) return -1;
   uint64_t t0 = mono_ns();
-  int rc = env->cuda_sim ? env_cuda_step_vjp(env, n, tape, a, xnb, xb, ab)
+  int rc = on_gpu(env, n) ? env_cuda_step_vjp(env, n, tape, a, xnb, xb, ab)
                          : bcg_sim_control_step_vjp(env->sim, n, tape, a, xnb, xb, ab);
   __atomic_fetch_add(&env_ns[1], mono_ns() - t0, __ATOMIC_RELAXED);
   return rc;

@@ -441,6 +441,13 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   if (!S->env) goto fail;
   if (bcg_nn_set_cuda(S->env->device, (int)bcg_config_get_int(cfg, "run", "nn_min_batch"), e2, sizeof e2))
     fprintf(stderr, "bcg: device = cuda, but the MLPs stay on the CPU: %s\n", e2); /* e.g. bench/emu */
+  long smb = bcg_config_get_int(cfg, "run", "sim_min_batch");
+  if (S->env->device && smb > nenv)
+    fprintf(stderr,
+            "bcg: device = cuda: batches under [run] sim_min_batch = %ld environments step on the CPU, so this run's "
+            "%d environments do (their larger batches, e.g. branches, may not); sim_min_batch = 1 puts every "
+            "batch on the GPU\n",
+            smb, nenv);
 
   const bcg_params *tp = bcg_config_section(cfg, "task");
   S->task_ops = S->ptask->desc->ops;

@@ -100,6 +100,12 @@ void bcg_env_tick(bcg_env *env, const int *envs, int n);
  * unchanged from a step to its VJP; the same map for both. Without domain
  * randomisation it changes nothing. */
 void bcg_env_set_envmap(bcg_env *env, const int *envmap);
+/* device = cuda: control steps and VJPs of batches of fewer than n
+ * environments run on the env's CPU sim instead (the same code, the same
+ * tape layout, so a step and its VJP may run on different devices); n <= 1:
+ * every batch on the GPU. bcg_env_create sets [run] sim_min_batch; envs
+ * created like another inherit it. No effect with device = cpu. */
+void bcg_env_set_cuda_min_batch(bcg_env *env, int n);
 
 /* The rollout interface of the estimators, in terms of explicit states:
  *   est->forward(t, x_t, a_t, x_{t+1})
