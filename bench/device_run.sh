@@ -42,6 +42,9 @@ OUT=${OUT:-$PWD/build-out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/device_run.log") 2>&1
 T0=$(date +%s)
+# the commit the working tree was taken from: BCG_COMMIT=$(git rev-parse --short HEAD) from the caller's
+# checkout (the device's copy of .git may name an older commit)
+COMMIT=${BCG_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 say() { echo "[device_run +$(($(date +%s) - T0))s] $*"; }
 fail=""
 NP=$(nproc)
@@ -54,7 +57,7 @@ command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
 nvcc --version 2>&1 | tail -n 2 | sed 's/^/  /'
 gcc --version 2>&1 | head -n 1 | sed 's/^/  /'
 echo "  cores: $NP; $(grep PRETTY_NAME /etc/os-release 2>/dev/null)"
-git log --oneline -1 2>/dev/null | sed 's/^/  commit: /'
+echo "  commit: $COMMIT (device's git: $(git log --oneline -1 2>/dev/null | cut -c1-60))"
 
 # ---- 2. dependencies (shared with bench/device_train.sh) ---------------------------------
 . bench/device_deps.sh
@@ -156,7 +159,7 @@ TRAIN_DEADLINE=${TRAIN_DEADLINE:-500} # nor a training-iteration timing past thi
 PROFILE_DEADLINE=${PROFILE_DEADLINE:-560}
 B="$OUT/bench_gpu.txt"
 {
-  echo "# bcg CUDA stepper benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
+  echo "# bcg CUDA stepper benchmark, $(date -u +%Y-%m-%dT%H:%MZ), commit $COMMIT"
   echo "# $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null); $NP CPU cores"
   echo "# rates are env-substeps per second = n * substeps / time; humanoid.xml, motor actuation,"
   echo "# half the environments airborne, half with the feet in the floor; see bench/gpu_bench.c"
@@ -187,7 +190,7 @@ done
 # wall time of training iterations with device = cpu (all cores) and device = cuda, same commit,
 # the paper's settings (configs/experiments/jump_*.ini, domain randomisation on); double build.
 T="$OUT/bench_train.txt"
-echo "# training iterations, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null), $NP cores" >"$T"
+echo "# training iterations, $(date -u +%Y-%m-%dT%H:%MZ), commit $COMMIT, $NP cores" >"$T"
 printf "%-14s %-8s %6s %10s %10s %12s\n" run device iters samples wall_s s_per_iter >>"$T"
 # cuda: [run] sim_min_batch as configured (default 2048: SHAC's 64-env batches step on the CPU,
 # its networks' large batches on cuBLAS); cuda-all: sim_min_batch = 1 (every batch on the GPU)
