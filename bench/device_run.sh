@@ -178,7 +178,7 @@ for p in ${BENCH_REALS-float double}; do # BENCH_REALS="": no stepper benchmark
     fi
     say "gpu_bench $p $plug (${left} s at most)"
     echo >>"$B"
-    sizes=1024,4096,16384,65536
+    sizes=256,1024,4096,16384,65536
     [ $p = float ] && sizes=$sizes,131072
     timeout $left $b/bench/gpu_bench --plugin "$arg" --sizes $sizes --cpu-sizes $cpu \
       --seconds 0.3 >>"$B"
@@ -194,7 +194,7 @@ echo "# training iterations, $(date -u +%Y-%m-%dT%H:%MZ), commit $COMMIT, $NP co
 printf "%-14s %-8s %6s %10s %10s %12s\n" run device iters samples wall_s s_per_iter >>"$T"
 # cuda: [run] sim_min_batch as configured (default 2048: SHAC's 64-env batches step on the CPU,
 # its networks' large batches on cuBLAS); cuda-all: sim_min_batch = 1 (every batch on the GPU)
-TRAIN_SPECS=${TRAIN_SPECS:-"jump_shac_bcg:3:cpu,cuda,cuda-all jump_ppo:2:cpu,cuda"}
+TRAIN_SPECS=${TRAIN_SPECS-"jump_shac_bcg:3:cpu,cuda,cuda-all jump_ppo:2:cpu,cuda"}
 for spec in $TRAIN_SPECS; do
   set -- $(echo $spec | tr ':' ' ')
   devs=$(echo $3 | tr ',' ' ')

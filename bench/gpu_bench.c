@@ -18,7 +18,13 @@
  *
  * States: half the environments airborne, half standing with the feet in the
  * floor (same recipe as tests/test_cuda.c); the batch is re-drawn from these
- * fixed states for every round, so contact counts stay comparable. */
+ * fixed states for every round, so contact counts stay comparable.
+ *
+ * Reference, measured in the same run: MuJoCo's own mj_step on the same
+ * model, one thread, from the same states (the median over the first 64 of
+ * them, each stepped for 200 steps), and that rate times the CPU's OpenMP
+ * threads (ideal scaling: what MuJoCo on every core would reach at best).
+ * Each GPU and CPU row prints its forward rate as a multiple of both. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -26,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bcg/mjref.h"
 #include "bcg/sim.h"
 #include "bcg/sim_cuda.h"
 #include "plugin_defaults.h"
@@ -174,6 +181,27 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2 * nv; i++) h.xob[(size_t)e * 2 * nv + i] = (real)nrand();
   }
 
+  /* ---------------- MuJoCo reference ---------------- */
+  double mj = 0;
+  {
+    bcg_mjref *r = bcg_mjref_new(model, 0);
+    if (!r) DIE("cannot create the MuJoCo reference");
+    int ns = nmax < 64 ? nmax : 64;
+    double rates[64], qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
+    for (int e = 0; e < ns; e++) {
+      for (int i = 0; i < nq; i++) qd[i] = h.q[(size_t)e * nq + i];
+      for (int i = 0; i < nv; i++) ud[i] = h.u[(size_t)e * nv + i];
+      if (e == 0) bcg_mjref_steps_per_sec(r, qd, ud, NULL, 200); /* warm-up */
+      rates[e] = bcg_mjref_steps_per_sec(r, qd, ud, NULL, 200);
+    }
+    mj = median(rates, ns);
+    bcg_mjref_free(r);
+  }
+  int nthr = omp_get_max_threads();
+  printf("## reference: MuJoCo mj_step, 1 thread, same model and states: %.4g steps/s; x %d threads (ideal "
+         "scaling): %.4g steps/s\n",
+         mj, nthr, mj * nthr);
+
   /* ---------------- GPU ---------------- */
   if (have_gpu) {
     int gmax = 1;
@@ -200,8 +228,8 @@ int main(int argc, char **argv) {
 
     printf("\n## GPU (%s, block %d): env-substeps per second; time per control step (%d substeps)\n", BCG_REAL_NAME,
            bcg_cuda_sim_block(gs), sp.substeps);
-    printf("%-8s %14s %12s %14s %12s %8s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "bwd/fwd",
-           "contacts");
+    printf("%-8s %14s %12s %14s %12s %8s %10s %10s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "bwd/fwd",
+           "contacts", "fwd/mj1", "fwd/mjall");
     double stage_f[16][BCG_CUDA_NSTAGE], stage_b[16][BCG_CUDA_NSTAGE];
     for (int si = 0; si < nsizes; si++) {
       int n = sizes[si];
@@ -244,8 +272,10 @@ int main(int argc, char **argv) {
       if (na && bcg_cuda_sim_nactive(gs, n, na) == 0)
         for (int e = 0; e < n; e++) nact_sum += na[e];
       free(na);
-      printf("%-8d %14.4g %12.4f %14.4g %12.4f %8.2f %10.2f\n", n, n * sp.substeps / res[0], res[0] * 1e3,
-             n * sp.substeps / res[1], res[1] * 1e3, res[1] / res[0] - 1, (double)nact_sum / n);
+      double fr = n * sp.substeps / res[0];
+      printf("%-8d %14.4g %12.4f %14.4g %12.4f %8.2f %10.2f %10.1f %10.2f\n", n, fr, res[0] * 1e3,
+             n * sp.substeps / res[1], res[1] * 1e3, res[1] / res[0] - 1, (double)nact_sum / n, fr / mj,
+             fr / (mj * nthr));
       fflush(stdout);
     }
     printf("\n## GPU per-stage time per substep (ms; events around each stage, the stream drained in between)\n");
@@ -273,7 +303,8 @@ int main(int argc, char **argv) {
     bcg_sim *cs = bcg_sim_create(model, &sp, cmax, cops, cself, err, sizeof err);
     if (!cs) DIE("%s", err);
     printf("\n## CPU (bcg_sim, %d threads, %s): env-substeps per second\n", omp_get_max_threads(), BCG_REAL_NAME);
-    printf("%-8s %14s %12s %14s %12s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms");
+    printf("%-8s %14s %12s %14s %12s %10s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "fwd/mj1",
+           "fwd/mjall");
     for (int ci = 0; ci < ncpus; ci++) {
       int n = cpus[ci];
       double res[2];
@@ -294,8 +325,9 @@ int main(int argc, char **argv) {
         }
         res[bwd] = median(rounds, 3);
       }
-      printf("%-8d %14.4g %12.4f %14.4g %12.4f\n", n, n * sp.substeps / res[0], res[0] * 1e3,
-             n * sp.substeps / res[1], res[1] * 1e3);
+      double fr = n * sp.substeps / res[0];
+      printf("%-8d %14.4g %12.4f %14.4g %12.4f %10.1f %10.2f\n", n, fr, res[0] * 1e3, n * sp.substeps / res[1],
+             res[1] * 1e3, fr / mj, fr / (mj * nthr));
       fflush(stdout);
     }
     bcg_sim_free(cs);
