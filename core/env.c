@@ -327,10 +327,21 @@ void bcg_env_set_cuda_min_batch(bcg_env *env, int n) {
   if (env->cuda_sim) ((env_cuda *)env->cuda_sim)->min_batch = n > 1 ? n : 1;
 }
 
+/* control-step batches (forward and VJP) run by envs with device = cuda, per device (bcg_env_device_batches) */
+static uint64_t dev_batches[2]; /* GPU, CPU */
+
+void bcg_env_device_batches(uint64_t *gpu, uint64_t *cpu) {
+  if (gpu) *gpu = __atomic_load_n(&dev_batches[0], __ATOMIC_RELAXED);
+  if (cpu) *cpu = __atomic_load_n(&dev_batches[1], __ATOMIC_RELAXED);
+}
+
 /* device = cuda: this batch on the GPU, or (fewer than [run] sim_min_batch) on the CPU sim */
 static int on_gpu(const bcg_env *env, int n) {
   const env_cuda *c = env->cuda_sim;
-  return c && n >= c->min_batch;
+  if (!c) return 0;
+  int g = n >= c->min_batch;
+  __atomic_fetch_add(&dev_batches[g ? 0 : 1], 1, __ATOMIC_RELAXED);
+  return g;
 }
 
 void bcg_env_set_envmap(bcg_env *env, const int *envmap) {

@@ -467,6 +467,8 @@ typedef struct train_out {
 #define BETA1 0.7
 
 /* one SHAC iteration of humanoid.xml on the jump clip; 0 or -1 (message printed) */
+static int train_smb = 1; /* [run] sim_min_batch of the cuda runs (1: every batch on the GPU) */
+
 static int train_once(const char *estimator, const char *contact, int dr, const char *device, train_out *o) {
   memset(o, 0, sizeof *o);
   char ini[PATH_MAX + 64], err[2048], rdir[PATH_MAX];
@@ -474,11 +476,11 @@ static int train_once(const char *estimator, const char *contact, int dr, const 
   FILE *f = fopen(ini, "w");
   if (!f) return -1;
   fprintf(f,
-          "[run]\nname = cuda_grad\nseed = 5\ndevice = %s\nsim_min_batch = 1\nnum_envs = 8\nthreads = 1\niterations = 1\n"
+          "[run]\nname = cuda_grad\nseed = 5\ndevice = %s\nsim_min_batch = %d\nnum_envs = 8\nthreads = 1\niterations = 1\n"
           "checkpoint_every = 1\nout_dir = %s/runs\n"
           "[model]\npath = /usr/share/mujoco/model/humanoid/humanoid.xml\n"
           "[sim]\nsubsteps = 4\ncontrol_dt = 0.02\nactuation = pd\n",
-          device, ttmp);
+          device, train_smb, ttmp);
   if (dr)
     fprintf(f, "dr_friction_min = 0.5\ndr_friction_max = 1.2\ndr_mass_scale = 0.2\ndr_com_offset = 0.02\n"
                "dr_push_interval = 0.1\ndr_push_velocity = 0.5\n");
@@ -688,6 +690,46 @@ static void test_env_redraw(void) {
   bcg_env_free(c); bcg_env_free(g);
 }
 
+/* [run] sim_min_batch = 16 with 8 environments: BCG's nominal batches (at
+ * most 8) step on the CPU sim and its larger branch batches (4 branches of
+ * each triggered environment) on the GPU, within one iteration (counted);
+ * the gradient must still be device = cpu's */
+static void test_train_gradient_mixed(void) {
+  if (!gpu()) return;
+  if (train_setup()) { CU_FAIL("temporary directory"); return; }
+  train_smb = 16;
+  const char *cons[] = {"soft", "smoothed_kappa"};
+  double worst = 0;
+  for (int j = 0; j < 2; j++)
+    for (int dr = 0; dr < 2; dr++) {
+      train_out c, g;
+      uint64_t g0, c0, g1, c1;
+      int rc = train_once("bcg", cons[j], dr, "cpu", &c);
+      bcg_env_device_batches(&g0, &c0);
+      rc = rc || train_once("bcg", cons[j], dr, "cuda", &g);
+      bcg_env_device_batches(&g1, &c1);
+      CU_ASSERT(rc == 0);
+      CU_ASSERT(g1 > g0 && c1 > c0); /* both devices ran batches of this iteration */
+      if (rc || c.np != g.np) { free(c.g); free(g.g); CU_ASSERT(rc == 0 && c.np == g.np); continue; }
+      double nd = 0, nc = 0;
+      for (long k = 0; k < c.np; k++) {
+        nd += (c.g[k] - g.g[k]) * (c.g[k] - g.g[k]);
+        nc += c.g[k] * c.g[k];
+      }
+      double rel = nc > 0 && isfinite(nd) ? sqrt(nd / nc) : INFINITY;
+      printf("\n  bcg %-14s dr %d, batches on the GPU %llu, on the CPU %llu: cuda vs cpu %.2e  samples %llu / %llu",
+             cons[j], dr, (unsigned long long)(g1 - g0), (unsigned long long)(c1 - c0), rel,
+             (unsigned long long)c.samples, (unsigned long long)g.samples);
+      CU_ASSERT(rel <= TOL_GRAD);
+      CU_ASSERT(c.samples == g.samples && c.samples > (uint64_t)8 * 8);
+      if (rel > worst) worst = rel;
+      free(c.g);
+      free(g.g);
+    }
+  train_smb = 1;
+  bcg_test_report("SHAC+BCG actor gradient, mixed CPU / GPU batches vs cpu (rel)", worst);
+}
+
 static void test_train_gradient(void) { train_compare(0); }
 static void test_train_gradient_dr(void) { train_compare(1); }
 
@@ -699,5 +741,6 @@ BCG_TESTS({"device info", test_device_info},
           {"CPU vs GPU: contact plugins", test_plugins},
           {"env: partial domain re-draws, device = cuda vs cpu", test_env_redraw},
           {"training: SHAC gradient, device = cuda vs cpu", test_train_gradient},
-          {"training: SHAC gradient with domain randomisation, cuda vs cpu", test_train_gradient_dr});
+          {"training: SHAC gradient with domain randomisation, cuda vs cpu", test_train_gradient_dr},
+          {"training: SHAC+BCG gradient, nominal batches on the CPU and branches on the GPU", test_train_gradient_mixed});
 BCG_RUN("cuda")

@@ -106,6 +106,10 @@ void bcg_env_set_envmap(bcg_env *env, const int *envmap);
  * every batch on the GPU. bcg_env_create sets [run] sim_min_batch; envs
  * created like another inherit it. No effect with device = cpu. */
 void bcg_env_set_cuda_min_batch(bcg_env *env, int n);
+/* Batches (control steps and their VJPs) that envs with device = cuda have
+ * run on the GPU and, under sim_min_batch, on the CPU, process-wide since
+ * start (diagnostics and tests). */
+void bcg_env_device_batches(uint64_t *gpu, uint64_t *cpu);
 
 /* The rollout interface of the estimators, in terms of explicit states:
  *   est->forward(t, x_t, a_t, x_{t+1})
