@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bcg/config.h"
 #include "bcg/sim_cuda.h"
 #include "bcg/rng.h"
+#include "clock.h"
 
 static void domain_free(bcg_domain *d) {
   if (!d) return;
@@ -369,23 +369,17 @@ size_t bcg_env_tape_size(const bcg_env *env, int n) {
 /* ---- process-wide time in the stepper (bcg_env_time) ---- */
 static uint64_t env_ns[2]; /* forward, vjp */
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void bcg_env_time(double *fwd_s, double *vjp_s) {
-  if (fwd_s) *fwd_s = 1e-9 * (double)__atomic_load_n(&env_ns[0], __ATOMIC_RELAXED);
-  if (vjp_s) *vjp_s = 1e-9 * (double)__atomic_load_n(&env_ns[1], __ATOMIC_RELAXED);
+  if (fwd_s) *fwd_s = bcg_clock_s(&env_ns[0]);
+  if (vjp_s) *vjp_s = bcg_clock_s(&env_ns[1]);
 }
 
 static int env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
 
 int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
-  uint64_t t0 = mono_ns();
+  uint64_t t0 = bcg_mono_ns();
   int rc = env_control_step(env, n, x, a, xn, tape);
-  __atomic_fetch_add(&env_ns[0], mono_ns() - t0, __ATOMIC_RELAXED);
+  bcg_clock_add(&env_ns[0], t0);
   return rc;
 }
 
@@ -426,10 +420,10 @@ int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *
                      bcg_real *xb, bcg_real *ab) {
   if (n <= 0) return 0;
   if (env_sync_domain(env)) return -1;
-  uint64_t t0 = mono_ns();
+  uint64_t t0 = bcg_mono_ns();
   int rc = on_gpu(env, n) ? env_cuda_step_vjp(env, n, tape, a, xnb, xb, ab)
                          : bcg_sim_control_step_vjp(env->sim, n, tape, a, xnb, xb, ab);
-  __atomic_fetch_add(&env_ns[1], mono_ns() - t0, __ATOMIC_RELAXED);
+  bcg_clock_add(&env_ns[1], t0);
   return rc;
 }
 

@@ -7,9 +7,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bcg/rng.h"
+#include "clock.h"
 #include "nn_cuda.h"
 
 #ifdef BCG_REAL_FLOAT
@@ -305,31 +305,25 @@ const char *bcg_nn_cuda_error(void) { return bcg_nnc_error(); }
 /* ---- process-wide time in the networks (bcg_nn_time) ---- */
 static uint64_t nn_ns[2]; /* forward, backward */
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void bcg_nn_time(double *fwd_s, double *bwd_s) {
-  if (fwd_s) *fwd_s = 1e-9 * (double)__atomic_load_n(&nn_ns[0], __ATOMIC_RELAXED);
-  if (bwd_s) *bwd_s = 1e-9 * (double)__atomic_load_n(&nn_ns[1], __ATOMIC_RELAXED);
+  if (fwd_s) *fwd_s = bcg_clock_s(&nn_ns[0]);
+  if (bwd_s) *bwd_s = bcg_clock_s(&nn_ns[1]);
 }
 
 static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);
 static int mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx);
 
 int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
-  uint64_t t0 = mono_ns();
+  uint64_t t0 = bcg_mono_ns();
   int rc = mlp_forward(m, t, x, batch, y);
-  __atomic_fetch_add(&nn_ns[0], mono_ns() - t0, __ATOMIC_RELAXED);
+  bcg_clock_add(&nn_ns[0], t0);
   return rc;
 }
 
 int bcg_mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {
-  uint64_t t0 = mono_ns();
+  uint64_t t0 = bcg_mono_ns();
   int rc = mlp_backward(m, t, dy, grad, dx);
-  __atomic_fetch_add(&nn_ns[1], mono_ns() - t0, __ATOMIC_RELAXED);
+  bcg_clock_add(&nn_ns[1], t0);
   return rc;
 }
 

@@ -25,6 +25,7 @@
 #include "bcg/nn.h"
 #include "bcg/runlog.h"
 #include "bcg/train.h"
+#include "clock.h"
 
 void openblas_set_num_threads(int n); /* libopenblas */
 
@@ -37,11 +38,7 @@ static void setf(char *err, size_t errlen, const char *fmt, ...) {
   va_end(ap);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double now_s(void) { return 1e-9 * (double)bcg_mono_ns(); }
 
 /* ---- checkpoints ------------------------------------------------------------ */
 

@@ -467,6 +467,17 @@ typedef struct train_out {
 #define BETA1 0.7
 
 /* one SHAC iteration of humanoid.xml on the jump clip; 0 or -1 (message printed) */
+/* a config file loaded through the test registry (NULL: the message printed) */
+static bcg_config *load_ini(const char *ini) {
+  char err[2048];
+  bcg_config *cfg = NULL;
+  if (bcg_config_load_with(&cfg, treg, ini, 0, NULL, err, sizeof err)) {
+    printf("\n  config: %s\n", err);
+    return NULL;
+  }
+  return cfg;
+}
+
 static int train_smb = 1; /* [run] sim_min_batch of the cuda runs (1: every batch on the GPU) */
 
 static int train_once(const char *estimator, const char *contact, int dr, const char *device, train_out *o) {
@@ -495,11 +506,8 @@ static int train_once(const char *estimator, const char *contact, int dr, const 
           "[task]\nplugin = imitation\nmotion = models/motions/jump.csv\nrsi = true\n",
           BETA1);
   fclose(f);
-  bcg_config *cfg = NULL;
-  if (bcg_config_load_with(&cfg, treg, ini, 0, NULL, err, sizeof err)) {
-    printf("\n  config: %s\n", err);
-    return -1;
-  }
+  bcg_config *cfg = load_ini(ini);
+  if (!cfg) return -1;
   if (bcg_rundir_create(ttmp, "runs", rdir, sizeof rdir, err, sizeof err)) {
     printf("\n  run dir: %s\n", err);
     bcg_config_free(cfg);
@@ -535,6 +543,20 @@ static int train_once(const char *estimator, const char *contact, int dr, const 
   return 0;
 }
 
+/* |g_cuda - g_cpu| / |g_cpu| (INFINITY if any entry is not finite or g_cpu
+ * is zero); *norm = |g_cpu| */
+static double grad_rel(const train_out *c, const train_out *g, double *norm) {
+  double nd = 0, nc = 0;
+  int finite = 1;
+  for (long k = 0; k < c->np; k++) {
+    if (!isfinite(c->g[k]) || !isfinite(g->g[k])) finite = 0;
+    nd += (c->g[k] - g->g[k]) * (c->g[k] - g->g[k]);
+    nc += c->g[k] * c->g[k];
+  }
+  if (norm) *norm = sqrt(nc);
+  return finite && nc > 0 ? sqrt(nd / nc) : INFINITY;
+}
+
 static void train_compare(int dr) {
   if (!gpu()) return;
   if (train_setup()) { CU_FAIL("temporary directory"); return; }
@@ -548,21 +570,15 @@ static void train_compare(int dr) {
       CU_ASSERT(rc == 0);
       if (rc) { free(c.g); free(g.g); continue; }
       CU_ASSERT_FATAL(c.np == g.np);
-      double nd = 0, nc = 0;
-      int finite = 1;
-      for (long k = 0; k < c.np; k++) {
-        if (!isfinite(c.g[k]) || !isfinite(g.g[k])) finite = 0;
-        nd += (c.g[k] - g.g[k]) * (c.g[k] - g.g[k]);
-        nc += c.g[k] * c.g[k];
-      }
-      double rel = finite && nc > 0 ? sqrt(nd / nc) : INFINITY;
+      double gn;
+      double rel = grad_rel(&c, &g, &gn);
       printf("\n  %-8s %-14s dr %d: |g| %.6e  cuda vs cpu %.2e  triggered %.3f / %.3f  samples %llu / %llu", ests[i],
-             cons[j], dr, sqrt(nc), rel, c.bundle_frac, g.bundle_frac, (unsigned long long)c.samples,
+             cons[j], dr, gn, rel, c.bundle_frac, g.bundle_frac, (unsigned long long)c.samples,
              (unsigned long long)g.samples);
       int exempt = HARD_FLOAT_GRAD_EXEMPT && !strcmp(cons[j], "hard");
       if (exempt) printf(" (hard in float: gradient not compared)");
       else CU_ASSERT(rel <= TOL_GRAD);
-      CU_ASSERT(sqrt(nc) > 0);
+      CU_ASSERT(gn > 0);
       CU_ASSERT(c.samples == g.samples);
       if (!(isnan(c.bundle_frac) && isnan(g.bundle_frac))) CU_ASSERT(c.bundle_frac == g.bundle_frac);
       if (i > 0) CU_ASSERT(c.bundle_frac > 0); /* the trigger fired: bundles / cuts were exercised */
@@ -597,11 +613,8 @@ static bcg_env *dr_env(const char *device, int n) {
           "dr_mass_scale = 0.2\ndr_com_offset = 0.02\n[contact]\nplugin = smoothed_kappa\n",
           device);
   fclose(f);
-  bcg_config *cfg = NULL;
-  if (bcg_config_load_with(&cfg, treg, ini, 0, NULL, err, sizeof err)) {
-    printf("\n  config: %s\n", err);
-    return NULL;
-  }
+  bcg_config *cfg = load_ini(ini);
+  if (!cfg) return NULL;
   bcg_env *env = bcg_env_create(cfg, n, err, sizeof err);
   if (!env) printf("\n  env (%s): %s\n", device, err);
   bcg_config_free(cfg);
@@ -711,12 +724,7 @@ static void test_train_gradient_mixed(void) {
       CU_ASSERT(rc == 0);
       CU_ASSERT(g1 > g0 && c1 > c0); /* both devices ran batches of this iteration */
       if (rc || c.np != g.np) { free(c.g); free(g.g); CU_ASSERT(rc == 0 && c.np == g.np); continue; }
-      double nd = 0, nc = 0;
-      for (long k = 0; k < c.np; k++) {
-        nd += (c.g[k] - g.g[k]) * (c.g[k] - g.g[k]);
-        nc += c.g[k] * c.g[k];
-      }
-      double rel = nc > 0 && isfinite(nd) ? sqrt(nd / nc) : INFINITY;
+      double rel = grad_rel(&c, &g, NULL);
       printf("\n  bcg %-14s dr %d, batches on the GPU %llu, on the CPU %llu: cuda vs cpu %.2e  samples %llu / %llu",
              cons[j], dr, (unsigned long long)(g1 - g0), (unsigned long long)(c1 - c0), rel,
              (unsigned long long)c.samples, (unsigned long long)g.samples);
