@@ -183,7 +183,39 @@ static void pose_dance(double t, double *v) {
   v[PITCH] = 4;
 }
 
+/* stand: the model's default pose (all hinges 0), still, for 10 s: the first
+ * rung of the learning ladder (docs/learning.md) */
+static void pose_stand(double t, double *v) {
+  (void)t;
+  memset(v, 0, sizeof(double) * NCH);
+}
+
+/* walk: a gentle walk at about 1 m/s: stride period 1.0 s (a step every
+ * 0.5 s), thighs swinging +-18 degrees about a slightly flexed mean, the
+ * knee folding while its leg swings forward (foot clearance), a small
+ * ankle motion, arms counter-swinging; starts from the standing pose and
+ * ramps up over the first second. No flight phase: one foot always
+ * supports (the lower one is pinned). */
+static void pose_walk(double t, double *v) {
+  double T = 1.0, w = 2 * M_PI / T, ramp = t < 1.0 ? 0.5 - 0.5 * cos(M_PI * t) : 1.0;
+  for (int side = 0; side < 2; side++) {
+    double ph = w * t + side * M_PI, sw = sin(ph), c = cos(ph), fold = 0.5 + 0.5 * c;
+    int hy = side ? LHY : RHY, k = side ? LK : RK, ay = side ? LAY : RAY;
+    v[hy] = ramp * (-18 * sw - 6);
+    v[k] = -ramp * (6 + 50 * fold * fold * fold);
+    v[ay] = ramp * (5 * sw - 4 * fold * fold * fold);
+    int s1 = side ? LS1 : RS1, s2 = side ? LS2 : RS2, e = side ? LE : RE;
+    v[s1] = 12 * ramp * sw;
+    v[s2] = -6 * ramp * sw;
+    v[e] = -10 * ramp;
+  }
+  v[PITCH] = 3 * ramp;
+  v[AZ] = 3 * ramp * sin(w * t);
+}
+
 static clip CLIPS[] = {
+    {"stand", "the default standing pose held still, 10 s", 10.0, pose_stand, 0, {{0}}},
+    {"walk", "gentle walk, about 1 m/s, 10 s, stride 1.0 s, stance foot pinned", 10.0, pose_walk, 0, {{0}}},
     {"run", "running gait, 8 s, stride 0.66 s, stance foot pinned", 8.0, pose_run, 0, {{0}}},
     {"jump", "5 vertical jumps, 8 s, flight 0.42 s each", 8.0, pose_jump, 5,
      {{0.62, 1.04}, {2.22, 2.64}, {3.82, 4.24}, {5.42, 5.84}, {7.02, 7.44}}},

@@ -1,0 +1,64 @@
+#!/bin/bash
+# bench/device_ladder.sh - the learning-ladder sweep of docs/learning.md on the
+# device machine's CPUs: 16 single-thread SHAC runs side by side (stand with
+# SHAC+BCG and autodiff SHAC and their variants: no position correction,
+# lower action noise, lower actor LR, 32 environments, horizon 16; walk; the
+# locomotion rung), through bench/device_train.sh (E_fixed of every
+# checkpoint in bcg, the transfer evaluation of each final policy in MuJoCo
+# and bcg).
+#
+#   run(command="bash bench/device_ladder.sh", carry=["build-debs"])
+#
+# SWEEP=1: the first sweep (330 s, ITERS=700); SWEEP=2 (default): the second
+# (TRAIN_SECONDS=480). Results: bench/results/ladder_sweep*.txt.
+# Environment: TRAIN_SECONDS (default 330), ITERS (the [run] iterations
+# budget and so the length of the linear LR decay, default 700), LADDER_RUNS
+# (the RUNS list of device_train.sh; the default is below).
+set -u
+cd "$(dirname "$0")/.."
+S=${TRAIN_SECONDS:-330}
+IT=${ITERS:-1000}
+C=configs/ladder
+O="run.iterations=$IT run.checkpoint_every=100"
+D1="s_bcg|$C/stand_shac_bcg.ini|$O"
+D1="$D1;s_ad|$C/stand_shac.ini|$O"
+D1="$D1;s_bcg_erp0|$C/stand_shac_bcg.ini|$O contact.erp=0"
+D1="$D1;s_ad_erp0|$C/stand_shac.ini|$O contact.erp=0"
+D1="$D1;s_bcg_ls2|$C/stand_shac_bcg.ini|$O learner.logstd_init=-2"
+D1="$D1;s_ad_ls2|$C/stand_shac.ini|$O learner.logstd_init=-2"
+D1="$D1;s_bcg_lr5e4|$C/stand_shac_bcg.ini|$O learner.actor_lr=5e-4"
+D1="$D1;s_ad_lr5e4|$C/stand_shac.ini|$O learner.actor_lr=5e-4"
+D1="$D1;s_bcg_n32|$C/stand_shac_bcg.ini|$O run.num_envs=32"
+D1="$D1;s_ad_n32|$C/stand_shac.ini|$O run.num_envs=32"
+D1="$D1;s_bcg_h16|$C/stand_shac_bcg.ini|$O learner.horizon=16"
+D1="$D1;s_bcg_lr1e3ls15|$C/stand_shac_bcg.ini|$O learner.actor_lr=1e-3 learner.logstd_init=-1.5"
+D1="$D1;w_bcg|$C/walk_shac_bcg.ini|$O"
+D1="$D1;w_ad|$C/walk_shac.ini|$O"
+D1="$D1;l_ad|$C/locomotion_shac.ini|$O"
+D1="$D1;l_bcg|$C/locomotion_shac_bcg.ini|$O"
+# sweep 2: action noise std e^-2 (found in sweep 1) on more seeds, walk and locomotion
+D2="s_bcg_ls2_s1|$C/stand_shac_bcg.ini|$O learner.logstd_init=-2 run.seed=1"
+D2="$D2;s_bcg_ls2_s2|$C/stand_shac_bcg.ini|$O learner.logstd_init=-2 run.seed=2"
+D2="$D2;s_bcg_ls2_s3|$C/stand_shac_bcg.ini|$O learner.logstd_init=-2 run.seed=3"
+D2="$D2;s_bcg_ls25|$C/stand_shac_bcg.ini|$O learner.logstd_init=-2.5"
+D2="$D2;s_ad_ls2_s1|$C/stand_shac.ini|$O learner.logstd_init=-2 run.seed=1"
+D2="$D2;w_bcg_ls2|$C/walk_shac_bcg.ini|$O learner.logstd_init=-2"
+D2="$D2;w_ad_ls2|$C/walk_shac.ini|$O learner.logstd_init=-2"
+D2="$D2;w_bcg_ls2_n32|$C/walk_shac_bcg.ini|$O learner.logstd_init=-2 run.num_envs=32"
+D2="$D2;w_bcg_ls2_h16|$C/walk_shac_bcg.ini|$O learner.logstd_init=-2 learner.horizon=16"
+D2="$D2;w_bcg_ls25|$C/walk_shac_bcg.ini|$O learner.logstd_init=-2.5"
+D2="$D2;l_ad_ls2|$C/locomotion_shac.ini|$O learner.logstd_init=-2"
+D2="$D2;l_ad_motor|$C/locomotion_shac.ini|$O sim.actuation=motor"
+D2="$D2;l_bcg_ls2|$C/locomotion_shac_bcg.ini|$O learner.logstd_init=-2"
+D2="$D2;l_ad_motor_n64|$C/locomotion_shac.ini|$O sim.actuation=motor run.num_envs=64"
+D2="$D2;l_ad_ls2_sp1|$C/locomotion_shac.ini|$O learner.logstd_init=-2 task.target_speed=1.0"
+D2="$D2;s_ad_ls2_lr1e3|$C/stand_shac.ini|$O learner.logstd_init=-2 learner.actor_lr=1e-3"
+case "${SWEEP:-2}" in
+  1) D=$D1 ;;
+  2) D=$D2 ;;
+  *) echo "device_ladder: SWEEP must be 1 or 2" >&2; exit 2 ;;
+esac
+export RUNS=${LADDER_RUNS:-$D}
+export TRAIN_SECONDS=$S THREADS_1=1 THREADS_2=1 EVAL_SECONDS=${EVAL_SECONDS:-10} EVAL_RUNS=${EVAL_RUNS:-3}
+export THRESHOLDS=${THRESHOLDS:-"50 30 20 15 10 5"}
+exec bash bench/device_train.sh
