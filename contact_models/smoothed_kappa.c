@@ -4,8 +4,13 @@
  *
  * Per environment, for its na active contacts (contact frame: normal first):
  *
- *   s_i = 1 / (1 + exp(clip(kappa * g_i, -100, 50)))     (hard: s_i = [g_i <= 0])
- *   projected Gauss-Seidel sweeps over i = 0..na-1 in order, with the residual
+ *   s_i = T(g_i / margin) / (1 + exp(clip(kappa * g_i, -100, 50)))
+ *                                                         (hard: s_i = [g_i <= 0])
+ *     T(x) = 1 (x <= 0), 1 - 3 x^2 + 2 x^3 (0 < x < 1), 0 (x >= 1): the margin
+ *     taper; the core lists a contact while g_i <= margin, so its weight is
+ *     zero where it appears and disappears (margin <= 0: T = 1)
+ *   projected Gauss-Seidel sweeps over i = 0..na-1 in order (the core lists
+ *   the contacts in slot order), with the residual
  *     y_i = c_i + sum_j w_ij G_ij p_j,   w_ij = s_j (j != i), 1 (j == i)
  *   (the end-of-step velocity of contact i) and one of three steps (key solver):
  *
@@ -16,10 +21,10 @@
  *       q_t  = p_t - (G_ii,tt)^-1 y_t                                (Newton step)
  *       p_n = 0:            p_t <- 0
  *       |q_t| <= mu_i p_n:  p_t <- q_t                                  (sticking)
- *       else:               p_t <- p_t - alpha_i y_t, then onto the disc
- *                           |p_t| <= mu_i p_n                 (sliding: gradient step)
- *       alpha_i = 1 / lambda_max(sym G_ii,tt) = 1 / ((a + c) / 2 + sqrt(((a - c) / 2)^2
- *         + b^2)), a, c the diagonal of G_ii,tt and b the mean of its off-diagonal
+ *       else:               p_t <- argmin over |t| <= mu_i p_n of the contact's own
+ *                           1/2 (t - p_t)^T G_ii,tt (t - p_t) + y_t^T (t - p_t)
+ *                           (sliding: q_t projected onto the disc in the metric
+ *                           of G_ii,tt; contact_disc_slide, contact_common.h)
  *   block: p_i = -G_ii^-1 c_i, then `iterations` sweeps of
  *       p_i <- proj_i(p_i - G_ii^-1 y_i)                           (3x3 block step)
  *   reference: as block with the scalar step 1 / (1 + sum_j det G_ij) in place
@@ -48,27 +53,31 @@
  * 8-contact problems: geometric-mean error 3e-3 against 1.4e-2) and from a
  * per-contact split step from p = 0 (same on random problems, box -1.7e-6).
  *
- * Why split's sliding step is a gradient step (measured, tests "box on a
- * slope: split's Coulomb friction"): projecting the Newton point p_t -
- * G_tt^-1 y_t onto the disc (split before) is a Euclidean projection of a
- * G_tt-metric step; where G_tt is anisotropic (a box corner couples t1 and t2
- * through rotation: G_tt = 4 +- 1.5 for the box above) its fixed point is not
- * Coulomb's maximum-dissipation law, and the friction turns partly sideways and
- * weakens along the slide: the box (mu = 0.5) sliding down a slope of tan 0.8
- * had 0.176 of each corner's normal impulse sideways (cancelling over the box),
- * got 3.58 N of friction instead of mu N = 3.83 N (N = 7.66 N exact) and
- * accelerated at 2.55 instead of g (sin - mu cos) = 2.31 m/s^2. A projected
- * gradient step with a scalar alpha > 0 has the fixed point p_t = -mu p_n v_t /
- * |v_t| (v_t the end tangential velocity of the contact): now 3.83 N (ratio
- * 1.000), 2.31 m/s^2, sideways per corner < 1e-15 of its normal, both ways;
- * sticking (20-degree slope) still ends at |v_t| = 1e-17. Sticking keeps the
- * Newton step (exact in one step for a lone contact). alpha = 1 / lambda_max
- * keeps every step a descent step. The price: on the dense random 8-contact
- * problems the Coulomb fixed point is reached more slowly (within 5 % of 1000
- * sweeps: after 10 sweeps 20 % of problems, was 35 %; after 30: 50 %, was 65 %;
- * box with friction after 30 sweeps v_n -3e-9, was -2e-15). It is not the
- * single gradient step: 3, 5 or 10 of them per contact (on the contact's own
- * 2x2 problem) gave the same shares; alpha = 2 / tr G_tt 20 % / 60 %.
+ * Why split's sliding step is the exact disc solve (measured, tests "box on a
+ * slope: split's Coulomb friction" and tests/test_continuity.c): projecting
+ * the Newton point p_t - G_tt^-1 y_t onto the disc (split at first) is a
+ * Euclidean projection of a G_tt-metric step; where G_tt is anisotropic (a box
+ * corner couples t1 and t2 through rotation: G_tt = 4 +- 1.5 for the box
+ * above) its fixed point is not Coulomb's maximum-dissipation law, and the
+ * friction turns partly sideways and weakens along the slide: the box (mu =
+ * 0.5) sliding down a slope of tan 0.8 had 0.176 of each corner's normal
+ * impulse sideways (cancelling over the box), got 3.58 N of friction instead
+ * of mu N = 3.83 N (N = 7.66 N exact) and accelerated at 2.55 instead of g (sin
+ * - mu cos) = 2.31 m/s^2. A projected gradient step p_t - alpha y_t (alpha = 1
+ * / lambda_max(G_tt); split next) has the right fixed point p_t = -mu p_n v_t /
+ * |v_t|, but it is not the Newton point on the stick/slip boundary, so the
+ * update, and with it the step's result, jumped whenever an intermediate sweep
+ * crossed the boundary (docs/contact_continuity.md).
+ * The minimiser of the contact's own problem on the disc is both: its fixed
+ * point is maximum dissipation (the end velocity G_tt t + b = -nu t opposes
+ * t), and it equals the Newton point on the boundary (nu = 0), so the update
+ * is continuous. Now: 3.83 N (ratio 1.000), 2.31 m/s^2, sideways per corner
+ * < 4e-18 of its normal, both ways; sticking (20-degree slope) ends at |v_t|
+ * = 2e-14 after 30 sweeps; the box with friction reaches v_n -1.5e-14 after
+ * 30 sweeps (gradient step: -3e-9); on the dense random 8-contact problems
+ * within 5 % of 1000 sweeps after 10 sweeps: 25 % of problems (gradient
+ * step 20 %, projected Newton point 35 % but to the wrong fixed point); after
+ * 30: 55 % (50 %, 65 %).
  *
  * The VJP recomputes the forward, storing the value of p_i before every update
  * (a per-call scratch tape of nsweep * ncon * 3 reals per environment), and
@@ -76,11 +85,11 @@
  * max(0, .) branches as taken, the weights s_j through the gaps (zero for hard
  * and where the clip is active), r_i through the block determinants
  * (reference), G_ii^-1 through G_ii (block, and the initialisation of block and
- * reference), and for split 1 / G_nn, (G_tt)^-1, alpha and the coupling G_tn
- * through G_ii, with the sticking/sliding branch as taken (lambda_max has a
- * kink where G_tt is isotropic, a = c and b = 0: there the adjoint takes the
- * mean of its one-sided derivatives; FD samples across it, like those across
- * any branch switch, are skipped by the tests).
+ * reference), and for split 1 / G_nn, (G_tt)^-1, the disc solve's G_tt, linear
+ * term and radius (the adjoint of its unrolled Newton steps) and the coupling
+ * G_tn through G_ii, with the sticking/sliding branch as taken (the two agree
+ * on the boundary; FD samples across a branch switch are skipped by the tests
+ * when the two step sizes disagree).
  *
  * One source for CPU and GPU: the per-environment functions are BCG_HD; the
  * host part (#ifndef __CUDACC__) has the descriptor and OpenMP loops, the
@@ -123,7 +132,7 @@ typedef struct pgs_cfg {
 BCG_HD int pgs_nsweep(const pgs_cfg *cf) { return cf->iters + (cf->solver == PGS_SPLIT ? 1 : 0); }
 
 /* Per-environment scratch, in reals: s, ds, r [ncon] each (r: the reference
- * step; split: alpha), Gi [9 ncon] (the inverted diagonal blocks; split:
+ * step; unused by split and block), Gi [9 ncon] (the inverted diagonal blocks; split:
  * blockdiag(1 / G_nn, (G_tt)^-1)), p [3 ncon];
  * the VJP adds pb [3 ncon], sb, rb [ncon] each, Gib [9 ncon] and the tape
  * [nsweep * 3 * ncon]. */
@@ -169,7 +178,12 @@ BCG_HD real pgs_shift(const pgs_cfg *cf, real g, real dt) { return cf->erp * g /
 
 /* ---- activation ------------------------------------------------------------------ */
 
-BCG_HD void pgs_weight(const pgs_cfg *cf, real g, real *s, real *ds) {
+/* s = sigmoid(-kappa g) * T(g / margin), ds = d s / d g. T is the margin
+ * taper: 1 for g <= 0, 1 - 3 x^2 + 2 x^3 for x = g / margin in (0, 1), 0 from
+ * the margin on (C1 at both ends), so the weight of a contact reaches zero
+ * exactly where the core stops listing it (gap > margin) and the forward map
+ * has no jump there; margin <= 0: no taper. */
+BCG_HD void pgs_weight(const pgs_cfg *cf, real g, real margin, real *s, real *ds) {
   if (cf->hard) {
     *s = g <= 0 ? (real)1 : (real)0;
     *ds = 0;
@@ -180,8 +194,19 @@ BCG_HD void pgs_weight(const pgs_cfg *cf, real g, real *s, real *ds) {
   if (z < (real)-100) { z = (real)-100; clipped = 1; }
   else if (z > (real)50) { z = (real)50; clipped = 1; }
   const real sv = (real)1 / ((real)1 + exp(z));
-  *s = sv;
-  *ds = clipped ? (real)0 : -cf->kappa * sv * ((real)1 - sv);
+  const real dsv = clipped ? (real)0 : -cf->kappa * sv * ((real)1 - sv);
+  real T = 1, dT = 0;
+  if (margin > 0 && g > 0) {
+    if (g >= margin) {
+      T = 0;
+    } else {
+      const real x = g / margin;
+      T = (real)1 - x * x * ((real)3 - (real)2 * x);
+      dT = -(real)6 * x * ((real)1 - x) / margin;
+    }
+  }
+  *s = sv * T;
+  *ds = dsv * T + sv * dT;
 }
 
 /* ---- one environment ---------------------------------------------------------------- */
@@ -241,18 +266,21 @@ BCG_HD void pgs_step(const pgs_cfg *cf, const pgs_work *w, int i, const real y[3
  *   qn = p_n - y_n / G_nn,  p_n' = max(0, qn),  dn = p_n' - p_n
  *   z  = y_t + G_tn dn     (the tangential residual after the normal update)
  *   u  = (G_tt)^-1 z,  q = (p_n', p_t - u)                   (Newton step)
- *   sliding (p_n' > 0 and |q_t| > mu p_n'): q = (p_n', p_t - alpha z)
- *                                  (gradient step, alpha = 1 / lambda_max(G_tt))
+ *   sliding (p_n' > 0 and |q_t| > mu p_n'): q_t = the minimiser of the
+ *     contact's tangential problem 1/2 t^T G_tt t + b^T t, b = z - G_tt p_t,
+ *     on the disc |t| <= mu p_n' (contact_disc_slide: the Newton point's
+ *     projection in the metric of G_tt, equal to it on the boundary)
  * and then p_i' = contact_proj(q) (p_n' = 0 -> p_t' = 0; sticking: q as is;
- * sliding: onto the disc of radius mu p_n'). Gi is blockdiag(1 / G_nn,
+ * sliding: the rounding-sized rest onto the disc). Gi is blockdiag(1 / G_nn,
  * (G_tt)^-1), Gii the block G_ii. */
 typedef struct pgs_split_st {
   real qn, dn, z[2], u[2], q[3];
+  real A[4], b[2], pt[2]; /* sliding: G_tt, the linear term, the pre-update p_t */
   int slide;
 } pgs_split_st;
 
-BCG_HD void pgs_split_fwd(const real *Gii, int ld, const real *Gi, real alpha, real mu,
-                          const real pi[3], const real y[3], pgs_split_st *st) {
+BCG_HD void pgs_split_fwd(const real *Gii, int ld, const real *Gi, real mu, const real pi[3],
+                          const real y[3], pgs_split_st *st) {
   st->qn = pi[0] - Gi[0] * y[0];
   const real pn = st->qn > 0 ? st->qn : (real)0;
   st->dn = pn - pi[0];
@@ -266,26 +294,41 @@ BCG_HD void pgs_split_fwd(const real *Gii, int ld, const real *Gi, real alpha, r
   /* the Newton step outside the disc: sliding (the same test as contact_proj's) */
   st->slide = pn > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * pn;
   if (st->slide) {
-    st->q[1] = pi[1] - alpha * st->z[0];
-    st->q[2] = pi[2] - alpha * st->z[1];
+    st->A[0] = Gii[ld + 1]; st->A[1] = Gii[ld + 2];
+    st->A[2] = Gii[2 * ld + 1]; st->A[3] = Gii[2 * ld + 2];
+    st->pt[0] = pi[1]; st->pt[1] = pi[2];
+    st->b[0] = st->z[0] - (st->A[0] * pi[1] + st->A[1] * pi[2]);
+    st->b[1] = st->z[1] - (st->A[2] * pi[1] + st->A[3] * pi[2]);
+    contact_disc_slide(st->A, st->b, mu * pn, st->q + 1);
   }
 }
 
 /* Adjoint of pgs_split_fwd + contact_proj: from pb (adjoint of p_i') to the
  * adjoints of the pre-update p_i (pold_b, overwritten) and of y (yb,
- * overwritten); accumulates the adjoint of Gi into Gib, that of alpha into
- * *alpha_b and that of the raw coupling G_tn into Gbii (the G_bar block of
- * G_ii; may be NULL). The sticking/sliding branch is the one taken. */
-BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real alpha, real mu,
-                          const real y[3], const pgs_split_st *st, const real pb[3],
-                          real pold_b[3], real yb[3], real *Gib, real *alpha_b, real *Gbii) {
-  real qb[3], zb0, zb1;
+ * overwritten); accumulates the adjoint of Gi into Gib and those of the raw
+ * G_tt (sliding) and coupling G_tn into Gbii (the G_bar block of G_ii; may
+ * be NULL). The sticking/sliding branch is the one taken (the two agree on
+ * the boundary). */
+BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real mu, const real y[3],
+                          const pgs_split_st *st, const real pb[3], real pold_b[3], real yb[3],
+                          real *Gib, real *Gbii) {
+  real qb[3], zb0, zb1, ptb0, ptb1;
   contact_proj_vjp(st->q, mu, pb, qb);
   if (st->slide) {
-    /* q_t = p_t - alpha z */
-    *alpha_b -= qb[1] * st->z[0] + qb[2] * st->z[1];
-    zb0 = -alpha * qb[1];
-    zb1 = -alpha * qb[2];
+    /* q_t = disc(A = G_tt, b = z - G_tt p_t, r = mu p_n') */
+    real Ab[4] = {0, 0, 0, 0}, bb[2] = {0, 0}, rb = 0;
+    contact_disc_slide_vjp(st->A, st->b, mu * st->q[0], qb + 1, Ab, bb, &rb);
+    qb[0] += mu * rb;
+    zb0 = bb[0];
+    zb1 = bb[1];
+    ptb0 = -(st->A[0] * bb[0] + st->A[2] * bb[1]);
+    ptb1 = -(st->A[1] * bb[0] + st->A[3] * bb[1]);
+    if (Gbii) {
+      Gbii[ld + 1] += Ab[0] - bb[0] * st->pt[0];
+      Gbii[ld + 2] += Ab[1] - bb[0] * st->pt[1];
+      Gbii[2 * ld + 1] += Ab[2] - bb[1] * st->pt[0];
+      Gbii[2 * ld + 2] += Ab[3] - bb[1] * st->pt[1];
+    }
   } else {
     /* q_t = p_t - u,  u = Ainv z */
     const real ub0 = -qb[1], ub1 = -qb[2];
@@ -293,6 +336,8 @@ BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real alpha, r
     Gib[7] += ub1 * st->z[0]; Gib[8] += ub1 * st->z[1];
     zb0 = Gi[4] * ub0 + Gi[7] * ub1;
     zb1 = Gi[5] * ub0 + Gi[8] * ub1;
+    ptb0 = qb[1];
+    ptb1 = qb[2];
   }
   /* z = y_t + G_tn dn */
   yb[1] = zb0;
@@ -308,19 +353,19 @@ BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real alpha, r
   yb[0] = -Gi[0] * qnb;
   Gib[0] -= qnb * y[0];
   pold_b[0] = qnb - dnb;
-  pold_b[1] = qb[1];
-  pold_b[2] = qb[2];
+  pold_b[1] = ptb0;
+  pold_b[2] = ptb1;
 }
 
 /* Forward solve of one environment. G, gap, c, mu, lam, fn point at the
  * environment's slices. With tape (w->tape != NULL) the pre-update p_i of every
  * (sweep, contact) is recorded. w->p holds the final p afterwards. */
-BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, const real *gap,
-                          const real *c, const real *G, const real *mu, real *lam, real *fn,
-                          const pgs_work *w) {
+BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, real margin,
+                          const real *gap, const real *c, const real *G, const real *mu, real *lam,
+                          real *fn, const pgs_work *w) {
   const int ld = 3 * ncon;
   for (int i = 0; i < na; i++) {
-    pgs_weight(cf, gap[i], &w->s[i], &w->ds[i]);
+    pgs_weight(cf, gap[i], margin, &w->s[i], &w->ds[i]);
     const real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
     real *Gi = w->Gi + 9 * i;
     if (cf->solver == PGS_SPLIT) {
@@ -331,7 +376,7 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, const re
       Gi[5] = -Gii[ld + 2] * idt;
       Gi[7] = -Gii[2 * ld + 1] * idt;
       Gi[8] = Gii[ld + 1] * idt;
-      w->r[i] = contact_alpha(Gii, ld); /* the sliding step */
+      w->r[i] = 0; /* unused */
     } else {
       pgs_inv3(Gii, ld, Gi);
     }
@@ -362,8 +407,8 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, const re
       y[0] += pgs_shift(cf, gap[i], dt);
       if (cf->solver == PGS_SPLIT) {
         pgs_split_st st;
-        pgs_split_fwd(G + (size_t)(3 * i) * ld + 3 * i, ld, w->Gi + 9 * i, w->r[i], mu[i],
-                      w->p + 3 * i, y, &st);
+        pgs_split_fwd(G + (size_t)(3 * i) * ld + 3 * i, ld, w->Gi + 9 * i, mu[i], w->p + 3 * i,
+                      y, &st);
         contact_proj(st.q, mu[i], w->p + 3 * i);
       } else {
         pgs_step(cf, w, i, y, q);
@@ -382,12 +427,12 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, const re
 
 /* VJP of one environment: accumulates into gap_bar, c_bar, G_bar (G_bar may be
  * NULL). lam/fn are scratch outputs of the recomputed forward. */
-BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, const real *gap,
-                        const real *c, const real *G, const real *mu, const real *lam_bar,
-                        real *gap_bar, real *c_bar, real *G_bar, real *lam, real *fn,
-                        const pgs_work *w) {
+BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, real margin,
+                        const real *gap, const real *c, const real *G, const real *mu,
+                        const real *lam_bar, real *gap_bar, real *c_bar, real *G_bar, real *lam,
+                        real *fn, const pgs_work *w) {
   const int ld = 3 * ncon;
-  pgs_env_solve(cf, na, ncon, dt, gap, c, G, mu, lam, fn, w);
+  pgs_env_solve(cf, na, ncon, dt, margin, gap, c, G, mu, lam, fn, w);
   /* lam_i = s_i p_i */
   for (int i = 0; i < na; i++) {
     const real *lb = lam_bar + 3 * i, *pi = w->p + 3 * i;
@@ -409,10 +454,10 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, const real
         /* the old p_i's adjoint (pbi) and yb from the split step's adjoint */
         const real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
         pgs_split_st st;
-        pgs_split_fwd(Gii, ld, w->Gi + 9 * i, w->r[i], mu[i], pi, y, &st);
+        pgs_split_fwd(Gii, ld, w->Gi + 9 * i, mu[i], pi, y, &st);
         real pn[3] = {pbi[0], pbi[1], pbi[2]};
-        pgs_split_vjp(Gii, ld, w->Gi + 9 * i, w->r[i], mu[i], y, &st, pn, pbi, yb, w->Gib + 9 * i,
-                      &w->rb[i], G_bar ? G_bar + (size_t)(3 * i) * ld + 3 * i : NULL);
+        pgs_split_vjp(Gii, ld, w->Gi + 9 * i, mu[i], y, &st, pn, pbi, yb, w->Gib + 9 * i,
+                      G_bar ? G_bar + (size_t)(3 * i) * ld + 3 * i : NULL);
       } else {
         pgs_step(cf, w, i, y, q);
         contact_proj_vjp(q, mu[i], pbi, qb);
@@ -480,9 +525,6 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, const real
       for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
           Gbii[a * ld + b] -= Gi[a] * T[b] + Gi[3 + a] * T[3 + b] + Gi[6 + a] * T[6 + b];
-      /* split: r_i = alpha_i = 1 / lambda_max(G_ii,tt) */
-      if (cf->solver == PGS_SPLIT && w->rb[i] != 0)
-        contact_alpha_vjp(G + (size_t)(3 * i) * ld + 3 * i, ld, w->r[i], w->rb[i], Gbii);
       /* r_i = 1 / (1 + sum_j det G_ij) */
       if (cf->solver == PGS_REFERENCE) {
         const real sbar = -w->r[i] * w->r[i] * w->rb[i];
@@ -515,8 +557,9 @@ __attribute__((visibility("hidden"))) int pgs_solve_vjp_cuda(void *self,
 static const bcg_key_spec pgs_keys[] = {
 #ifndef BCG_CONTACT_HARD
     {"kappa", BCG_KEY_REAL, "300", 1, 1e7, NULL,
-     "sigmoid stiffness, 1/m: s = 1/(1+exp(kappa*g)); 300 is the paper's training value "
-     "(50, 100 ablations; large kappa approaches hard)"},
+     "sigmoid stiffness, 1/m: s = 1/(1+exp(kappa*g)), tapered smoothly to 0 at [sim] "
+     "contact_margin (C1) where the contact leaves the active set; 300 is the paper's "
+     "training value (50, 100 ablations; large kappa approaches hard)"},
 #endif
     {"erp", BCG_KEY_REAL, "0", 0, 1, NULL,
      "position correction per substep: the normal velocity target is -erp g / dt, so a contact "
@@ -530,9 +573,10 @@ static const bcg_key_spec pgs_keys[] = {
     {"solver", BCG_KEY_CHOICE, "split", 0, 0, "split|block|reference",
      "Gauss-Seidel step per contact: split (default) = normal step 1/G_nn clipped at 0, then "
      "tangential step with the updated normal: the (G_tt)^-1 Newton step if it stays in the "
-     "friction disc (sticking), else a gradient step 1/lambda_max(G_tt) projected on the disc "
-     "(sliding: maximum dissipation, friction against the slip; projecting the Newton step "
-     "instead turned it sideways where G_tt is anisotropic: a box sliding down a tan 0.8 slope, "
+     "friction disc (sticking), else the minimiser of the contact's 2x2 problem on the disc "
+     "(sliding: maximum dissipation, friction against the slip, and equal to the Newton step "
+     "on the disc's edge, so the step is continuous; projecting the Newton step instead "
+     "turned it sideways where G_tt is anisotropic: a box sliding down a tan 0.8 slope, "
      "mu 0.5, got 3.58 N of friction instead of 3.83 N) (from p = 0, iterations + 1 sweeps); "
      "converges to the complementarity solution also when "
      "G_ii couples normal and tangent (box corners); block = 3x3 G_ii^-1 step then projection "
@@ -599,8 +643,8 @@ static int pgs_solve(void *self, bcg_contact_batch *b) {
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < b->nenv; e++) {
     const pgs_work w = pgs_work_view(work + (size_t)e * ws, ncon, pgs_nsweep(cf), 0);
-    pgs_env_solve(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
-                  b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
+    pgs_env_solve(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->margin,
+                  b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
                   b->lam + (size_t)e * 3 * ncon, b->fn + (size_t)e * ncon, &w);
   }
   free(work);
@@ -619,8 +663,8 @@ static int pgs_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adj
   for (int e = 0; e < b->nenv; e++) {
     real *we = work + (size_t)e * ws;
     const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, pgs_nsweep(cf), 1);
-    pgs_env_vjp(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
-                b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
+    pgs_env_vjp(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->margin,
+                b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
                 adj->lam_bar + (size_t)e * 3 * ncon, adj->gap_bar + (size_t)e * ncon,
                 adj->c_bar + (size_t)e * 3 * ncon, adj->G_bar ? adj->G_bar + (size_t)e * gsz : NULL,
                 we, we + 3 * ncon, &w);
@@ -668,9 +712,9 @@ BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &
  * reals: ncon 24 with up to ~45 sweeps), else in the batch buffer */
 #define PGS_LOCAL_WORK 4096
 
-__global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const int *nactive,
-                                 const real *gap, const real *c, const real *G, const real *mu,
-                                 real *lam, real *fn, real *work, size_t ws) {
+__global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, real dt, real margin,
+                                 const int *nactive, const real *gap, const real *c, const real *G,
+                                 const real *mu, real *lam, real *fn, real *work, size_t ws) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
@@ -678,13 +722,13 @@ __global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const 
   real Gl[CONTACT_GLOCAL], wl[PGS_LOCAL_WORK];
   contact_stage_G(Gl, G + (size_t)e * gsz, na, ld);
   const pgs_work w = pgs_work_view(work ? work + (size_t)e * ws : wl, ncon, pgs_nsweep(&cf), 0);
-  pgs_env_solve(&cf, na, ncon, dt, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
+  pgs_env_solve(&cf, na, ncon, dt, margin, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
                 mu + (size_t)e * ncon, lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, &w);
 }
 
-__global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const int *nactive,
-                               const real *gap, const real *c, const real *G, const real *mu,
-                               const real *lam_bar, real *gap_bar, real *c_bar, real *G_bar,
+__global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, real dt, real margin,
+                               const int *nactive, const real *gap, const real *c, const real *G,
+                               const real *mu, const real *lam_bar, real *gap_bar, real *c_bar, real *G_bar,
                                real *work, size_t ws) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
@@ -695,7 +739,7 @@ __global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, real dt, const in
   if (G_bar) contact_zero_G(Gbl, na, ld);
   real *we = work ? work + (size_t)e * ws : wl;
   const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, pgs_nsweep(&cf), 1);
-  pgs_env_vjp(&cf, na, ncon, dt, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
+  pgs_env_vjp(&cf, na, ncon, dt, margin, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
               mu + (size_t)e * ncon, lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
               c_bar + (size_t)e * 3 * ncon, G_bar ? Gbl : NULL, we, we + 3 * ncon, &w);
   if (G_bar) contact_add_G(G_bar + (size_t)e * gsz, Gbl, na, ld);
@@ -716,8 +760,8 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_cuda(void *self,
       cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
     return -1;
   const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
-  pgs_solve_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap,
-                                               b->c, b->G, b->mu, b->lam, b->fn, work, ws);
+  pgs_solve_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
+                                               b->gap, b->c, b->G, b->mu, b->lam, b->fn, work, ws);
   const cudaError_t err = cudaGetLastError();
   if (work) cudaFreeAsync(work, st);
   return err == cudaSuccess ? 0 : -1;
@@ -735,9 +779,9 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_vjp_cuda(
       cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
     return -1;
   const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
-  pgs_vjp_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap,
-                                             b->c, b->G, b->mu, adj->lam_bar, adj->gap_bar,
-                                             adj->c_bar, adj->G_bar, work, ws);
+  pgs_vjp_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
+                                             b->gap, b->c, b->G, b->mu, adj->lam_bar,
+                                             adj->gap_bar, adj->c_bar, adj->G_bar, work, ws);
   const cudaError_t err = cudaGetLastError();
   if (work) cudaFreeAsync(work, st);
   return err == cudaSuccess ? 0 : -1;

@@ -6,8 +6,15 @@
  * Applied as the impulse dt * f and computed from the contact velocity at the
  * start of the substep (v0):
  *
- *   f_n = k_e max(0, -g) + k_d max(0, -v_n) [g < 0]
+ *   f_n = k_e max(0, -g) + D(g) max(0, -v_n)
  *   f_t = -(v_t / |v_t|_e) min(k_f |v_t|_e, mu f_n),  |v_t|_e = sqrt(|v_t|^2 + e^2)
+ *   D(g) = k_d R(-g / w),  R(x) = 0 (x <= 0), x^2 (3 - 2 x) (0 < x < 1), 1 (x >= 1)
+ *
+ * w = damping_width (default 0.5 mm, about the resting sink of the humanoid
+ * on the default stiffness): the damper ramps in over the first w of
+ * penetration instead of switching on at g = 0, where it made the impulse of
+ * an approaching point jump by about dt k_d |v_n| (the forward map's
+ * discontinuity of docs/contact_continuity.md; w = 0 restores the switch).
  *
  * Below the cone (k_f |v_t|_e <= mu f_n) this is exactly the viscous
  * f_t = -k_f v_t; on it the magnitude is mu f_n |v_t| / |v_t|_e. The
@@ -32,11 +39,12 @@
  *
  *   normal:  x = lam_n solves  x = dt (k_e max(0, -h(x)) + D max(0, -v_n(x)))
  *            v_n(x) = w + a x,  w = y_n - a p_n,  a = G_ii,nn,
- *            h(x) = g + dt/2 v_n(x),  D = k_d [g < 0]
+ *            h(x) = g + dt/2 v_n(x),  D = D(g) (the ramp above)
  *     The right side is continuous, piecewise linear and non-increasing in x
- *     (a > 0), so there is exactly one solution. D is switched by the
- *     midpoint gap g (an input), not by h(x), which keeps it continuous; with
- *     g < 0, v_n < 0 implies h < 0, so the branches are
+ *     (a > 0), so there is exactly one solution. D is set by the midpoint gap
+ *     g (an input), not by h(x), which keeps the right side continuous in x,
+ *     and the ramp keeps x continuous in g; with g < 0, v_n < 0 implies h < 0,
+ *     so the branches are
  *       2: spring and damper  x = -dt (k_e (g + dt/2 w) + D w) / (1 + dt a (k_e dt/2 + D))
  *       1: spring only        x = -dt k_e (g + dt/2 w) / (1 + dt a k_e dt/2)
  *       0: none               x = 0
@@ -49,16 +57,19 @@
  *                                                            (the viscous solution),
  *     x <= 0:          lam_i = 0
  *     |t*| <= mu x:    lam_i = (x, t*)            (regularised stick: viscous, as is)
- *     else (sliding):  lam_i = (x, proj_disc(p_t - alpha v_t(p_t)))
- *                      v_t(p_t) = y_t + G_tn dn (the end tangential velocity with
- *                      the current impulses), alpha = 1 / lambda_max(sym G_ii,tt)
- *                      = 1 / ((a + c) / 2 + sqrt(((a - c) / 2)^2 + b^2)), a, c the
- *                      diagonal of G_tt, b the mean of its off-diagonal;
- *                      proj_disc scales onto |t| <= mu x if outside.
- *   The sliding step is a projected gradient step on the end tangential
- *   velocity (smoothed_kappa's split does the same, commit 8a36ca2): its fixed
- *   point is lam_t = -mu lam_n v_t / |v_t|, Coulomb's maximum dissipation,
- *   which is the regularised law on the cone (k_f |v_t| > mu f_n). Projecting
+ *     else (sliding):  lam_i = (x, t) with t the minimiser over |t| <= mu x of
+ *                      1/2 t^T A t + z^T t,  A = G_tt + I / (dt k_f),
+ *                      z = y_t + G_tn dn - G_tt p_t
+ *                      (t* minimises it without the disc; contact_disc_slide)
+ *   The sliding step solves the contact's own regularised law exactly on the
+ *   disc: there t = -(A + nu I)^-1 z with nu >= 0, i.e. v_t(t) = -(1 / (dt
+ *   k_f) + nu) t: the impulse opposes the end slip with |t| = mu x, Coulomb's
+ *   maximum dissipation, which is the regularised law on the cone (k_f |v_t|
+ *   > mu f_n); and it equals t* on the disc's edge, so the update is
+ *   continuous across stick/slip. Before it, a projected gradient step
+ *   proj_disc(p_t - alpha v_t), alpha = 1 / lambda_max(G_tt) (commit 8a36ca2)
+ *   had the same fixed point but jumped between t* and the gradient step
+ *   whenever an intermediate sweep crossed the edge. Projecting
  *   the viscous t* onto the disc instead (soft before) is a Euclidean
  *   projection of a G_tt-metric solution; where G_tt is anisotropic (a box
  *   corner couples t1 and t2 through rotation) its fixed point turns the
@@ -66,25 +77,24 @@
  *   box, 4 corners, mu 0.5 on a slope of tan 0.8, defaults, 10 sweeps):
  *   before, friction / (mu normal) 0.937, 0.175 of each corner's normal
  *   sideways, tests/test_physics.c box_slope |a / g (sin - mu cos) - 1| =
- *   0.105; now 1.000, < 1e-6 sideways, 2.8e-10 (tests/test_contact_plugins.c
+ *   0.105; gradient step and now the exact disc solve: 1.000, < 2e-6
+ *   sideways, |a / g (sin - mu cos) - 1| < 1e-11 (tests/test_contact_plugins.c
  *   "soft implicit: box on a slope"). Sticking converges to the same fixed
- *   point as before (viscous creep m g sin / (4 k_f) after 1000 sweeps); with
- *   few sweeps the transients differ (early sweeps may take the sliding step),
- *   so the unconverged creep of 10 sweeps changes (box_slope's stick at tan
- *   0.3: 8.9e-6 -> 1.8e-5 m/s; humanoid standing, sphere drop unchanged). The
- *   update is discontinuous where an intermediate sweep switches between stick
- *   and slide (as split's), which the FD tests skip like any branch switch.
+ *   point (viscous creep m g sin / (4 k_f) after 1000 sweeps); with few sweeps
+ *   the transients differ (early sweeps may take the sliding step), so the
+ *   unconverged creep of 10 sweeps depends on the sliding step (box_slope's
+ *   stick at tan 0.3 after 1.2 s: projected t* 8.9e-6, gradient step 1.8e-5,
+ *   disc solve 1.1e-4 m/s).
  *
  * lam = the final iterate, fn = lam_n / dt; v0 is not read. The VJP recomputes
  * the forward, recording the pre-update lam_i of every (sweep, contact) on a
  * per-call tape (iterations * 3 * ncon reals per environment), and runs the
  * exact adjoint of the unrolled sweeps backwards: the normal branch as taken
- * (its dependence on g, y_n, p_n and G_ii,nn), the stick/slide branch as
- * taken, the 2x2 solve's dependence on G_tt (sticking) or alpha's (sliding:
- * lambda_max has a kink where G_tt is isotropic, a = c and b = 0; there the
- * adjoint takes the mean of its one-sided derivatives, as split), the
- * coupling G_tn, the projection as taken, and the residuals' dependence on c
- * and G. Accumulates into gap_bar, c_bar and G_bar (may be
+ * (its dependence on g, through D(g) too, y_n, p_n and G_ii,nn), the
+ * stick/slide branch as taken, the 2x2 solve's dependence on G_tt (sticking)
+ * or the disc solve's on G_tt, z and the radius mu x (sliding: the adjoint of
+ * its unrolled Newton steps), the coupling G_tn, the projection as taken,
+ * and the residuals' dependence on c and G. Accumulates into gap_bar, c_bar and G_bar (may be
  * NULL); v0_bar untouched.
  *
  * Per-environment code is BCG_HD, shared by the OpenMP loop and the CUDA
@@ -101,14 +111,33 @@
 typedef bcg_real real;
 
 #define SOFT_VT_EPS ((real)1e-4) /* m/s, tangential speed regulariser (explicit) */
+#define SOFT_DW 5e-4                /* m, default damping_width */
+#define SOFT_STR_(x) #x
+#define SOFT_STR(x) SOFT_STR_(x)
 
 typedef struct soft_cfg {
   real ke;      /* N/m */
   real kd;      /* N s/m */
+  real dw;      /* m, penetration over which the damping gain ramps up to kd (0: a step) */
   real kf;      /* N s/m */
   int implicit; /* 1: end-of-substep law on the Delassus system; 0: explicit */
   int iters;    /* Gauss-Seidel sweeps (implicit) */
 } soft_cfg;
+
+/* The damping gain at midpoint gap g: D = k_d R(-g / w), R(x) = x^2 (3 - 2 x)
+ * on [0, 1] (0 apart, k_d from w = damping_width deep, C1 at both ends);
+ * *dD = d D / d g. A gain that switched from 0 to k_d at g = 0 made the
+ * impulse of an approaching point jump there by about dt k_d |v_n| (the
+ * forward map's discontinuity of docs/contact_continuity.md). w = 0: the
+ * step. */
+BCG_HD real soft_damping(const soft_cfg *cf, real g, real *dD) {
+  *dD = 0;
+  if (!(g < 0)) return 0;
+  if (!(cf->dw > 0) || -g >= cf->dw) return cf->kd;
+  const real x = -g / cf->dw;
+  *dD = -cf->kd * (real)6 * x * ((real)1 - x) / cf->dw;
+  return cf->kd * x * x * ((real)3 - (real)2 * x);
+}
 
 /* ================================================================ explicit == */
 
@@ -116,7 +145,9 @@ typedef struct soft_cfg {
 BCG_HD void soft_force(const soft_cfg *cf, real g, const real v[3], real mu, real f[3],
                        int *slide, real *vm) {
   const real pen = g < 0 ? -g : (real)0;
-  const real damp = (g < 0 && v[0] < 0) ? -cf->kd * v[0] : (real)0;
+  real dD;
+  const real D = soft_damping(cf, g, &dD);
+  const real damp = v[0] < 0 ? -D * v[0] : (real)0;
   const real fnv = cf->ke * pen + damp;
   const real m = sqrt(v[1] * v[1] + v[2] * v[2] + SOFT_VT_EPS * SOFT_VT_EPS);
   f[0] = fnv;
@@ -171,8 +202,13 @@ BCG_HD void soft_env_vjp(const soft_cfg *cf, int na, real dt, const real *gap, c
       vb[2] = -sc * (ftb2 - u2 * ub);
     }
     if (g < 0) {
+      real dD;
+      const real D = soft_damping(cf, g, &dD);
       gap_bar[i] -= cf->ke * fnb;
-      if (v[0] < 0) vb[0] = -cf->kd * fnb;
+      if (v[0] < 0) {
+        vb[0] = -D * fnb;
+        gap_bar[i] -= v[0] * dD * fnb; /* damp = -D(g) v_n */
+      }
     }
     for (int a = 0; a < 3; a++) v0_bar[3 * i + a] += vb[a];
   }
@@ -195,6 +231,7 @@ BCG_HD void soft_residual(int i, int na, int ld, const real *G, const real *ci, 
 /* Intermediates of one contact update (see the header). */
 typedef struct soft_imp_st {
   real w, hw, D;   /* v_n(0), h(0), active damping gain */
+  real dD;         /* d D / d g */
   real num, den;   /* x = num / den on the branch taken */
   int br;          /* normal branch: 2 spring+damper, 1 spring, 0 none */
   real dn;         /* x - p_n */
@@ -202,9 +239,9 @@ typedef struct soft_imp_st {
   real z[2];       /* vt - G_tt p_t */
   real Ai[4];      /* (I + dt k_f G_tt)^-1, row major */
   real u[2];       /* Ai z */
-  real alpha;      /* 1 / lambda_max(sym G_tt) (sliding step) */
+  real A[4];       /* G_tt + I / (dt k_f) (sliding: the tangential problem's matrix) */
   int slide;       /* x > 0 and the viscous t* outside the disc */
-  real q[3];       /* before the projection: (x, t*) (sticking) or (x, p_t - alpha vt) (sliding) */
+  real q[3];       /* before the projection: (x, t*) (sticking) or (x, t on the disc) (sliding) */
 } soft_imp_st;
 
 BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const real *Gii, int ld,
@@ -212,17 +249,17 @@ BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const rea
   const real a = Gii[0], hdt = dt * (real)0.5;
   st->w = y[0] - a * p[0];
   st->hw = g + hdt * st->w;
-  st->D = g < 0 ? cf->kd : (real)0;
+  st->D = soft_damping(cf, g, &st->dD);
   real x = 0;
   st->br = 0;
   st->num = 0;
   st->den = 1;
-  /* g < 0: x = dt max(0, -k_e h - k_d v_n) (branch 2); else x = dt k_e max(0, -h) (1) */
+  /* D > 0 (g < 0): x = dt max(0, -k_e h - D v_n) (branch 2); else x = dt k_e max(0, -h) (1) */
   const real D = st->D;
-  const real num = g < 0 ? -dt * (cf->ke * st->hw + D * st->w) : -dt * cf->ke * st->hw;
+  const real num = -dt * (cf->ke * st->hw + D * st->w);
   const real den = (real)1 + dt * a * (cf->ke * hdt + D);
   const real xx = num / den;
-  if (xx > 0) { st->br = g < 0 ? 2 : 1; st->num = num; st->den = den; x = xx; }
+  if (xx > 0) { st->br = D > 0 ? 2 : 1; st->num = num; st->den = den; x = xx; }
   st->dn = x - p[0];
   const real g11 = Gii[ld + 1], g12 = Gii[ld + 2], g21 = Gii[2 * ld + 1], g22 = Gii[2 * ld + 2];
   st->vt[0] = y[1] + Gii[ld] * st->dn;
@@ -239,12 +276,14 @@ BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const rea
   st->q[0] = x;
   st->q[1] = -al * st->u[0];
   st->q[2] = -al * st->u[1];
-  /* the viscous solution outside the disc: sliding (the same test as contact_proj's) */
-  st->alpha = contact_alpha(Gii, ld);
+  /* the viscous solution outside the disc: sliding (the same test as contact_proj's);
+   * t* minimises 1/2 t^T A t + z^T t, A = G_tt + I / (dt k_f): on the disc, the
+   * minimiser there (equal to t* on the boundary) */
   st->slide = x > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * x;
   if (st->slide) {
-    st->q[1] = p[1] - st->alpha * st->vt[0];
-    st->q[2] = p[2] - st->alpha * st->vt[1];
+    const real il = (real)1 / al; /* al > 0: al = 0 gives t* = 0, never sliding */
+    st->A[0] = g11 + il; st->A[1] = g12; st->A[2] = g21; st->A[3] = g22 + il;
+    contact_disc_slide(st->A, st->z, mu * x, st->q + 1);
   }
 }
 
@@ -259,13 +298,20 @@ BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, 
   real qb[3], vb0, vb1;
   contact_proj_vjp(st->q, mu, pb, qb);
   if (st->slide) {
-    /* q_t = p_t - alpha vt,  alpha = 1 / lambda_max(sym G_tt) */
-    const real alpha_b = -(qb[1] * st->vt[0] + qb[2] * st->vt[1]);
-    vb0 = -st->alpha * qb[1];
-    vb1 = -st->alpha * qb[2];
-    pold_b[1] = qb[1];
-    pold_b[2] = qb[2];
-    if (Gbii) contact_alpha_vjp(Gii, ld, st->alpha, alpha_b, Gbii);
+    /* q_t = disc(A = G_tt + I / al, z, r = mu x),  z = vt - G_tt p_t */
+    real Ab[4] = {0, 0, 0, 0}, zb[2] = {0, 0}, rb = 0;
+    contact_disc_slide_vjp(st->A, st->z, mu * st->q[0], qb + 1, Ab, zb, &rb);
+    qb[0] += mu * rb;
+    vb0 = zb[0];
+    vb1 = zb[1];
+    pold_b[1] = -(Gii[ld + 1] * zb[0] + Gii[2 * ld + 1] * zb[1]);
+    pold_b[2] = -(Gii[ld + 2] * zb[0] + Gii[2 * ld + 2] * zb[1]);
+    if (Gbii) {
+      Gbii[ld + 1] += Ab[0] - zb[0] * p[1];
+      Gbii[ld + 2] += Ab[1] - zb[0] * p[2];
+      Gbii[2 * ld + 1] += Ab[2] - zb[1] * p[1];
+      Gbii[2 * ld + 2] += Ab[3] - zb[1] * p[2];
+    }
   } else {
     /* t* = -al u,  u = Ai z,  Ai = (I + al G_tt)^-1 */
     const real ub0 = -al * qb[1], ub1 = -al * qb[2];
@@ -302,6 +348,8 @@ BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, 
     if (st->br == 2) {
       wb -= dt * st->D * numb;
       ab += denb * dt * (cf->ke * hdt + st->D);
+      /* D = D(g) */
+      *gb += (-dt * st->w * numb + denb * dt * a) * st->dD;
     } else {
       ab += denb * dt * cf->ke * hdt;
     }
@@ -405,17 +453,24 @@ __attribute__((visibility("hidden"))) int soft_solve_vjp_cuda(void *self,
 static const bcg_key_spec soft_keys[] = {
     {"integrator", BCG_KEY_CHOICE, "implicit", 0, 0, "implicit|explicit",
      "implicit (default): the law at the end of the substep, Gauss-Seidel on the Delassus "
-     "system, stable for any gains (viscous friction inside the friction disc; on it a projected "
-     "gradient step 1/lambda_max(G_tt): maximum dissipation, friction against the slip); explicit: forces from the start-of-substep state (no G; "
+     "system, stable for any gains (viscous friction inside the friction disc; on it the "
+     "contact's law solved exactly on the disc: maximum dissipation, friction against the slip, "
+     "continuous across stick/slip); explicit: forces from the start-of-substep state (no G; "
      "needs k_d dt/m < 2 and k_f dt/m < 2 for the lightest point mass m, e.g. stiffness 3e4, "
      "damping 300, friction_stiffness 300 at dt 5 ms: the defaults below are implicit ones)"},
     {"stiffness", BCG_KEY_REAL, "1e5", 0, 1e8, NULL,
      "k_e, N/m per contact point; 1e5: a 40 kg humanoid on 8 points (49 N each) sinks ~0.5 mm, "
      "a 1 kg sphere 0.1 mm; implicit keeps k_e dt^2/m = 2.5 (1 kg point, dt 5 ms) stable"},
     {"damping", BCG_KEY_REAL, "2e3", 0, 1e6, NULL,
-     "k_d, N s/m per point, only while penetrating (midpoint gap < 0) and approaching; 2e3: "
+     "k_d, N s/m per point, only while penetrating (midpoint gap < 0, ramped in over "
+     "damping_width) and approaching; 2e3: "
      "damping ratio ~1.4 for the whole 40 kg body on 8 points (k = 8e5 N/m), overdamped for a "
      "1 kg point (ratio 3.2, no bounce); implicit, so k_d dt/m = 10 only slows the approach"},
+    {"damping_width", BCG_KEY_REAL, SOFT_STR(SOFT_DW), 0, 0.1, NULL,
+     "m: the damping gain ramps smoothly from 0 at the surface to k_d at this penetration "
+     "(C1), so an approaching point's impulse does not jump when it crosses the floor; 5e-4 is "
+     "about the humanoid's resting sink (full damping at rest); 0: full damping from the first "
+     "touch (the impulse jumps by about dt k_d |v_n| there)"},
     {"friction_stiffness", BCG_KEY_REAL, "1e4", 0, 1e7, NULL,
      "k_f, N s/m: viscous tangential force -k_f v_t below the Coulomb cone, so a standing point "
      "creeps at F_t / k_f; 1e4: 10 N of tangential load per point creeps 1 mm/s, and the "
@@ -437,6 +492,7 @@ static void *soft_create(const bcg_services *svc, const bcg_params *params,
   /* without services (unit use) the declared defaults apply */
   cf->ke = (real)1e5;
   cf->kd = (real)2e3;
+  cf->dw = (real)SOFT_DW;
   cf->kf = (real)1e4;
   cf->implicit = 1;
   cf->iters = 10;
@@ -444,6 +500,7 @@ static void *soft_create(const bcg_services *svc, const bcg_params *params,
     if (svc->get_real) {
       cf->ke = (real)svc->get_real(params, "stiffness");
       cf->kd = (real)svc->get_real(params, "damping");
+      cf->dw = (real)svc->get_real(params, "damping_width");
       cf->kf = (real)svc->get_real(params, "friction_stiffness");
     }
     if (svc->get_int) cf->iters = (int)svc->get_int(params, "iterations");
@@ -459,8 +516,9 @@ static void *soft_create(const bcg_services *svc, const bcg_params *params,
       }
     }
   }
-  if (!(cf->ke >= 0 && cf->kd >= 0 && cf->kf >= 0)) {
-    if (err && errlen) snprintf(err, errlen, "soft: stiffness, damping, friction_stiffness must be >= 0");
+  if (!(cf->ke >= 0 && cf->kd >= 0 && cf->kf >= 0 && cf->dw >= 0)) {
+    if (err && errlen)
+      snprintf(err, errlen, "soft: stiffness, damping, damping_width, friction_stiffness must be >= 0");
     free(cf);
     return NULL;
   }

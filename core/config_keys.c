@@ -58,7 +58,8 @@ static const bcg_key_spec sim_keys[] = {
     {"joint_limit_damping", BCG_KEY_REAL, "5", 0, INF, NULL,
      "damping applied beyond a joint limit, weighted by sigmoid(violation / w) (N m s/rad)"},
     {"contact_margin", BCG_KEY_REAL, "0.01", 0, 1, NULL,
-     "a contact point is active when its gap is at most this (m); > 0 gives pre-contact gradients"},
+     "a contact point is active when its gap is at most this (m); > 0 gives pre-contact gradients "
+     "(smoothed_kappa tapers its weight to 0 here, so the step is continuous)"},
     {"friction", BCG_KEY_REAL, "-1", -1, 10, NULL,
      "friction coefficient of every contact; -1 uses the MJCF's (MuJoCo's max pairing rule)"},
     {"max_contacts", BCG_KEY_INT, "16", 0, 24, NULL,

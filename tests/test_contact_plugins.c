@@ -18,7 +18,8 @@
  *   sweeps, block converges to a penetrating fixed point (why split is the
  *   default); sliding at mu = 0.5 (tan 0.8), split's friction is mu * normal
  *   against the slip and none sideways (maximum dissipation, why its sliding
- *   step is a projected gradient step), sticking (20 deg) ends at v_t = 0;
+ *   step solves the contact's 2x2 problem on the disc), sticking (20 deg)
+ *   ends at v_t = 0;
  *   soft implicit (defaults) likewise: friction mu * normal, none sideways,
  *   a = g (sin - mu cos) over a 1 s slide; sticking (10 deg) creeps at
  *   m g sin / (4 k_f). */
@@ -333,6 +334,11 @@ static void fd_plugin(const char *name, const char *k1, const char *v1, const ch
 }
 
 static void test_fd_soft(void) { fd_plugin("soft", "integrator", "explicit", NULL, NULL, "soft explicit"); }
+/* a 5 mm damping ramp: the penetrating contacts (-2 mm) inside it */
+static void test_fd_soft_ramp(void) {
+  fd_plugin("soft", "integrator", "explicit", "damping_width", "5e-3", "soft explicit 5 mm damping ramp");
+  fd_plugin("soft", "damping_width", "5e-3", NULL, NULL, "soft implicit 5 mm damping ramp");
+}
 static void test_fd_hard_split(void) { fd_plugin("hard", "solver", "split", NULL, NULL, "hard split"); }
 static void test_fd_sk30_split(void) { fd_plugin("smoothed_kappa", "kappa", "30", "solver", "split", "kappa=30 split"); }
 static void test_fd_sk300_split(void) { fd_plugin("smoothed_kappa", "kappa", "300", "solver", "split", "kappa=300 split"); }
@@ -535,10 +541,13 @@ static void test_fd_soft_implicit_arriving(void) {
   plug_close(&P);
 }
 
-/* lam_n of the implicit normal law at end velocity v_n (defaults k_e, k_d) */
+/* lam_n of the implicit normal law at end velocity v_n: damping gain k_d R(-g / w),
+ * R(x) = x^2 (3 - 2 x) up to x = 1 (w = damping_width, default 0.5 mm) */
+#define SOFT_DW 5e-4
 static double imp_normal(double g, double vn, double ke, double kd, double dt) {
-  const double h = g + dt / 2 * vn;
-  return g < 0 ? dt * fmax(0, -ke * h - kd * vn) : dt * ke * fmax(0, -h);
+  const double h = g + dt / 2 * vn, x = -g / SOFT_DW;
+  const double D = g >= 0 ? 0 : (x >= 1 ? kd : kd * x * x * (3 - 2 * x));
+  return dt * fmax(0, -ke * h - D * vn);
 }
 
 static void test_soft_implicit_single(void) {
@@ -564,6 +573,23 @@ static void test_soft_implicit_single(void) {
   vn = pr.c[0] + 0.5 * lam[0];
   CU_ASSERT(lam[0] > 0 && fabs(lam[0] - imp_normal(1e-3, vn, ke, kd, dt)) < 1e-12 * lam[0]);
   CU_ASSERT(1e-3 + dt / 2 * vn < 0);
+  /* arriving, half-way into the damping ramp (g = -0.25 mm): half of k_d */
+  single(&pr, -2.5e-4, -0.3, 0, 0, 0.8, Gd);
+  solve1(&P, &pr, lam, fn);
+  vn = pr.c[0] + 0.5 * lam[0];
+  {
+    const double h = -2.5e-4 + dt / 2 * vn, want = dt * (-ke * h - kd / 2 * vn);
+    CU_ASSERT(lam[0] > 0 && vn < 0 && fabs(lam[0] - want) < 1e-12 * lam[0]);
+  }
+  /* arriving across the surface: the impulse does not jump (the damper ramps in) */
+  {
+    double lo[3], hi[3];
+    single(&pr, -1e-12, -0.3, 0, 0, 0.8, Gd);
+    solve1(&P, &pr, lo, fn);
+    single(&pr, 1e-12, -0.3, 0, 0, 0.8, Gd);
+    solve1(&P, &pr, hi, fn);
+    CU_ASSERT(lo[0] > 0 && fabs(lo[0] - hi[0]) < 1e-6 * lo[0]); /* step damper: 2.2x */
+  }
   /* leaving fast while penetrating: the damper cancels the spring, no pull */
   single(&pr, -1e-3, 0.3, 0, 0, 0.8, Gd);
   solve1(&P, &pr, lam, fn);
@@ -839,11 +865,12 @@ static void test_batch_inactive_crosstalk(void) {
  * Split converges more slowly per sweep on these dense, ill-conditioned
  * problems (it treats n and t one after the other) but to the complementarity
  * solution; block converges fast, to its own fixed point (see the box test):
- * split is held to the bound at 30 sweeps. Since split's sliding step is a
- * projected gradient step (Coulomb's maximum dissipation, see the box friction
- * test) the shares are 0.2 / 0.5 (10 / 30 sweeps; were 0.35 / 0.65 with the
- * projected Newton step and its wrong fixed point); the bounds keep one
- * problem of margin. */
+ * split is held to the bound at 30 sweeps. With split's sliding step the
+ * exact solve of the contact's 2x2 problem on the disc (Coulomb's maximum
+ * dissipation, see the box friction test) the shares are 0.25 / 0.55 (10 / 30
+ * sweeps; 0.2 / 0.5 with the projected gradient step before it, 0.35 / 0.65
+ * with the projected Newton step and its wrong fixed point); the bounds keep
+ * two problems of margin. */
 static void test_convergence(void) {
   static const char *solvers[4] = {"split", "block", "reference", "split"};
   static const char *its[4] = {"10", "10", "10", "30"};
@@ -965,6 +992,7 @@ static void test_box_slope(void) {
         bcg_test_report(what, vmin);
         snprintf(what, sizeof what, "box mu=%s %s %s sweeps: max |v_n lam_n|", mus[f], solvers[s], its[it]);
         bcg_test_report(what, compl);
+        CU_ASSERT(isfinite(vmin) && isfinite(compl)); /* a NaN would pass the bounds below */
         if (s == 0) {
           CU_ASSERT(vmin >= -1e-6);
           CU_ASSERT(compl <= 1e-10);
@@ -986,8 +1014,10 @@ static void test_box_slope(void) {
  * sideways (0.176 of its normal impulse; the sideways parts cancel over the 4
  * corners), and the total
  * friction was 3.58 N instead of mu N = 3.83 N (ratio 0.936; box accelerating
- * at 2.55 instead of g (sin - mu cos) = 2.31 m/s^2); now 3.83 N, ratio 1.000. Sticking (20 deg, tan
- * 0.36 < mu, from rest): the end tangential velocity of every corner is 0. */
+ * at 2.55 instead of g (sin - mu cos) = 2.31 m/s^2); now (the minimiser of
+ * each corner's 2x2 problem on the disc) 3.83 N, ratio 1.000. Sticking (20
+ * deg, tan 0.36 < mu, from rest): the end tangential velocity of every corner
+ * is 0. */
 static void test_box_friction(void) {
   const double mu = 0.5, g = 9.81;
   plug P;
@@ -1118,9 +1148,9 @@ static void box_friction_of(const double *lam, double mu, int dir, double *ratio
  * the projection turned each corner's impulse partly sideways; measured
  * before: friction / (mu * normal) 0.937 (one solve and steady), 0.175 of
  * each corner's normal sideways, the box accelerating 10.5% faster than
- * g (sin - mu cos) (as tests/test_physics.c box_slope); now (the projected
- * gradient step on the cone) 1.000, < 1e-6 sideways, |a / g (sin - mu cos) -
- * 1| = 2e-12. Sticking (10 deg, from rest): every corner inside the disc,
+ * g (sin - mu cos) (as tests/test_physics.c box_slope); then with a projected
+ * gradient step on the cone and now with the law solved exactly on the disc:
+ * 1.000, < 2e-6 sideways, |a / g (sin - mu cos) - 1| < 1e-11. Sticking (10 deg, from rest): every corner inside the disc,
  * creeping at the regularised speed m g sin / (4 k_f) (1000 sweeps). */
 static void test_soft_box_friction(void) {
   const double mu = 0.5, g = 9.81, th = 38.7 * 3.14159265358979323846 / 180;
@@ -1271,6 +1301,7 @@ BCG_TESTS({"descriptors and keys", test_descriptors},
           {"FD: soft implicit damped", test_fd_soft_implicit_damped},
           {"FD: soft implicit viscous", test_fd_soft_implicit_viscous},
           {"FD: soft implicit arriving", test_fd_soft_implicit_arriving},
+          {"FD: soft, damping ramp", test_fd_soft_ramp},
           {"FD: hard split", test_fd_hard_split},
           {"FD: hard block", test_fd_hard_block},
           {"FD: hard reference", test_fd_hard_ref},

@@ -91,9 +91,14 @@ typedef struct bcg_env bcg_env;
 
 /* One substep's contact problem for a batch of environments, in contact-frame
  * coordinates (normal first, then two tangents). The core compacts each
- * environment's active contacts (gap <= margin, deepest first) into the first
- * nactive[e] of ncon slots; a plugin reads only those and must leave the
- * impulse of every other slot zero. Arrays are [nenv][...] contiguous. */
+ * environment's active contacts (gap <= margin; the deepest ones when more
+ * than max_contacts are, listed in contact-point slot order, not by depth, so
+ * that the order of a Gauss-Seidel sweep does not change with the state) into
+ * the first nactive[e] of ncon slots; a plugin reads only those and must leave
+ * the impulse of every other slot zero. Arrays are [nenv][...] contiguous. A
+ * contact's force should go to zero as its gap approaches margin, where it
+ * leaves the list (smoothed_kappa tapers its weight), or the forward map
+ * jumps there. */
 typedef struct bcg_contact_batch {
   int nenv;
   int ncon;              /* slots per environment in these arrays (max active) */

@@ -234,7 +234,7 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
   if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, w->y);
   for (int d = 0; d < nv; d++) w->ufree[d] = uS[d] + h * w->y[d];
 
-  /* active contacts: gap <= margin, deepest first, at most ncmax */
+  /* active contacts: gap <= margin, at most ncmax (the deepest ones) */
   int na = 0, cap = sp->ncmax < ncon ? sp->ncmax : ncon;
   if (cap > BCG_MAX_CONTACT) cap = BCG_MAX_CONTACT;
   real_t gsel[BCG_MAX_CONTACT];
@@ -253,6 +253,15 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
     w->cid[pos] = i;
     if (na < cap) na++;
   }
+  /* the kept contacts in slot order: the contact plugins' Gauss-Seidel sweeps
+   * visit them in this order, and a fixed number of sweeps depends on it; in
+   * depth order two contacts whose gaps cross would swap places there and the
+   * step's result would jump (docs/contact_continuity.md) */
+  for (int r = 1; r < na; r++)
+    for (int q = r; q > 0 && w->cid[q - 1] > w->cid[q]; q--) {
+      int ti = w->cid[q]; w->cid[q] = w->cid[q - 1]; w->cid[q - 1] = ti;
+      real_t tg = gsel[q]; gsel[q] = gsel[q - 1]; gsel[q - 1] = tg;
+    }
   w->nact = na;
   *nact = na;
   for (int r = 0; r < ncon; r++) {
