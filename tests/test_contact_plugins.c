@@ -343,6 +343,13 @@ static void test_fd_hard_split(void) { fd_plugin("hard", "solver", "split", NULL
 static void test_fd_sk30_split(void) { fd_plugin("smoothed_kappa", "kappa", "30", "solver", "split", "kappa=30 split"); }
 static void test_fd_sk300_split(void) { fd_plugin("smoothed_kappa", "kappa", "300", "solver", "split", "kappa=300 split"); }
 static void test_fd_sk3000_split(void) { fd_plugin("smoothed_kappa", "kappa", "3000", "solver", "split", "kappa=3000 split"); }
+/* the position correction erp (normal target -erp g / dt): its gap adjoint through the
+ * residual (split) and through the block/reference initialisation p_i = -G_ii^-1 c_i */
+static void test_fd_erp(void) {
+  fd_plugin("smoothed_kappa", "kappa", "300", "erp", "0.2", "kappa=300 split erp=0.2");
+  fd_plugin("hard", "erp", "0.2", "solver", "block", "hard block erp=0.2");
+  fd_plugin("hard", "erp", "0.5", "solver", "reference", "hard reference erp=0.5");
+}
 static void test_fd_hard_block(void) { fd_plugin("hard", "solver", "block", NULL, NULL, "hard block"); }
 static void test_fd_hard_ref(void) { fd_plugin("hard", "solver", "reference", NULL, NULL, "hard reference"); }
 static void test_fd_sk30_block(void) { fd_plugin("smoothed_kappa", "kappa", "30", "solver", "block", "kappa=30 block"); }
@@ -1307,6 +1314,7 @@ BCG_TESTS({"descriptors and keys", test_descriptors},
           {"FD: hard reference", test_fd_hard_ref},
           {"FD: smoothed_kappa 30 split", test_fd_sk30_split},
           {"FD: smoothed_kappa 300 split", test_fd_sk300_split},
+          {"FD: position correction erp (split, block, reference)", test_fd_erp},
           {"FD: smoothed_kappa 3000 split", test_fd_sk3000_split},
           {"FD: smoothed_kappa 30 block", test_fd_sk30_block},
           {"FD: smoothed_kappa 300 block", test_fd_sk300_block},
