@@ -10,7 +10,7 @@
 #   run(command="bash bench/device_ladder.sh", carry=["build-debs"])
 #
 # SWEEP=1: the first sweep (330 s, ITERS=700); SWEEP=2 (default): the second
-# (TRAIN_SECONDS=480). Results: bench/results/ladder_sweep*.txt.
+# (TRAIN_SECONDS=480); SWEEP=3: the third (TRAIN_SECONDS=450). Results: bench/results/ladder_sweep*.txt.
 # Environment: TRAIN_SECONDS (default 330), ITERS (the [run] iterations
 # budget and so the length of the linear LR decay, default 700), LADDER_RUNS
 # (the RUNS list of device_train.sh; the default is below).
@@ -53,10 +53,22 @@ D2="$D2;l_bcg_ls2|$C/locomotion_shac_bcg.ini|$O learner.logstd_init=-2"
 D2="$D2;l_ad_motor_n64|$C/locomotion_shac.ini|$O sim.actuation=motor run.num_envs=64"
 D2="$D2;l_ad_ls2_sp1|$C/locomotion_shac.ini|$O learner.logstd_init=-2 task.target_speed=1.0"
 D2="$D2;s_ad_ls2_lr1e3|$C/stand_shac.ini|$O learner.logstd_init=-2 learner.actor_lr=1e-3"
+# sweep 3 (after the continuity fixes; ladder configs at action std e^-2):
+# stand seeds x actor LR, walk, locomotion
+D3="s_bcg_s0|$C/stand_shac_bcg.ini|$O"
+for sd in 1 2 3; do D3="$D3;s_bcg_s$sd|$C/stand_shac_bcg.ini|$O run.seed=$sd"; done
+for sd in 0 1 2 3; do D3="$D3;s_bcg_lr1e3_s$sd|$C/stand_shac_bcg.ini|$O run.seed=$sd learner.actor_lr=1e-3"; done
+D3="$D3;s_ad_s0|$C/stand_shac.ini|$O;s_ad_s1|$C/stand_shac.ini|$O run.seed=1"
+D3="$D3;w_bcg_h16|$C/walk_shac_bcg.ini|$O learner.horizon=16"
+D3="$D3;w_bcg_h16_lr1e3|$C/walk_shac_bcg.ini|$O learner.horizon=16 learner.actor_lr=1e-3"
+D3="$D3;w_ad_h16|$C/walk_shac.ini|$O learner.horizon=16"
+D3="$D3;w_bcg|$C/walk_shac_bcg.ini|$O"
+D3="$D3;l_ad|$C/locomotion_shac.ini|$O;l_bcg_h16|$C/locomotion_shac_bcg.ini|$O learner.horizon=16"
 case "${SWEEP:-2}" in
   1) D=$D1 ;;
   2) D=$D2 ;;
-  *) echo "device_ladder: SWEEP must be 1 or 2" >&2; exit 2 ;;
+  3) D=$D3 ;;
+  *) echo "device_ladder: SWEEP must be 1, 2 or 3" >&2; exit 2 ;;
 esac
 export RUNS=${LADDER_RUNS:-$D}
 export TRAIN_SECONDS=$S THREADS_1=1 THREADS_2=1 EVAL_SECONDS=${EVAL_SECONDS:-10} EVAL_RUNS=${EVAL_RUNS:-3}
