@@ -156,6 +156,17 @@ int bcg_cmd_eval(int argc, char **argv) {
                before->stats[k].n, res->stats[k].falls, res->stats[k].n, before->stats[k].length_mean,
                res->stats[k].length_mean);
     printf(" (untrained -> trained)\n");
+    /* the verdict on the simulator the policy was not trained in when it ran
+     * (MuJoCo), else bcg: clearly better = fewer falls or none left, and
+     * E_fixed at most half the untrained policy's */
+    int k = res->have[1] ? 1 : 0;
+    const double e0 = before->stats[k].efixed_mean, e1 = res->stats[k].efixed_mean;
+    const int f0 = before->stats[k].falls, f1 = res->stats[k].falls, n = res->stats[k].n;
+    const int better = (f1 < f0 || f1 == 0) && e1 <= 0.5 * e0;
+    printf("verdict (%s): the trained policy is %s than the untrained one: falls %d/%d -> %d/%d, E_fixed %.1f -> %.1f "
+           "cm (%.1fx)\n",
+           nm[k], better ? "clearly better" : "NOT clearly better", f0, before->stats[k].n, f1, n, e0, e1,
+           e1 > 0 ? e0 / e1 : 0.0);
   }
 out:
   free(before);

@@ -1,6 +1,10 @@
 #!/bin/sh
 # tests/check_learning.sh BCG - the slow learning checks (make check-learning).
 #
+# Two parts: the pendulum swing-up (below, about a minute) and rung 1 of the
+# learning ladder, stand on humanoid.xml with SHAC+BCG (at the end, about
+# 4 minutes on 2 cores; SKIP_STAND=1 skips it).
+#
 # SHAC and PPO train on the pendulum swing-up task of the learners' tests
 # (tests/plugins/learn_task.c on tests/models/pendulum.xml, reward
 # cos q - 0.01 u^2 - 0.01 a^2 per step, 100-step episodes: hanging still
@@ -99,6 +103,37 @@ if [ $ok = 1 ]; then
     echo "PASS: both reach $THRESHOLD; SHAC with $(awk -v a="$p" -v b="$s" 'BEGIN { printf "%.1f", a / b }')x fewer samples than PPO"
   else
     echo "FAIL: SHAC needed $s samples, PPO $p"; ok=0
+  fi
+fi
+
+# ---- rung 1 of the learning ladder (docs/learning.md): stand on humanoid.xml ----
+# SHAC+BCG (configs/ladder/stand_shac_bcg.ini) for STAND_ITERS iterations, the
+# LR decaying over them; then bcg eval (5 episodes, both simulators) against
+# the untrained policy. Pass: in bcg at most STAND_FALLS falls and E_fixed <=
+# STAND_EFIXED cm, and the eval's verdict (MuJoCo) "clearly better" (fewer
+# falls or none, E_fixed at most half the untrained policy's).
+STAND_ITERS=${STAND_ITERS:-350}
+STAND_EFIXED=${STAND_EFIXED:-10}
+STAND_FALLS=${STAND_FALLS:-1}
+if [ -z "${SKIP_STAND:-}" ]; then
+  echo "check_learning: stand (configs/ladder/stand_shac_bcg.ini, $STAND_ITERS iterations, 2 threads)"
+  "$BIN" train configs/ladder/stand_shac_bcg.ini run.iterations=$STAND_ITERS run.threads=2 \
+    run.out_dir="$TMP/runs" > "$TMP/stand.out" 2>&1 ||
+    { echo "check_learning: bcg train stand failed:"; tail -5 "$TMP/stand.out"; exit 1; }
+  dir=$(sed -n 's/^bcg: train: run directory //p' "$TMP/stand.out")
+  "$BIN" eval "$dir" --compare-initial --out - > "$TMP/stand.eval" 2>&1 ||
+    { echo "check_learning: bcg eval stand failed:"; tail -5 "$TMP/stand.eval"; exit 1; }
+  grep -E '^(result|verdict)' "$TMP/stand.eval"
+  # the trained policy's bcg row is the last one
+  row=$(grep '^bcg ' "$TMP/stand.eval" | tail -1)
+  falls=$(echo "$row" | awk '{ split($2, f, "/"); print f[1] }')
+  ef=$(echo "$row" | awk '{ print $15 }')
+  if grep -q '^verdict.*clearly better than' "$TMP/stand.eval" && [ "$falls" -le "$STAND_FALLS" ] &&
+    awk -v e="$ef" -v t="$STAND_EFIXED" 'BEGIN { exit !(e <= t) }'; then
+    echo "PASS: stand: bcg falls $falls/5, E_fixed $ef cm (<= $STAND_EFIXED), MuJoCo clearly better than untrained"
+  else
+    echo "FAIL: stand: bcg falls $falls/5 (max $STAND_FALLS), E_fixed $ef cm (max $STAND_EFIXED), or MuJoCo not clearly better"
+    ok=0
   fi
 fi
 [ $ok = 1 ]
