@@ -1,7 +1,8 @@
-/* contact_models/hard.c - hard contact (DESIGN.md section 5): the projected
- * Gauss-Seidel solve of smoothed_kappa with binary activation s_i = [g_i <= 0],
- * the reference for "what the smoothing changes". The gradient through s is
- * zero; the adjoint is otherwise the exact adjoint of the unrolled sweeps.
+/* contact_models/hard.c - hard contact (docs/design.md section 5.4): the
+ * projected Gauss-Seidel solve of smoothed_kappa with binary activation
+ * s_i = [g_i <= 0], the reference for "what the smoothing changes". The
+ * gradient through s is zero; the adjoint is otherwise the exact adjoint of
+ * the unrolled sweeps.
  *
  * Keys: iterations (default 10), solver = split|block|reference (default
  * split: normal step first, then tangential; see smoothed_kappa.c for why).

@@ -1,6 +1,6 @@
 /* contact_models/smoothed_kappa.c - the analytically smoothed hard contact
- * (DESIGN.md section 5), and, compiled with BCG_CONTACT_HARD (hard.c includes
- * this file), the hard contact with binary activation.
+ * (docs/design.md section 5.3), and, compiled with BCG_CONTACT_HARD (hard.c
+ * includes this file), the hard contact with binary activation.
  *
  * Per environment, for its na active contacts (contact frame: normal first):
  *

@@ -1,5 +1,5 @@
 /* contact_models/soft.c - penalty spring-damper contact with regularised
- * Coulomb friction (DESIGN.md section 5), in two integrators
+ * Coulomb friction (docs/design.md section 5.2), in two integrators
  * (`integrator = implicit|explicit`, default implicit).
  *
  * ---- explicit (the original model) -----------------------------------------------

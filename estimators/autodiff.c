@@ -1,5 +1,5 @@
-/* estimators/autodiff.c - plain autodiff (DESIGN.md section 6): the exact
- * vector-Jacobian product of every control step.
+/* estimators/autodiff.c - plain autodiff (docs/design.md section 6.2): the
+ * exact vector-Jacobian product of every control step.
  *
  * forward(t) steps all environments as one batch with bcg_env_step and keeps
  * the step's tape (one state per substep) and its actions in slot t; the

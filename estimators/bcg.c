@@ -1,4 +1,5 @@
-/* estimators/bcg.c - Bundled Contact Gradients (DESIGN.md sections 1 and 6).
+/* estimators/bcg.c - Bundled Contact Gradients (docs/design.md sections 1.1
+ * and 6.3).
  *
  * The whole method is in this file.
  *

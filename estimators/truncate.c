@@ -1,5 +1,5 @@
-/* estimators/truncate.c - horizon truncation at stiff contact (DESIGN.md
- * section 6).
+/* estimators/truncate.c - horizon truncation at stiff contact (docs/design.md
+ * section 6.4).
  *
  * Forward is plain autodiff: every environment steps in one batch with a tape.
  * A transition is stiff when the largest normal contact force of the control

@@ -1,6 +1,7 @@
 /* learners/ppo.c - clipped PPO as used in legged robotics (rsl_rl's PPO:
  * rsl_rl/algorithms/ppo.py, modules/actor_critic.py, storage/rollout_storage.py),
- * DESIGN.md section 7. Forward only: the estimator is created with horizon 0.
+ * docs/design.md section 7.2. Forward only: the estimator is created with
+ * horizon 0.
  *
  * One iteration:
  *  1. Rollout of steps_per_env steps of every environment from where the last

@@ -1,6 +1,6 @@
 /* learners/shac.c - Short-Horizon Actor-Critic (Xu et al., ICLR 2022), as in
- * DESIGN.md section 7; defaults are SHAC's public configuration (DiffRL,
- * cfg/shac/<env>.yaml and algorithms/shac.py).
+ * docs/design.md section 7.1; defaults are SHAC's public configuration
+ * (DiffRL, cfg/shac/<env>.yaml and algorithms/shac.py).
  *
  * One iteration:
  *  1. Rollout of `horizon` steps from the states the last iteration ended in:
@@ -157,8 +157,8 @@ static void destroy(void *p) {
  * re-draw cannot happen here inside a horizon (defer = 1): the backward pass
  * of this horizon's steps BEFORE the reset reads the env's domain when it
  * runs, so it must still find the model those steps were taken with
- * (DESIGN.md section 12). It is deferred to the horizon boundary (after the
- * backward, lu_domain_apply in iterate); the new episode runs on the
+ * (docs/design.md section 12). It is deferred to the horizon boundary (after
+ * the backward, lu_domain_apply in iterate); the new episode runs on the
  * previous draw until then. Outside a horizon (creation, the NaN check
  * before the rollout) it happens at once (defer = 0). */
 static int reset_envs(shac *s, const int *envs, int n, bcg_real *x, int defer) {
@@ -740,7 +740,7 @@ static const bcg_key_spec keys[] = {
      "running return normalisation of rewards (SHAC ret_rms = False; BCG paper true)"},
     {"reward_scale", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "reward multiplier (SHAC rew_scale = 1)"},
     {"actor_loss_mean", BCG_KEY_CHOICE, "envs", 0, 0, "envs|env_steps",
-     "actor loss is the mean over environments (DESIGN.md) or over env x steps (SHAC's code)"},
+     "actor loss is the mean over environments (docs/design.md section 7.1) or over env x steps (SHAC's code)"},
     {"grad_var_every", BCG_KEY_INT, "0", 0, 1e9, NULL,
      "measure the policy-gradient variance across environments every this many iterations (0: off; costs "
      "horizon x envs single-row MLP passes)"},

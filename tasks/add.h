@@ -1,6 +1,6 @@
 /* tasks/add.h - the discriminator of the Adversarial Differential Discriminator
- * (ADD) reward (DESIGN.md section 8), independent of what the differences
- * Delta are (tasks/imitation.c builds them). Header-only, CPU only.
+ * (ADD) reward (docs/design.md section 8.3), independent of what the
+ * differences Delta are (tasks/imitation.c builds them). Header-only, CPU only.
  *
  *   input   xn = Delta / (mabs + ADD_EPS), mabs the running mean of |Delta|
  *           (per element, merged in add_update() from the samples pushed since

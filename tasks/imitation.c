@@ -599,14 +599,14 @@ static const bcg_key_spec keys[] = {
     {"scale_root", BCG_KEY_REAL, "5", 0, 1e6, NULL, "scale of the root error"},
     {"w_action", BCG_KEY_REAL, "0", 0, 1e6, NULL, "weight of the action cost |a|^2"},
     {"w_action_rate", BCG_KEY_REAL, "0", 0, 1e6, NULL,
-     "weight of the action-rate penalty |a - prev_a|^2 (prev_a: the previous action, 0 after a reset; DESIGN.md "
-     "section 8 asks for the term, no published weight fits every action scale: off by default)"},
+     "weight of the action-rate penalty |a - prev_a|^2 (prev_a: the previous action, 0 after a reset; docs/design.md "
+     "section 8.2; no published weight fits every action scale: off by default)"},
     {"term_height", BCG_KEY_REAL, "0.6", -1e6, 1e6, NULL,
      "terminate when the root origin is below this height (m)"},
     {"max_error", BCG_KEY_REAL, "0.5", 0, 1e6, NULL,
      "terminate when the mean body-position error exceeds this (m)"},
     {"add", BCG_KEY_BOOL, "false", 0, 0, NULL,
-     "add the Adversarial Differential Discriminator reward (DESIGN.md section 8; tasks/README.md)"},
+     "add the Adversarial Differential Discriminator reward (docs/design.md section 8.3; tasks/README.md)"},
     {"add_only", BCG_KEY_BOOL, "false", 0, 0, NULL,
      "with add: drop the five tracking terms (the ADD reward replaces them; action terms stay)"},
     {"add_weight", BCG_KEY_REAL, "1", 0, 1e6, NULL, "weight of the ADD reward added to the tracking reward"},

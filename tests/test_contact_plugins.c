@@ -648,9 +648,10 @@ static void test_soft_implicit_single(void) {
 
 /* A rigid body of mass M translating (no rotation) on na points at the same
  * height z, contact frame = world (n = z, t1 = x, t2 = y): G_ij = I / M for
- * every i, j. The midpoint stepper of DESIGN.md section 4 with gravity and a
- * horizontal push Ft: q_M = z + dt/2 u, g = z_M, c = u + dt (-g, Ft/M, 0),
- * u_E = c + sum_i lam_i / M, z_E = z_M + dt/2 u_E_n. */
+ * every i, j. The midpoint stepper of docs/design.md section 4.2 with gravity
+ * and a horizontal push Ft: q_M = z + dt/2 u, g = z_M,
+ * c = u + dt (-g, Ft/M, 0), u_E = c + sum_i lam_i / M,
+ * z_E = z_M + dt/2 u_E_n. */
 typedef struct block_run {
   double z, u[3];      /* state */
   double max_after;    /* highest z after the first touch */

@@ -4,7 +4,8 @@
  * a = g (sin - mu cos) above it; soft contact rests at m g / k_e; humanoid.xml
  * held in its default pose by PD carries its weight on the floor without
  * drifting or sinking, and its resting penetration under smoothed_kappa
- * falls as kappa rises (the table printed here is the one in the README). */
+ * falls as kappa rises (the table printed here is the one in
+ * docs/physics-notes.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

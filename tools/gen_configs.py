@@ -2,7 +2,7 @@
 """Writes configs/experiments/*.ini: every combination the experiments need
 ({run, jump, fight, dance} x {shac, shac_bcg, shac_truncate, ppo} on
 humanoid.xml with smoothed_kappa, plus shac_bcg with the soft model), with the
-BCG paper's settings (DESIGN.md sections 1 and 7). Run from the repository
+BCG paper's settings (docs/design.md sections 1.1 and 7.3). Run from the repository
 root: python3 tools/gen_configs.py"""
 import os
 
@@ -16,7 +16,7 @@ path = /usr/share/mujoco/model/humanoid/humanoid.xml
 substeps = 4
 control_dt = 0.02
 actuation = pd
-# domain randomisation for sim-to-sim transfer (DESIGN.md section 8): per-env
+# domain randomisation for sim-to-sim transfer (docs/design.md section 4.9): per-env
 # friction, link masses (and inertias), centre-of-mass offsets, random pushes
 dr_friction_min = 0.5
 dr_friction_max = 1.25
@@ -38,7 +38,7 @@ rsi = true
 """
 
 SHAC = """[learner]
-# BCG paper's SHAC+BCG settings (DESIGN.md section 7)
+# BCG paper's SHAC+BCG settings (docs/design.md section 7.3)
 plugin = shac
 horizon = 32
 actor_lr = 5e-3
@@ -58,7 +58,7 @@ critic_layers = 256,256
 """
 
 PPO = """[learner]
-# BCG paper's PPO baseline (DESIGN.md section 7)
+# BCG paper's PPO baseline (docs/design.md section 7.3)
 plugin = ppo
 steps_per_env = 24
 entropy_coef = 0.0

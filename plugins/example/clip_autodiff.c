@@ -1,7 +1,7 @@
 /* clip_autodiff.c - an out-of-tree estimator plugin built only from the
  * installed bcg SDK (pkg-config bcg): exact autodiff with the per-step state
  * adjoint clipped, an exploding-gradient guard for long horizons
- * (DESIGN.md section 12: "log per-step adjoint norms, clip").
+ * (docs/design.md section 12).
  *
  * forward(t): exactly autodiff -- every environment steps in one batch with
  *   bcg_env_step; the step's tape (one state per substep) and its actions are

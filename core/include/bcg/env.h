@@ -78,7 +78,7 @@ int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t e
  * task's reset draw counter of that reset (the creation reset is draw 0, the
  * draw bcg_env_set_domain made), and checkpoint dom->draw and dom->clock
  * (learners/learner_util.h, lu_save_domain), so runs and --resume are
- * reproducible. The rule (README, "Domain randomisation"): a backward pass
+ * reproducible. The rule (docs/design.md section 4.9): a backward pass
  * reads the domain of the env when it runs, so re-drawing an environment
  * between a forward step and that step's backward would make the backward
  * use the new model. SHAC (and any learner that differentiates through the

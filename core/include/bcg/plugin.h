@@ -195,7 +195,7 @@ typedef struct bcg_learner_ops {
  * reward depends on besides x and the actions is in the clock, so a caller
  * that stores the clock of each step (with x and the actions) can evaluate
  * the VJPs of any earlier step exactly, even after the environment has been
- * reset since (DESIGN.md section 12: a backward pass reads only what the
+ * reset since (docs/design.md section 12: a backward pass reads only what the
  * forward saved). */
 typedef struct bcg_task_clock {
   int32_t t;     /* control steps since the episode's reset */

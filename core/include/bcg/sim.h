@@ -16,9 +16,9 @@
 
 BCG_BEGIN_DECLS
 
-/* Domain randomisation ([sim] dr_* keys, DESIGN.md section 8), off by default.
- * Every value is drawn from the counter-based RNG (bcg/rng.h) as a pure
- * function of (seed, purpose, environment, draw/clock), so runs are
+/* Domain randomisation ([sim] dr_* keys, docs/design.md section 4.9), off by
+ * default. Every value is drawn from the counter-based RNG (bcg/rng.h) as a
+ * pure function of (seed, purpose, environment, draw/clock), so runs are
  * reproducible and independent of the thread count and of the backend. */
 typedef struct bcg_drparams {
   bcg_real friction_min, friction_max; /* per-env friction ~ U[min, max]; min < 0: off */

@@ -1,4 +1,4 @@
-/* bcg/step.h - the Moreau midpoint substep of DESIGN.md section 4, per
+/* bcg/step.h - the Moreau midpoint substep of docs/design.md section 4.2, per
  * environment, and its exact adjoint (BCG_HD: one source for CPU and GPU).
  *
  *   q_M    = q_S (+) dt/2 u_S
