@@ -230,6 +230,9 @@ install-built:
 	install -m 644 core/include/bcg/*.h $(PREFIX)/include/bcg/
 	install -d $(PREFIX)/lib/pkgconfig $(SDK_SHARE)/template $(SDK_SHARE)/example
 	install -m 644 plugins/README.md $(SDK_SHARE)/
+	install -d $(PREFIX)/share/doc/bcg/docs
+	install -m 644 README.md $(PREFIX)/share/doc/bcg/
+	install -m 644 docs/*.md $(PREFIX)/share/doc/bcg/docs/
 	install -m 644 plugins/template/Makefile plugins/template/*.c $(SDK_SHARE)/template/
 	install -m 644 plugins/example/Makefile plugins/example/*.c $(SDK_SHARE)/example/
 	printf '%s\n' 'prefix=$(abspath $(PREFIX))' 'exec_prefix=$${prefix}' 'libdir=$${exec_prefix}/lib' \
