@@ -1,6 +1,7 @@
 /* cmd_eval.c - `bcg eval RUN_DIR|CHECKPOINT`: the trained policy (mean
  * action) in MuJoCo and in bcg from the same initial states (bcg/eval.h);
  * prints the table and writes eval.h5 into the run directory. */
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,11 +163,16 @@ int bcg_cmd_eval(int argc, char **argv) {
     int k = res->have[1] ? 1 : 0;
     const double e0 = before->stats[k].efixed_mean, e1 = res->stats[k].efixed_mean;
     const int f0 = before->stats[k].falls, f1 = res->stats[k].falls, n = res->stats[k].n;
-    const int better = (f1 < f0 || f1 == 0) && e1 <= 0.5 * e0;
-    printf("verdict (%s): the trained policy is %s than the untrained one: falls %d/%d -> %d/%d, E_fixed %.1f -> %.1f "
-           "cm (%.1fx)\n",
-           nm[k], better ? "clearly better" : "NOT clearly better", f0, before->stats[k].n, f1, n, e0, e1,
-           e1 > 0 ? e0 / e1 : 0.0);
+    /* a task without a reference (locomotion) has no E_fixed: then the time
+     * to the fall must at least double instead */
+    const double l0 = before->stats[k].length_mean, l1 = res->stats[k].length_mean;
+    const int better = (f1 < f0 || f1 == 0) && (isfinite(e0) && isfinite(e1) ? e1 <= 0.5 * e0 : l1 >= 2 * l0);
+    printf("verdict (%s): the trained policy is %s than the untrained one: falls %d/%d -> %d/%d, ", nm[k],
+           better ? "clearly better" : "NOT clearly better", f0, before->stats[k].n, f1, n);
+    if (isfinite(e0) && isfinite(e1))
+      printf("E_fixed %.1f -> %.1f cm (%.1fx)\n", e0, e1, e1 > 0 ? e0 / e1 : 0.0);
+    else
+      printf("time to the fall or the end %.2f -> %.2f s\n", l0, l1);
   }
 out:
   free(before);

@@ -329,6 +329,10 @@ static void test_sweep_eval_gradstats(void) {
   char f[PATH_MAX + 32];
   snprintf(f, sizeof f, "%s/eval.h5", rd);
   CU_ASSERT_EQUAL(access(f, R_OK), 0);
+  /* --compare-initial ends with a verdict line */
+  CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --compare-initial --out - eval.fall_height=0", rd), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "result: bcg:"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "verdict (MuJoCo): the trained policy is "));
   CU_ASSERT_EQUAL(run("eval %s/nonexistent", tmpdir), 1);
   CU_ASSERT_EQUAL(run("eval"), 2);
   CU_ASSERT_EQUAL(run("eval %s --sim gpu", rd), 2);
@@ -348,6 +352,21 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_EQUAL(run("gradstats %s", p), 2);
 }
 
+/* The policy make demo ships (models/policies/stand_shac_bcg) still loads and
+ * still stands: in 2 episodes of 4 s the untrained policy falls in both and
+ * the shipped one in none, with E_fixed at most half (the verdict). Guards the
+ * checkpoint format and the physics it was trained on. */
+static void test_shipped_policy(void) {
+  if (access("models/policies/stand_shac_bcg/config.ini", R_OK) != 0 ||
+      access("/usr/share/mujoco/model/humanoid/humanoid.xml", R_OK) != 0) {
+    CU_FAIL("models/policies/stand_shac_bcg or humanoid.xml missing");
+    return;
+  }
+  CU_ASSERT_EQUAL_FATAL(run("eval models/policies/stand_shac_bcg --runs 2 --seconds 4 --compare-initial --out -"), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "verdict (MuJoCo): the trained policy is clearly better than the untrained one: "
+                                     "falls 2/2 -> 0/2"));
+}
+
 static void test_cleanup(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -356,5 +375,6 @@ static void test_cleanup(void) {
 
 BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
           {"plugins", test_plugins}, {"describe", test_describe}, {"check", test_check}, {"train", test_train},
-          {"sweep, eval, gradstats", test_sweep_eval_gradstats}, {"cleanup", test_cleanup});
+          {"sweep, eval, gradstats", test_sweep_eval_gradstats},
+          {"the shipped policy stands (make demo)", test_shipped_policy}, {"cleanup", test_cleanup});
 BCG_RUN("cli")
