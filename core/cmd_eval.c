@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "bcg/config.h"
@@ -18,9 +19,75 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* --select-best: every checkpoint of run_dir/checkpoints evaluated in bcg
+ * only (the training simulator: MuJoCo plays no part in the choice), the one
+ * with the lowest E_fixed (ties: the later one) written into ckpt. */
+static int select_best(bcg_session *E, bcg_session *S, const bcg_eval_opts *o0, const char *run_dir, char *ckpt,
+                       size_t ckptlen, char *err, size_t errlen) {
+  char dir[2 * PATH_MAX];
+  snprintf(dir, sizeof dir, "%.*s/checkpoints", PATH_MAX, run_dir);
+  DIR *d = opendir(dir);
+  if (!d) return snprintf(err, errlen, "%.1000s: cannot open", dir), -1;
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    size_t L = strlen(de->d_name);
+    if (strncmp(de->d_name, "ckpt_", 5) || L < 8 || strcmp(de->d_name + L - 3, ".h5")) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      char **nn = realloc(names, cap * sizeof *names);
+      if (!nn) break;
+      names = nn;
+    }
+    names[n++] = strdup(de->d_name);
+  }
+  closedir(d);
+  int rc = -1;
+  if (n == 0) {
+    snprintf(err, errlen, "%.1000s: no checkpoint", dir);
+    goto done;
+  }
+  qsort(names, n, sizeof *names, cmp_str);
+  bcg_eval_opts o = *o0;
+  o.sims = BCG_EVAL_BCG;
+  double best = INFINITY;
+  bcg_eval_result *r = calloc(1, sizeof *r);
+  if (!r) goto done;
+  printf("--select-best: E_fixed in bcg (%d episodes, %g s) of %zu checkpoints:\n", o.runs, o.seconds, n);
+  for (size_t i = 0; i < n; i++) {
+    char path[3 * PATH_MAX];
+    snprintf(path, sizeof path, "%.*s/%.*s", PATH_MAX, dir, NAME_MAX, names[i]);
+    int64_t it = 0;
+    uint64_t smp = 0;
+    double wall = 0;
+    if (bcg_session_load(S, path, &it, &smp, &wall, NULL, err, errlen) ||
+        bcg_eval(E, bcg_eval_learner_policy, S, &o, r, err, errlen)) {
+      free(r);
+      goto done;
+    }
+    const double e = r->stats[0].efixed_mean;
+    printf("  %-24s iteration %8lld  falls %d/%d  E_fixed %6.2f cm\n", names[i], (long long)it, r->stats[0].falls,
+           r->stats[0].n, e);
+    if ((e <= best || (!isfinite(best) && !isfinite(e))) && strlen(path) < ckptlen) {
+      best = e;
+      memcpy(ckpt, path, strlen(path) + 1);
+    }
+  }
+  free(r);
+  printf("--select-best: %s (E_fixed %.2f cm in bcg)\n", ckpt, best);
+  rc = 0;
+done:
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
+}
+
 int bcg_cmd_eval(int argc, char **argv) {
   const char *target = NULL, *sim = NULL, *outpath = NULL;
-  int runs = 0, initial = 0, compare = 0;
+  int runs = 0, initial = 0, compare = 0, select = 0;
   double seconds = 0, penalty = 0;
   char *ov[270];
   int nov = 0;
@@ -35,6 +102,7 @@ int bcg_cmd_eval(int argc, char **argv) {
     } else if (!strcmp(a, "--out") && i + 1 < argc) outpath = argv[++i];
     else if (!strcmp(a, "--initial")) initial = 1;
     else if (!strcmp(a, "--compare-initial")) compare = 1;
+    else if (!strcmp(a, "--select-best")) select = 1;
     else if (a[0] == '-') return bcg_cli_usage("eval", "unknown option '%s'", a);
     else if (strchr(a, '=')) {
       if (nov >= 250) return bcg_cli_usage("eval", "too many overrides");
@@ -47,6 +115,8 @@ int bcg_cmd_eval(int argc, char **argv) {
     return bcg_cli_usage("eval", "--sim must be mujoco, bcg or both");
   /* the run directory and the checkpoint */
   char run_dir[PATH_MAX + 8], ckpt[PATH_MAX + 64], cfgpath[PATH_MAX + 32];
+  if (select && (!is_dir(target) || initial))
+    return bcg_cli_usage("eval", "--select-best needs a RUN_DIR (and no --initial)");
   if (is_dir(target)) {
     snprintf(run_dir, sizeof run_dir, "%s", target);
     if (!initial && bcg_train_latest_checkpoint(run_dir, ckpt, sizeof ckpt) < 0)
@@ -125,6 +195,10 @@ int bcg_cmd_eval(int argc, char **argv) {
     printf("initial policy (untrained), %d episodes of up to %g s:\n", o.runs, o.seconds);
     bcg_eval_print(before, stdout);
     if (initial) goto out;
+  }
+  if (select && select_best(E, &S, &o, run_dir, ckpt, sizeof ckpt, err, sizeof err)) {
+    rc = bcg_cli_error("--select-best: %s", err);
+    goto out;
   }
   int64_t it = 0;
   uint64_t samples = 0;

@@ -333,6 +333,12 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --compare-initial --out - eval.fall_height=0", rd), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "result: bcg:"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "verdict (MuJoCo): the trained policy is "));
+  /* --select-best: every checkpoint in bcg, then the chosen one in both */
+  CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --select-best --out - eval.fall_height=0", rd), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--select-best: E_fixed in bcg (2 episodes, 0.5 s) of "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--select-best: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "mujoco"));
+  CU_ASSERT_EQUAL(run("eval %s --select-best --initial", rd), 2);
   CU_ASSERT_EQUAL(run("eval %s/nonexistent", tmpdir), 1);
   CU_ASSERT_EQUAL(run("eval"), 2);
   CU_ASSERT_EQUAL(run("eval %s --sim gpu", rd), 2);
