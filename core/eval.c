@@ -54,25 +54,27 @@ static double foot_penetration(const bcg_model *M, const int *mask, const bcg_re
   return deepest;
 }
 
-static double root_height(const bcg_model *M, const bcg_real *x, bcg_kin *k) {
+/* world position of the root body (the first body with a joint) at state x */
+static void root_pos(const bcg_model *M, const bcg_real *x, bcg_kin *k, double *p) {
   bcg_kinematics(&M->m, x, k);
   int r = 1;
   for (int b = 1; b < M->m.nbody; b++)
     if (M->m.body_jntnum[b] > 0) { r = b; break; }
-  return k->p[r][2] + k->o[2];
+  for (int i = 0; i < 3; i++) p[i] = k->p[r][i] + k->o[i];
 }
 
 static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
   memset(st, 0, sizeof *st);
   st->n = n;
-  double s[5] = {0}, s2[5] = {0};
+  double s[6] = {0}, s2[6] = {0};
   for (int r = 0; r < n; r++) {
-    double v[5] = {run[r].length_s, run[r].pen_mm, run[r].etrack_cm, run[r].efixed_cm, run[r].up_frac};
+    double v[6] = {run[r].length_s, run[r].pen_mm, run[r].etrack_cm, run[r].efixed_cm, run[r].up_frac,
+                   run[r].travel_m};
     st->falls += run[r].fell;
-    for (int i = 0; i < 5; i++) { s[i] += v[i]; s2[i] += v[i] * v[i]; }
+    for (int i = 0; i < 6; i++) { s[i] += v[i]; s2[i] += v[i] * v[i]; }
   }
-  double mean[5], sd[5];
-  for (int i = 0; i < 5; i++) {
+  double mean[6], sd[6];
+  for (int i = 0; i < 6; i++) {
     mean[i] = n ? s[i] / n : NAN;
     sd[i] = n > 1 ? sqrt(fmax(0, (s2[i] - n * mean[i] * mean[i]) / (n - 1))) : 0;
   }
@@ -81,6 +83,7 @@ static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
   st->etrack_mean = mean[2]; st->etrack_std = sd[2];
   st->efixed_mean = mean[3]; st->efixed_std = sd[3];
   st->up_mean = mean[4]; st->up_std = sd[4];
+  st->travel_mean = mean[5]; st->travel_std = sd[5];
 }
 
 int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *o, bcg_eval_result *res,
@@ -142,7 +145,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     res->have[si] = 1;
     bcg_mjref *ref[BCG_EVAL_MAX_RUNS] = {0};
     int alive[BCG_EVAL_MAX_RUNS], ncont[BCG_EVAL_MAX_RUNS];
-    double pen_sum[BCG_EVAL_MAX_RUNS], et_sum[BCG_EVAL_MAX_RUNS], fx_sum[BCG_EVAL_MAX_RUNS];
+    double pen_sum[BCG_EVAL_MAX_RUNS], et_sum[BCG_EVAL_MAX_RUNS], fx_sum[BCG_EVAL_MAX_RUNS], x_start[BCG_EVAL_MAX_RUNS];
     int et_n[BCG_EVAL_MAX_RUNS], up_n[BCG_EVAL_MAX_RUNS]; /* up_n: steps of the window before the fall */
     memcpy(x, x0, sizeof(bcg_real) * xs);
     memcpy(clk, clk0, sizeof(bcg_task_clock) * nenv);
@@ -150,6 +153,10 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     for (int r = 0; r < N; r++) {
       alive[r] = 1; ncont[r] = 0; pen_sum[r] = 0; et_sum[r] = 0; et_n[r] = 0; fx_sum[r] = 0; up_n[r] = 0;
       res->run[si][r].length_s = 0;
+      double p0[3];
+      root_pos(M, x + (size_t)r * nx, k, p0);
+      x_start[r] = p0[0];
+      res->run[si][r].travel_m = 0;
     }
     if (which == BCG_EVAL_MUJOCO) {
       double kp[BCG_MAX_ACT], kd[BCG_MAX_ACT], tm[BCG_MAX_ACT];
@@ -213,7 +220,10 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
         double p = foot_penetration(M, mask, xr, k, &c);
         if (c) { pen_sum[r] += p; ncont[r]++; }
         if (T->tracking_error) { et_sum[r] += et[r]; et_n[r]++; }
-        if (root_height(M, xr, k) < o->fall_height) { res->run[si][r].fell = 1; alive[r] = 0; }
+        double pr[3];
+        root_pos(M, xr, k, pr);
+        res->run[si][r].travel_m = pr[0] - x_start[r];
+        if (pr[2] < o->fall_height) { res->run[si][r].fell = 1; alive[r] = 0; }
         else {
           /* up at the end of this step: it counts in E_fixed with its own error (clipped at P) */
           if (step < window) {
@@ -259,14 +269,14 @@ void bcg_eval_print(const bcg_eval_result *res, FILE *f) {
           "  error clipped at %.2f m and every step after a fall counted as %.2f m; up: fraction of that\n"
           "  window before the fall. E_fixed = up * (clipped error while up) + (1 - up) * %.2f m.\n",
           res->window_steps, res->window_s, res->penalty_m, res->penalty_m, res->penalty_m);
-  fprintf(f, "%-8s %7s %16s %18s %18s %14s %18s\n", "sim", "fell", "length s", "foot pen. mm", "E_track cm", "up",
-          "E_fixed cm");
+  fprintf(f, "%-8s %7s %16s %18s %18s %14s %18s %16s\n", "sim", "fell", "length s", "foot pen. mm", "E_track cm", "up",
+          "E_fixed cm", "root x travel m");
   for (int s = 0; s < 2; s++) {
     if (!res->have[s]) continue;
     const bcg_eval_stats *st = &res->stats[s];
-    fprintf(f, "%-8s %4d/%-2d %8.2f +- %-5.2f %9.2f +- %-6.2f %9.2f +- %-6.2f %5.3f +- %-5.3f %9.2f +- %-6.2f\n",
+    fprintf(f, "%-8s %4d/%-2d %8.2f +- %-5.2f %9.2f +- %-6.2f %9.2f +- %-6.2f %5.3f +- %-5.3f %9.2f +- %-6.2f %7.2f +- %-5.2f\n",
             names[s], st->falls, st->n, st->length_mean, st->length_std, st->pen_mean, st->pen_std, st->etrack_mean,
-            st->etrack_std, st->up_mean, st->up_std, st->efixed_mean, st->efixed_std);
+            st->etrack_std, st->up_mean, st->up_std, st->efixed_mean, st->efixed_std, st->travel_mean, st->travel_std);
   }
   if (res->have[0] && res->have[1])
     fprintf(f, "Delta d (bcg - mujoco foot penetration): %+.2f mm\n", res->stats[0].pen_mean - res->stats[1].pen_mean);

@@ -326,6 +326,7 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 eval.fall_height=0", rd), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "mujoco"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "Delta d"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "root x travel m"));
   char f[PATH_MAX + 32];
   snprintf(f, sizeof f, "%s/eval.h5", rd);
   CU_ASSERT_EQUAL(access(f, R_OK), 0);

@@ -200,7 +200,12 @@ static void test_fixed_window(void) {
       CU_ASSERT(br->efixed_cm >= 100 * (1 - br->up_frac) - 1e-9 && br->efixed_cm <= 100 + 1e-9);
       CU_ASSERT(zr->efixed_cm >= 100 * (1 - zr->up_frac) - 1e-9 && zr->efixed_cm <= 100 + 1e-9);
       if (!zr->fell) CU_ASSERT_DOUBLE_EQUAL(zr->up_frac, 1, 0);
+      CU_ASSERT(isfinite(br->travel_m) && isfinite(zr->travel_m));
     }
+    /* the zero-action PD policy cannot balance humanoid.xml's standing pose: it
+     * topples forward (+x), the root moving tens of cm before it is down */
+    printf("\n  %s: zero policy root x travel %.2f +- %.2f m", s ? "mujoco" : "bcg", z->travel_mean, z->travel_std);
+    CU_ASSERT(z->travel_mean > 0.1 && z->travel_mean < 3);
   }
   bcg_test_report("E_fixed in bcg, falling policy (cm)", bad->stats[0].efixed_mean);
   bcg_test_report("E_fixed in bcg, zero policy (cm)", zero->stats[0].efixed_mean);
