@@ -19,69 +19,74 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+typedef struct ckpt_name {
+  int64_t it;
+  char name[NAME_MAX + 1];
+} ckpt_name;
 
-/* --select-best: every checkpoint of run_dir/checkpoints evaluated in bcg
- * only (the training simulator: MuJoCo plays no part in the choice), the one
- * with the lowest E_fixed (ties: the later one) written into ckpt. */
+static int cmp_ckpt(const void *a, const void *b) {
+  const int64_t x = ((const ckpt_name *)a)->it, y = ((const ckpt_name *)b)->it;
+  return (x > y) - (x < y);
+}
+
+/* --select-best: every checkpoint of run_dir/checkpoints (the names
+ * bcg_train_latest_checkpoint recognises), in iteration order, evaluated in
+ * bcg only (the training simulator: MuJoCo plays no part in the choice); the
+ * one with the lowest E_fixed (ties: the later one) written into ckpt. */
 static int select_best(bcg_session *E, bcg_session *S, const bcg_eval_opts *o0, const char *run_dir, char *ckpt,
                        size_t ckptlen, char *err, size_t errlen) {
   char dir[2 * PATH_MAX];
   snprintf(dir, sizeof dir, "%.*s/checkpoints", PATH_MAX, run_dir);
   DIR *d = opendir(dir);
   if (!d) return snprintf(err, errlen, "%.1000s: cannot open", dir), -1;
-  char **names = NULL;
+  ckpt_name *ck = NULL;
   size_t n = 0, cap = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
-    size_t L = strlen(de->d_name);
-    if (strncmp(de->d_name, "ckpt_", 5) || L < 8 || strcmp(de->d_name + L - 3, ".h5")) continue;
+    const int64_t it = bcg_train_checkpoint_iteration(de->d_name);
+    if (it < 0) continue;
     if (n == cap) {
       cap = cap ? 2 * cap : 64;
-      char **nn = realloc(names, cap * sizeof *names);
-      if (!nn) break;
-      names = nn;
+      ckpt_name *nc = realloc(ck, cap * sizeof *ck);
+      if (!nc) break;
+      ck = nc;
     }
-    names[n++] = strdup(de->d_name);
+    ck[n].it = it;
+    snprintf(ck[n].name, sizeof ck[n].name, "%s", de->d_name);
+    n++;
   }
   closedir(d);
   int rc = -1;
+  bcg_eval_result *r = NULL;
   if (n == 0) {
     snprintf(err, errlen, "%.1000s: no checkpoint", dir);
     goto done;
   }
-  qsort(names, n, sizeof *names, cmp_str);
+  qsort(ck, n, sizeof *ck, cmp_ckpt);
   bcg_eval_opts o = *o0;
   o.sims = BCG_EVAL_BCG;
   double best = INFINITY;
-  bcg_eval_result *r = calloc(1, sizeof *r);
-  if (!r) goto done;
+  if (!(r = calloc(1, sizeof *r))) goto done;
   printf("--select-best: E_fixed in bcg (%d episodes, %g s) of %zu checkpoints:\n", o.runs, o.seconds, n);
   for (size_t i = 0; i < n; i++) {
     char path[3 * PATH_MAX];
-    snprintf(path, sizeof path, "%.*s/%.*s", PATH_MAX, dir, NAME_MAX, names[i]);
-    int64_t it = 0;
-    uint64_t smp = 0;
-    double wall = 0;
-    if (bcg_session_load(S, path, &it, &smp, &wall, NULL, err, errlen) ||
-        bcg_eval(E, bcg_eval_learner_policy, S, &o, r, err, errlen)) {
-      free(r);
+    snprintf(path, sizeof path, "%.*s/%.*s", PATH_MAX, dir, NAME_MAX, ck[i].name);
+    if (bcg_session_load(S, path, NULL, NULL, NULL, NULL, err, errlen) ||
+        bcg_eval(E, bcg_eval_learner_policy, S, &o, r, err, errlen))
       goto done;
-    }
     const double e = r->stats[0].efixed_mean;
-    printf("  %-24s iteration %8lld  falls %d/%d  E_fixed %6.2f cm\n", names[i], (long long)it, r->stats[0].falls,
-           r->stats[0].n, e);
+    printf("  %-24s iteration %8lld  falls %d/%d  E_fixed %6.2f cm\n", ck[i].name, (long long)ck[i].it,
+           r->stats[0].falls, r->stats[0].n, e);
     if ((e <= best || (!isfinite(best) && !isfinite(e))) && strlen(path) < ckptlen) {
       best = e;
       memcpy(ckpt, path, strlen(path) + 1);
     }
   }
-  free(r);
   printf("--select-best: %s (E_fixed %.2f cm in bcg)\n", ckpt, best);
   rc = 0;
 done:
-  for (size_t i = 0; i < n; i++) free(names[i]);
-  free(names);
+  free(r);
+  free(ck);
   return rc;
 }
 

@@ -54,9 +54,8 @@ static double foot_penetration(const bcg_model *M, const int *mask, const bcg_re
   return deepest;
 }
 
-/* world position of the root body (the first body with a joint) at state x */
-static void root_pos(const bcg_model *M, const bcg_real *x, bcg_kin *k, double *p) {
-  bcg_kinematics(&M->m, x, k);
+/* world position of the root body (the first body with a joint) at kinematics k */
+static void root_pos(const bcg_model *M, const bcg_kin *k, double *p) {
   int r = 1;
   for (int b = 1; b < M->m.nbody; b++)
     if (M->m.body_jntnum[b] > 0) { r = b; break; }
@@ -154,7 +153,8 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
       alive[r] = 1; ncont[r] = 0; pen_sum[r] = 0; et_sum[r] = 0; et_n[r] = 0; fx_sum[r] = 0; up_n[r] = 0;
       res->run[si][r].length_s = 0;
       double p0[3];
-      root_pos(M, x + (size_t)r * nx, k, p0);
+      bcg_kinematics(m, x + (size_t)r * nx, k);
+      root_pos(M, k, p0);
       x_start[r] = p0[0];
       res->run[si][r].travel_m = 0;
     }
@@ -221,7 +221,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
         if (c) { pen_sum[r] += p; ncont[r]++; }
         if (T->tracking_error) { et_sum[r] += et[r]; et_n[r]++; }
         double pr[3];
-        root_pos(M, xr, k, pr);
+        root_pos(M, k, pr); /* k: the kinematics of xr from foot_penetration */
         res->run[si][r].travel_m = pr[0] - x_start[r];
         if (pr[2] < o->fall_height) { res->run[si][r].fell = 1; alive[r] = 0; }
         else {

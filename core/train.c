@@ -42,6 +42,12 @@ static double now_s(void) { return 1e-9 * (double)bcg_mono_ns(); }
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
+int64_t bcg_train_checkpoint_iteration(const char *name) {
+  long long it;
+  int n = 0;
+  return sscanf(name, "ckpt_%lld.h5%n", &it, &n) == 1 && n > 0 && name[n] == 0 && it >= 0 ? (int64_t)it : -1;
+}
+
 int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len) {
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
@@ -50,9 +56,8 @@ int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len) 
   long long best = -1;
   struct dirent *de;
   while ((de = readdir(d))) {
-    long long it;
-    int n = 0;
-    if (sscanf(de->d_name, "ckpt_%lld.h5%n", &it, &n) == 1 && n > 0 && de->d_name[n] == 0 && it > best) best = it;
+    const int64_t it = bcg_train_checkpoint_iteration(de->d_name);
+    if (it > best) best = it;
   }
   closedir(d);
   if (best >= 0 && buf) snprintf(buf, len, "%s/ckpt_%09lld.h5", dir, best);

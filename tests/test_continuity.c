@@ -70,13 +70,7 @@ static bcg_env *make_env(const char *contact_lines, bcg_config **cfgout) {
 static double lowest_gap(const bcg_mdata *m, const bcg_real *q) {
   static bcg_kin k;
   bcg_kinematics(m, q, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    bcg_real pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] - m->floor_z < lo) lo = pc[2] + k.o[2] - m->floor_z;
-  }
-  return lo;
+  return bcg_lowest_gap(m, &k);
 }
 
 /* u_E of one control step from x0 with the root height moved by dz */

@@ -296,13 +296,7 @@ static bcg_env *env_from_ini(const char *ini, int nenv, bcg_config **cfgout) {
 static double lowest_gap(const bcg_mdata *m, const bcg_real *x) {
   static bcg_kin k;
   bcg_kinematics(m, x, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    bcg_real pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] - m->floor_z < lo) lo = pc[2] + k.o[2] - m->floor_z;
-  }
-  return lo;
+  return bcg_lowest_gap(m, &k);
 }
 
 

@@ -69,13 +69,7 @@ static double lowest_gap(const bcg_env *env, const bcg_real *x) {
   static bcg_kin k;
   const bcg_mdata *m = &env->model->m;
   bcg_kinematics(m, x, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    bcg_real pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] - m->floor_z < lo) lo = pc[2] + k.o[2] - m->floor_z;
-  }
-  return lo;
+  return bcg_lowest_gap(m, &k);
 }
 
 static void test_sphere_drop(void) {

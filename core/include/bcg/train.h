@@ -124,6 +124,9 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
                      int64_t *log_iters, char *err, size_t errlen);
 void bcg_session_close(bcg_session *S);
 
+/* The iteration of a checkpoint file name "ckpt_<iteration>.h5", or -1 when
+ * the name is not one. */
+int64_t bcg_train_checkpoint_iteration(const char *name);
 /* The latest checkpoint of a run directory: its path into buf and its
  * iteration count, or -1 when there is none. */
 int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len);
