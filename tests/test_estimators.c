@@ -53,6 +53,9 @@ static void setup(void) {
   if (!have_contact) fprintf(stderr, "smoothed_kappa.so not built: contact tests are skipped\n");
 }
 
+/* extra [contact] lines of the configs load_cfg writes (a test sets and resets it) */
+static const char *contact_extra = "";
+
 /* A config with the common sections and the given [estimator] body. */
 static bcg_config *load_cfg(const char *estimator) {
   char path[] = "/tmp/bcg_test_estimators_XXXXXX";
@@ -60,7 +63,7 @@ static bcg_config *load_cfg(const char *estimator) {
   if (fd < 0) return NULL;
   FILE *f = fdopen(fd, "w");
   fprintf(f, "[run]\nseed = 7\n[model]\npath = %s\n[sim]\nactuation = pd\n", HUMANOID);
-  if (have_contact) fprintf(f, "[contact]\nplugin = smoothed_kappa\n");
+  if (have_contact) fprintf(f, "[contact]\nplugin = smoothed_kappa\n%s", contact_extra);
   fprintf(f, "[estimator]\n%s\n", estimator);
   fclose(f);
   bcg_config *cfg = NULL;
@@ -451,6 +454,20 @@ static void test_bcg_fd_root(void) {
   bcg_env_free(env);
 }
 
+/* the contact's position correction (erp) through whole control steps of
+ * humanoid.xml in contact: the bcg backward (bundles of steps whose contacts
+ * carry erp) against FD, as test_bcg_fd_contacts without erp */
+static void test_fd_erp(void) {
+  setup();
+  if (!have_contact) return;
+  contact_extra = "erp = 0.2\n";
+  bcg_env *env = make_env(2);
+  contact_extra = "";
+  fd_check(env, "plugin = bcg\nbranches = 3\nduration = 2\nforce_threshold = 100\nfixed_draws = true",
+           "bcg backward vs FD, smoothed_kappa erp = 0.2, B=3 H=2 (rel)");
+  bcg_env_free(env);
+}
+
 /* (3) truncate: exact cut of the state path at stiff steps */
 static void test_truncate(void) {
   setup();
@@ -669,6 +686,7 @@ static void test_draws(void) {
 BCG_TESTS({"load", test_load}, {"bcg_b1_sigma0_is_autodiff", test_bcg_b1_is_autodiff},
           {"bcg_bn_sigma0_is_autodiff", test_bcg_bn_sigma0_is_autodiff},
           {"bcg_fd_contacts", test_bcg_fd_contacts}, {"bcg_fd_root", test_bcg_fd_root},
+          {"fd_erp", test_fd_erp},
           {"truncate_cut", test_truncate}, {"trigger", test_trigger}, {"samples", test_samples},
           {"draws", test_draws});
 BCG_RUN("estimators")
