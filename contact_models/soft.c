@@ -67,7 +67,7 @@
  *   maximum dissipation, which is the regularised law on the cone (k_f |v_t|
  *   > mu f_n); and it equals t* on the disc's edge, so the update is
  *   continuous across stick/slip. Before it, a projected gradient step
- *   proj_disc(p_t - alpha v_t), alpha = 1 / lambda_max(G_tt) (commit 8a36ca2)
+ *   proj_disc(p_t - alpha v_t), alpha = 1 / lambda_max(G_tt)
  *   had the same fixed point but jumped between t* and the gradient step
  *   whenever an intermediate sweep crossed the edge. Projecting
  *   the viscous t* onto the disc instead (soft before) is a Euclidean

@@ -1,5 +1,5 @@
 /* tests/test_continuity.c - the forward map of a control step is continuous
- * near the floor for the smooth contact models (issue 14; the scan and its
+ * near the floor for the smooth contact models (the scan and its
  * numbers are in docs/contact_continuity.md).
  *
  * humanoid.xml with the settings of configs/demo.ini (pd, control_dt 0.02,
