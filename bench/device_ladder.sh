@@ -10,7 +10,8 @@
 #   run(command="bash bench/device_ladder.sh", carry=["build-debs"])
 #
 # SWEEP=1: the first sweep (330 s, ITERS=700); SWEEP=2 (default): the second
-# (TRAIN_SECONDS=480); SWEEP=3: the third (TRAIN_SECONDS=450). Results: bench/results/ladder_sweep*.txt.
+# (TRAIN_SECONDS=480); SWEEP=3: the third (TRAIN_SECONDS=450); SWEEP=4: the
+# fourth (TRAIN_SECONDS=480; rungs 0, 2, 3 with PPO on the GPU). Results: bench/results/ladder_sweep*.txt.
 # Environment: TRAIN_SECONDS (default 330), ITERS (the [run] iterations
 # budget and so the length of the linear LR decay, default 700), LADDER_RUNS
 # (the RUNS list of device_train.sh; the default is below).
@@ -64,11 +65,25 @@ D3="$D3;w_bcg_h16_lr1e3|$C/walk_shac_bcg.ini|$O learner.horizon=16 learner.actor
 D3="$D3;w_ad_h16|$C/walk_shac.ini|$O learner.horizon=16"
 D3="$D3;w_bcg|$C/walk_shac_bcg.ini|$O"
 D3="$D3;l_ad|$C/locomotion_shac.ini|$O;l_bcg_h16|$C/locomotion_shac_bcg.ini|$O learner.horizon=16"
+# sweep 4: rung 0 with the locomotion task's progress term and friction
+# randomisation up to 2, rung 2 SHAC+BCG variants, rung 3 (run, jump) for
+# SHAC+BCG and autodiff SHAC (CPU, one thread each) and PPO (4096
+# environments on the GPU, 2 threads each); TRAIN_SECONDS=480
+L="run.checkpoint_every=100"
+D4="l_ad|$C/locomotion_shac.ini|$L;l_ad_s1|$C/locomotion_shac.ini|$L run.seed=1"
+D4="$D4;l_bcg|$C/locomotion_shac_bcg.ini|$L;l_bcg_s1|$C/locomotion_shac_bcg.ini|$L run.seed=1"
+D4="$D4;w_bcg|$C/walk_shac_bcg.ini|$O;w_bcg_s1|$C/walk_shac_bcg.ini|$O run.seed=1"
+D4="$D4;w_bcg_lr1e3|$C/walk_shac_bcg.ini|$O learner.actor_lr=1e-3"
+D4="$D4;w_bcg_lr1e3_s1|$C/walk_shac_bcg.ini|$O learner.actor_lr=1e-3 run.seed=1"
+D4="$D4;r_bcg|$C/run_shac_bcg.ini|$O;r_ad|$C/run_shac.ini|$O"
+D4="$D4;j_bcg|$C/jump_shac_bcg.ini|$O;j_ad|$C/jump_shac.ini|$O"
+D4="$D4;r_ppo|$C/run_ppo.ini|run.device=cuda run.threads=2;j_ppo|$C/jump_ppo.ini|run.device=cuda run.threads=2"
 case "${SWEEP:-2}" in
   1) D=$D1 ;;
   2) D=$D2 ;;
   3) D=$D3 ;;
-  *) echo "device_ladder: SWEEP must be 1, 2 or 3" >&2; exit 2 ;;
+  4) D=$D4 ;;
+  *) echo "device_ladder: SWEEP must be 1, 2, 3 or 4" >&2; exit 2 ;;
 esac
 export RUNS=${LADDER_RUNS:-$D}
 export TRAIN_SECONDS=$S THREADS_1=1 THREADS_2=1 EVAL_SECONDS=${EVAL_SECONDS:-10} EVAL_RUNS=${EVAL_RUNS:-3}

@@ -50,7 +50,7 @@ T1=${THREADS_1:-$H}
 T2=${THREADS_2:-$H}
 BD=${BUILD_DIR:-build-train}
 CUDA_BUILD=0
-case "$SO $PO" in *device=cuda*) CUDA_BUILD=1 ;; esac
+case "$SO $PO ${RUNS:-}" in *device=cuda*) CUDA_BUILD=1 ;; esac
 say "cores $NP; $(grep PRETTY_NAME /etc/os-release 2>/dev/null); commit $(git log --oneline -1 2>/dev/null)"
 . bench/device_deps.sh
 if [ -z "${SKIP_BUILD:-}" ]; then

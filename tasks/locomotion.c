@@ -12,13 +12,20 @@
  *   then     nj joint positions, nj joint velocities, nu previous action
  *
  * Reward of the transition ending in x under action a:
- *   w_speed * exp(-speed_scale * (vx - target_speed)^2)   vx: root x velocity
+ *   w_progress * c * tanh(d vx / c)                        vx: root x velocity,
+ *                                                          d = sign(target_speed),
+ *                                                          c = max(|target_speed|, 0.5)
+ * + w_speed * exp(-speed_scale * (vx - target_speed)^2)
  * + w_upright * Rz_z                                       root z axis, world z
  * + w_alive
  * - w_action * |a|^2
  * - w_energy * sum_i |a_i * qvel[dof_i]|                   actuator i's dof
  * The energy term is a power proxy: under actuation = motor it is |torque *
  * velocity| / gear; under pd it weighs targets by velocities (set it to 0).
+ * The progress term is DiffRL's linear forward-velocity reward made to
+ * saturate near the commanded speed: its slope is w_progress at rest, where
+ * the Gaussian speed term's is ~0 (without it SHAC settles for standing:
+ * docs/learning.md, rung 0).
  * Done: 1 when the root height < fall_height, 2 at episode_seconds.
  * The reward does not depend on the previous action (reward_vjp adds nothing
  * to prev_a_bar); the clock's phase is 0 (only its step count is used).
@@ -42,7 +49,7 @@ typedef struct loco {
   const bcg_mdata *m;
   tu_layout L;
   int nenv, nq, nv, nu, nx, odim;
-  double target, w_speed, speed_scale, w_upright, w_alive, w_action, w_energy, fall, noise;
+  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_action, w_energy, fall, noise;
   int ep_steps;
   int zq;      /* qpos address that moves the root vertically, -1 if none */
   double zsgn; /* d(height)/d(q[zq]) */
@@ -63,6 +70,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->nx = env->nx;
   s->odim = tu_proprio_dim(&s->L, s->nu);
   s->target = svc->get_real(p, "target_speed");
+  s->w_progress = svc->get_real(p, "w_progress");
   s->w_speed = svc->get_real(p, "w_speed");
   s->speed_scale = svc->get_real(p, "speed_scale");
   s->w_upright = svc->get_real(p, "w_upright");
@@ -168,6 +176,14 @@ static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const
 
 static double sgn(double v) { return v > 0 ? 1 : (v < 0 ? -1 : 0); }
 
+/* the progress term w c tanh(d vx / c) and its derivative in vx */
+static double progress(const loco *s, double vx, double *dr) {
+  double d = s->target < 0 ? -1 : 1, c = fabs(s->target) > 0.5 ? fabs(s->target) : 0.5;
+  double t = tanh(d * vx / c);
+  if (dr) *dr = s->w_progress * d * (1 - t * t);
+  return s->w_progress * c * t;
+}
+
 static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
                   bcg_real *rew, int *done) {
   loco *s = p;
@@ -179,7 +195,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     bcg_kinematics(m, q, k);
     real_t v[3], w[3];
     tu_root_vel(&s->L, k, u, v, w);
-    double dv = v[0] - s->target, r = s->w_speed * exp(-s->speed_scale * dv * dv);
+    double dv = v[0] - s->target, r = s->w_speed * exp(-s->speed_scale * dv * dv) + progress(s, v[0], NULL);
     r += s->w_upright * k->R[s->L.root][8] + s->w_alive;
     double aa = 0, en = 0;
     for (int i = 0; i < s->nu; i++) {
@@ -209,7 +225,9 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     real_t v[3], w[3], vb[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
     tu_root_vel(&s->L, k, u, v, w);
     double dv = v[0] - s->target;
-    vb[0] = g * s->w_speed * exp(-s->speed_scale * dv * dv) * (-2 * s->speed_scale * dv);
+    double dp;
+    progress(s, v[0], &dp);
+    vb[0] = g * (s->w_speed * exp(-s->speed_scale * dv * dv) * (-2 * s->speed_scale * dv) + dp);
     tu_root_vel_vjp(&s->L, k, u, vb, wb, A);
     A->Rb[8] += g * s->w_upright;
     for (int i = 0; i < s->nu; i++) {
@@ -225,6 +243,8 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
 
 static const bcg_key_spec keys[] = {
     {"target_speed", BCG_KEY_REAL, "2.0", -10, 10, NULL, "commanded root speed along world +x (m/s)"},
+    {"w_progress", BCG_KEY_REAL, "1.0", 0, 1e6, NULL,
+     "weight of the progress term c tanh(vx / c), c = max(|target_speed|, 0.5) (slope w_progress at rest)"},
     {"w_speed", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "weight of exp(-speed_scale (vx - target_speed)^2)"},
     {"speed_scale", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "scale of the speed error (s^2/m^2)"},
     {"w_upright", BCG_KEY_REAL, "0.5", 0, 1e6, NULL, "weight of the world z component of the root's z axis"},
