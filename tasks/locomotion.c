@@ -18,6 +18,7 @@
  * + w_speed * exp(-speed_scale * (vx - target_speed)^2)
  * + w_upright * Rz_z                                       root z axis, world z
  * + w_alive
+ * - w_low * min(h - fall_height - low_margin, 0)^2       h: root height
  * - w_action * |a|^2
  * - w_energy * sum_i |a_i * qvel[dof_i]|                   actuator i's dof
  * The energy term is a power proxy: under actuation = motor it is |torque *
@@ -26,6 +27,10 @@
  * saturate near the commanded speed: its slope is w_progress at rest, where
  * the Gaussian speed term's is ~0 (without it SHAC settles for standing:
  * docs/learning.md, rung 0).
+ * The low-root penalty is DiffRL's height shaping: the fall ends an episode,
+ * which no gradient sees, so without it the only differentiable signal
+ * against falling is the critic at the horizon's end; the penalty grows
+ * (C1) as the root sinks into the last low_margin above fall_height.
  * Done: 1 when the root height < fall_height, 2 at episode_seconds.
  * The reward does not depend on the previous action (reward_vjp adds nothing
  * to prev_a_bar); the clock's phase is 0 (only its step count is used).
@@ -49,7 +54,7 @@ typedef struct loco {
   const bcg_mdata *m;
   tu_layout L;
   int nenv, nq, nv, nu, nx, odim;
-  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_action, w_energy, fall, noise;
+  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_low, low_margin, w_action, w_energy, fall, noise;
   int ep_steps;
   int zq;      /* qpos address that moves the root vertically, -1 if none */
   double zsgn; /* d(height)/d(q[zq]) */
@@ -75,6 +80,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->speed_scale = svc->get_real(p, "speed_scale");
   s->w_upright = svc->get_real(p, "w_upright");
   s->w_alive = svc->get_real(p, "w_alive");
+  s->w_low = svc->get_real(p, "w_low");
+  s->low_margin = svc->get_real(p, "low_margin");
   s->w_action = svc->get_real(p, "w_action");
   s->w_energy = svc->get_real(p, "w_energy");
   s->fall = svc->get_real(p, "fall_height");
@@ -203,8 +210,9 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
       en += fabs(ae[i] * u[m->act_dof[i]]);
     }
     r -= s->w_action * aa + s->w_energy * en;
+    double h = k->p[s->L.root][2] + k->o[2], lo = h - s->fall - s->low_margin;
+    if (lo < 0) r -= s->w_low * lo * lo;
     rew[e] = (bcg_real)r;
-    double h = k->p[s->L.root][2] + k->o[2];
     done[e] = !(h >= s->fall) ? 1 : (clk[e].t >= s->ep_steps ? 2 : 0);
   }
   return 0;
@@ -230,6 +238,8 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     vb[0] = g * (s->w_speed * exp(-s->speed_scale * dv * dv) * (-2 * s->speed_scale * dv) + dp);
     tu_root_vel_vjp(&s->L, k, u, vb, wb, A);
     A->Rb[8] += g * s->w_upright;
+    double lo = k->p[s->L.root][2] + k->o[2] - s->fall - s->low_margin;
+    if (lo < 0) A->pb[s->L.root][2] += g * (-2 * s->w_low * lo);
     for (int i = 0; i < s->nu; i++) {
       int d = m->act_dof[i];
       double sg = sgn(ae[i] * u[d]);
@@ -249,6 +259,10 @@ static const bcg_key_spec keys[] = {
     {"speed_scale", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "scale of the speed error (s^2/m^2)"},
     {"w_upright", BCG_KEY_REAL, "0.5", 0, 1e6, NULL, "weight of the world z component of the root's z axis"},
     {"w_alive", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "alive bonus per control step"},
+    {"w_low", BCG_KEY_REAL, "200", 0, 1e6, NULL,
+     "weight of the low-root penalty w_low (fall_height + low_margin - h)^2 while the root height h is below "
+     "fall_height + low_margin (DiffRL's height shaping)"},
+    {"low_margin", BCG_KEY_REAL, "0.1", 0, 10, NULL, "height above fall_height where the low-root penalty starts (m)"},
     {"w_action", BCG_KEY_REAL, "0.01", 0, 1e6, NULL, "weight of the action cost |a|^2"},
     {"w_energy", BCG_KEY_REAL, "0.001", 0, 1e6, NULL,
      "weight of the power proxy sum |a_i qvel_i| over actuated dofs (meaningful with actuation = motor)"},

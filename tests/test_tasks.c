@@ -243,6 +243,122 @@ static void test_hdf5(void) {
   bcg_model_free(model);
 }
 
+/* A motion file qpos [n][nq] (free-root quaternion written x y z w when xyzw)
+ * with an fps attribute of nfps values (0: none; -1: a scalar) and a quat
+ * attribute: 0 none, 1 variable-length UTF-8 (h5py's default for str), 2
+ * fixed-length NULLPAD (h5py's numpy.bytes_), both on the root group. */
+static void write_h5_motion(const char *p, const bcg_motion *mo, int xyzw, int nfps, double fps, int quat_kind,
+                            const char *quat) {
+  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t dims[2] = {(hsize_t)mo->nframes, (hsize_t)mo->nq};
+  double *q = malloc(sizeof(double) * mo->nframes * mo->nq);
+  memcpy(q, mo->qpos, sizeof(double) * mo->nframes * mo->nq);
+  for (int i = 0; xyzw && i < mo->nframes; i++) {
+    double *r = q + (size_t)i * mo->nq, w = r[3];
+    r[3] = r[4], r[4] = r[5], r[5] = r[6], r[6] = w;
+  }
+  hid_t sp = H5Screate_simple(2, dims, NULL);
+  hid_t d = H5Dcreate2(f, "qpos", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, q);
+  if (nfps) {
+    hsize_t n = nfps > 0 ? (hsize_t)nfps : 1;
+    double *v = malloc(sizeof(double) * n);
+    for (hsize_t i = 0; i < n; i++) v[i] = fps;
+    hid_t as = nfps > 0 ? H5Screate_simple(1, &n, NULL) : H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(d, "fps", H5T_IEEE_F64LE, as, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_DOUBLE, v);
+    H5Aclose(a), H5Sclose(as), free(v);
+  }
+  if (quat_kind) {
+    hid_t t = H5Tcopy(H5T_C_S1), as = H5Screate(H5S_SCALAR);
+    if (quat_kind == 1) {
+      H5Tset_size(t, H5T_VARIABLE);
+      H5Tset_cset(t, H5T_CSET_UTF8);
+    } else {
+      H5Tset_size(t, strlen(quat));
+      H5Tset_strpad(t, H5T_STR_NULLPAD);
+    }
+    hid_t a = H5Acreate2(f, "quat", t, as, H5P_DEFAULT, H5P_DEFAULT);
+    if (quat_kind == 1) H5Awrite(a, t, &quat);
+    else H5Awrite(a, t, quat);
+    H5Aclose(a), H5Sclose(as), H5Tclose(t);
+  }
+  H5Dclose(d), H5Sclose(sp), H5Fclose(f);
+  free(q);
+}
+
+/* Attributes as other tools write them: an fps array (was a stack overflow
+ * with 100 values, silently the first of 3), an fps out of range (1e300 made
+ * every transition a NaN reset), h5py's variable-length UTF-8 quat (was
+ * ignored) and a fixed-length NULLPAD one (was misread as "xyz"). */
+static void test_hdf5_attributes(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  bcg_motion mo, h;
+  char err[2048], want[512];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("jump.csv"), 0, 0, err, sizeof err), 0);
+  const char *p = "/tmp/bcg_tt_attrs.h5";
+  const int counts[] = {100, 3};
+  for (int i = 0; i < 2; i++) {
+    write_h5_motion(p, &mo, 0, counts[i], 30, 0, NULL);
+    CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+    snprintf(want, sizeof want, "%s: attribute 'fps' of dataset 'qpos' holds %d values (need exactly one)", p,
+             counts[i]);
+    CU_ASSERT_STRING_EQUAL(err, want);
+  }
+  write_h5_motion(p, &mo, 0, -1, 30, 0, NULL); /* a scalar, as h5py writes a number */
+  CU_ASSERT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(h.fps, 30);
+  bcg_motion_free(&h);
+  const double bad[] = {1e300, INFINITY, 0.5, 20000};
+  for (int i = 0; i < 4; i++) {
+    write_h5_motion(p, &mo, 0, 1, bad[i], 0, NULL);
+    CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+    snprintf(want, sizeof want, "%s: attribute 'fps' of dataset 'qpos' is %g, out of range [1, 10000]", p, bad[i]);
+    CU_ASSERT_EQUAL(strncmp(err, want, strlen(want)), 0);
+    /* the task's fps key replaces the file's */
+    CU_ASSERT_EQUAL(bcg_motion_load(&h, model, p, 60, 0, err, sizeof err), 0);
+    bcg_motion_free(&h);
+  }
+  for (int kind = 1; kind <= 2; kind++) {
+    write_h5_motion(p, &mo, 1, 1, 30, kind, "xyzw");
+    int rc = bcg_motion_load(&h, model, p, 0, 0, err, sizeof err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    double worst = 0;
+    for (int i = 0; i < mo.nframes * mo.nq; i++) worst = fmax(worst, fabs(h.qpos[i] - mo.qpos[i]));
+    CU_ASSERT(worst < 1e-12);
+    bcg_motion_free(&h);
+    write_h5_motion(p, &mo, 0, 1, 30, kind, "wxyz");
+    CU_ASSERT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+    worst = 0;
+    for (int i = 0; i < mo.nframes * mo.nq; i++) worst = fmax(worst, fabs(h.qpos[i] - mo.qpos[i]));
+    CU_ASSERT(worst < 1e-12);
+    bcg_motion_free(&h);
+    write_h5_motion(p, &mo, 0, 1, 30, kind, "zyxw");
+    CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+    snprintf(want, sizeof want, "%s: attribute quat 'zyxw' is not wxyz or xyzw", p);
+    CU_ASSERT_STRING_EQUAL(err, want);
+  }
+  /* a CSV's fps out of range names the file and line */
+  const char *pc = "/tmp/bcg_tt_fps.csv";
+  write_csv(pc, model, mo.qpos, 3, 0, 0, 0);
+  static char body[1 << 16];
+  FILE *f = fopen(pc, "r");
+  size_t nb = fread(body, 1, sizeof body - 1, f);
+  fclose(f);
+  body[nb] = 0;
+  f = fopen(pc, "w");
+  fprintf(f, "# fps=1e300\n%s", strchr(body, '\n') + 1); /* the header line replaced */
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, pc, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s:1: fps 1e300 is out of range [1, 10000]", pc);
+  CU_ASSERT_EQUAL(strncmp(err, want, strlen(want)), 0);
+  if (strncmp(err, want, strlen(want))) printf("\n  got: %s\n", err);
+  unlink(p), unlink(pc);
+  bcg_motion_free(&mo);
+  bcg_model_free(model);
+}
+
 /* ---- interpolation ------------------------------------------------------------------ */
 
 static void test_interpolation(void) {
@@ -544,6 +660,28 @@ static void test_locomotion_vjp(void) {
   CU_ASSERT(fd_task(&I, 0, "locomotion humanoid observe VJP vs FD (rel)") < 1e-6);
   CU_ASSERT(fd_task(&I, 1, "locomotion humanoid reward VJP vs FD (rel)") < 1e-6);
   inst_free(&I);
+  /* the low-root penalty active (the standing root, about 1.3 m, inside the
+   * last low_margin above fall_height) and not: the rewards must differ */
+  double rw[2];
+  for (int v = 0; v < 2; v++) {
+    CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID,
+                                    v ? "plugin = locomotion\nreset_noise = 0.2\nfall_height = 1.0\nlow_margin = 0.5\n"
+                                      : "plugin = locomotion\nreset_noise = 0.2\nfall_height = 1.0\nlow_margin = 0.0\n",
+                                    3),
+                          0);
+    if (v) CU_ASSERT(fd_task(&I, 1, "locomotion humanoid reward VJP vs FD, low-root penalty on (rel)") < 1e-6);
+    int nx = I.env->nx, nu = I.env->nu, envs[3] = {0, 1, 2}, done[3];
+    bcg_real *x = calloc(3 * nx, sizeof *x), *a = calloc(3 * nu, sizeof *a), rew[3];
+    bcg_task_clock clk[3];
+    CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 3, 0, x, clk), 0);
+    I.ops->reward(I.task, x, a, a, clk, rew, done);
+    rw[v] = rew[0];
+    CU_ASSERT_EQUAL(done[0], 0);
+    free(x), free(a);
+    inst_free(&I);
+  }
+  if (!(rw[1] < rw[0] - 1e-3)) fprintf(stderr, "low-root penalty: reward %.6g (on) vs %.6g (off)\n", rw[1], rw[0]);
+  CU_ASSERT(rw[1] < rw[0] - 1e-3);
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
   CU_ASSERT_EQUAL(I.ops->obs_dim(I.task), 13 + 12 + 6);
   CU_ASSERT(fd_task(&I, 0, "locomotion biped2d observe VJP vs FD (rel)") < 1e-6);
@@ -1039,6 +1177,7 @@ static void test_add_resume(void) {
 }
 
 BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_mismatch}, {"hdf5", test_hdf5},
+          {"hdf5_attributes", test_hdf5_attributes},
           {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
