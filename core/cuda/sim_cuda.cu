@@ -611,8 +611,26 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
   if (e == cudaSuccess) e = cudaEventCreate(&s->t0);
   if (e == cudaSuccess) e = cudaEventCreate(&s->t1);
   if (e != cudaSuccess) {
-    snprintf(err, errlen, "CUDA allocation of a batch of %d environments (%.2f GiB of device memory) failed: %s",
-             cap, total / 1073741824.0, cudaGetErrorString(e));
+    /* say what else holds the memory: CUDA reserves the per-thread stack
+     * (the largest kernel frame, hundreds of KB) for every thread the device
+     * can hold resident, in every process, so a second bcg process on the
+     * same GPU is what usually fails here */
+    cudaError_t e0 = e;
+    cudaGetLastError();
+    size_t fr = 0, tot = 0, stk = 0;
+    cudaDeviceProp p;
+    int dev = 0;
+    double resv = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess &&
+        cudaDeviceGetLimit(&stk, cudaLimitStackSize) == cudaSuccess)
+      resv = (double)stk * p.multiProcessorCount * p.maxThreadsPerMultiProcessor;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) fr = tot = 0;
+    snprintf(err, errlen,
+             "CUDA allocation of a batch of %d environments (%.2f GiB of device memory) failed: %s (%.1f of %.1f GiB "
+             "free; each bcg process also reserves its kernels' per-thread stack, %.0f KB x every resident thread = "
+             "%.1f GiB: run one CUDA training per GPU)",
+             cap, total / 1073741824.0, cudaGetErrorString(e0), fr / 1073741824.0, tot / 1073741824.0, stk / 1024.0,
+             resv / 1073741824.0);
     cudaGetLastError();
     bcg_cuda_sim_free(s);
     return NULL;
