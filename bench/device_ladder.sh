@@ -11,7 +11,8 @@
 #
 # SWEEP=1: the first sweep (330 s, ITERS=700); SWEEP=2 (default): the second
 # (TRAIN_SECONDS=480); SWEEP=3: the third (TRAIN_SECONDS=450); SWEEP=4: the
-# fourth (TRAIN_SECONDS=480; rungs 0, 2, 3 with PPO on the GPU). Results: bench/results/ladder_sweep*.txt.
+# fourth (TRAIN_SECONDS=480; rungs 0, 2, 3 with PPO on the GPU); SWEEP=5: the
+# fifth (TRAIN_SECONDS=480). Results: bench/results/ladder_sweep*.txt.
 # Environment: TRAIN_SECONDS (default 330), ITERS (the [run] iterations
 # budget and so the length of the linear LR decay, default 700), LADDER_RUNS
 # (the RUNS list of device_train.sh; the default is below).
@@ -78,12 +79,28 @@ D4="$D4;w_bcg_lr1e3_s1|$C/walk_shac_bcg.ini|$O learner.actor_lr=1e-3 run.seed=1"
 D4="$D4;r_bcg|$C/run_shac_bcg.ini|$O;r_ad|$C/run_shac.ini|$O"
 D4="$D4;j_bcg|$C/jump_shac_bcg.ini|$O;j_ad|$C/jump_shac.ini|$O"
 D4="$D4;r_ppo|$C/run_ppo.ini|run.device=cuda run.threads=2;j_ppo|$C/jump_ppo.ini|run.device=cuda run.threads=2"
+# sweep 5: rung 0 with DiffRL's critic settings (target_alpha 0.995, critic
+# LR 5e-4) and the progress weight; rung 2 SHAC+BCG at actor LR 1e-3 on more
+# seeds and 32 environments; rung 3 run at actor LR 1e-3; PPO on jump alone on
+# the GPU (one CUDA process per GPU: bench/GPU_NOTES.md); TRAIN_SECONDS=480
+DF="$L learner.target_alpha=0.995 learner.critic_lr=5e-4"
+D5="l_ad_df|$C/locomotion_shac.ini|$DF;l_ad_df_s1|$C/locomotion_shac.ini|$DF run.seed=1"
+D5="$D5;l_ad_df_p05|$C/locomotion_shac.ini|$DF task.w_progress=0.5"
+D5="$D5;l_ad_df_v1|$C/locomotion_shac.ini|$DF task.target_speed=1"
+D5="$D5;l_bcg_df|$C/locomotion_shac_bcg.ini|$DF;l_bcg_df_h16|$C/locomotion_shac_bcg.ini|$DF learner.horizon=16"
+W="$O learner.actor_lr=1e-3"
+D5="$D5;w_bcg_lr1e3_s2|$C/walk_shac_bcg.ini|$W run.seed=2;w_bcg_lr1e3_s3|$C/walk_shac_bcg.ini|$W run.seed=3"
+D5="$D5;w_bcg_lr5e4|$C/walk_shac_bcg.ini|$O learner.actor_lr=5e-4;w_bcg_lr1e3_n32|$C/walk_shac_bcg.ini|$W run.num_envs=32"
+D5="$D5;r_bcg_lr1e3|$C/run_shac_bcg.ini|$W;r_ad_lr1e3|$C/run_shac.ini|$W"
+D5="$D5;r_ad_h32|$C/run_shac.ini|$O learner.horizon=32"
+D5="$D5;j_ppo|$C/jump_ppo.ini|run.device=cuda run.threads=3"
 case "${SWEEP:-2}" in
   1) D=$D1 ;;
   2) D=$D2 ;;
   3) D=$D3 ;;
   4) D=$D4 ;;
-  *) echo "device_ladder: SWEEP must be 1, 2, 3 or 4" >&2; exit 2 ;;
+  5) D=$D5 ;;
+  *) echo "device_ladder: SWEEP must be 1 to 5" >&2; exit 2 ;;
 esac
 export RUNS=${LADDER_RUNS:-$D}
 export TRAIN_SECONDS=$S THREADS_1=1 THREADS_2=1 EVAL_SECONDS=${EVAL_SECONDS:-10} EVAL_RUNS=${EVAL_RUNS:-3}
