@@ -18,9 +18,13 @@
  * the 7 (free) and 4 (ball) columns of quaternion joints are not checked by
  * name. Any count or name mismatch is an error naming the file and line.
  *
- * HDF5 format: dataset "qpos" [T][nq] (any float type), attribute "fps" on
- * the dataset or on the file's root group, optional string attribute "quat"
- * ("wxyz" or "xyzw", default wxyz). */
+ * HDF5 format: dataset "qpos" [T][nq] (any float type), attribute "fps" (one
+ * number) on the dataset or on the file's root group, optional string
+ * attribute "quat" ("wxyz" or "xyzw", default wxyz; fixed- or variable-length,
+ * ASCII or UTF-8, as h5py writes it).
+ *
+ * A file's own fps must be finite and within [BCG_MOTION_FPS_MIN,
+ * BCG_MOTION_FPS_MAX]; an attribute holding more than one value is an error. */
 #ifndef BCG_TASKS_MOTION_H
 #define BCG_TASKS_MOTION_H
 
@@ -37,6 +41,12 @@
 #include "bcg/model.h"
 
 enum { BCG_QUAT_FILE = 0, BCG_QUAT_WXYZ = 1, BCG_QUAT_XYZW = 2 };
+
+/* The frame rate a motion file may declare (a finite number in this range;
+ * the task's fps key, when set, replaces the file's and is not checked here). */
+#define BCG_MOTION_FPS_MIN 1.0
+#define BCG_MOTION_FPS_MAX 10000.0
+static inline int mo_fps_ok(double fps) { return isfinite(fps) && fps >= BCG_MOTION_FPS_MIN && fps <= BCG_MOTION_FPS_MAX; }
 
 typedef struct bcg_motion {
   int nframes, nq;
@@ -214,6 +224,11 @@ static inline int bcg_motion_load_csv(bcg_motion *mo, const bcg_model *model, co
               snprintf(err, errlen, "%s:%d: fps '%s' is not a positive number", path, line, val);
               goto done;
             }
+            if (fps <= 0 && !mo_fps_ok(file_fps)) {
+              snprintf(err, errlen, "%s:%d: fps %s is out of range [%g, %g] (frames per second)", path, line, val,
+                       BCG_MOTION_FPS_MIN, BCG_MOTION_FPS_MAX);
+              goto done;
+            }
           } else if (strcmp(key, "quat") == 0 || strcmp(key, "quat_order") == 0) {
             if (strcmp(val, "wxyz") == 0) file_quat = BCG_QUAT_WXYZ;
             else if (strcmp(val, "xyzw") == 0) file_quat = BCG_QUAT_XYZW;
@@ -312,46 +327,72 @@ done:
   return rc;
 }
 
-static inline int mo_h5_read_real_attr(hid_t obj, const char *name, double *out) {
+/* Attributes are read only when they hold exactly one value (a scalar or a
+ * 1-element array): 0 read, -1 absent, -2 present but unusable (err set). */
+static inline int mo_h5_attr_open(hid_t obj, const char *name, const char *where, const char *path, hid_t *a,
+                                  char *err, size_t errlen) {
   if (H5Aexists(obj, name) <= 0) return -1;
-  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-  if (a < 0) return -1;
-  int rc = H5Aread(a, H5T_NATIVE_DOUBLE, out) < 0 ? -1 : 0;
+  *a = H5Aopen(obj, name, H5P_DEFAULT);
+  if (*a < 0) return snprintf(err, errlen, "%s: cannot open attribute '%s' of %s", path, name, where), -2;
+  hid_t sp = H5Aget_space(*a);
+  hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+  if (sp >= 0) H5Sclose(sp);
+  if (n != 1) {
+    H5Aclose(*a);
+    snprintf(err, errlen, "%s: attribute '%s' of %s holds %lld values (need exactly one)", path, name, where,
+             (long long)n);
+    return -2;
+  }
+  return 0;
+}
+static inline int mo_h5_read_real_attr(hid_t obj, const char *name, const char *where, const char *path, double *out,
+                                       char *err, size_t errlen) {
+  hid_t a;
+  int rc = mo_h5_attr_open(obj, name, where, path, &a, err, errlen);
+  if (rc) return rc;
+  hid_t t = H5Aget_type(a);
+  H5T_class_t c = H5Tget_class(t);
+  H5Tclose(t);
+  if ((c != H5T_FLOAT && c != H5T_INTEGER) || H5Aread(a, H5T_NATIVE_DOUBLE, out) < 0) {
+    snprintf(err, errlen, "%s: attribute '%s' of %s is not a number", path, name, where);
+    rc = -2;
+  }
   H5Aclose(a);
   return rc;
 }
-static inline int mo_h5_read_str_attr(hid_t obj, const char *name, char *out, size_t len) {
-  if (H5Aexists(obj, name) <= 0) return -1;
-  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-  if (a < 0) return -1;
+/* A string attribute: variable-length (h5py's default, UTF-8 or ASCII) or
+ * fixed-length (any padding); read in the file's own character set and
+ * padding, trailing NULs and blanks dropped. */
+static inline int mo_h5_read_str_attr(hid_t obj, const char *name, const char *where, const char *path, char *out,
+                                      size_t len, char *err, size_t errlen) {
+  hid_t a;
+  int rc = mo_h5_attr_open(obj, name, where, path, &a, err, errlen);
+  if (rc) return rc;
   hid_t t = H5Aget_type(a);
-  int rc = -1;
+  rc = -2;
   if (H5Tget_class(t) == H5T_STRING) {
+    hid_t mt = H5Tcopy(t);
     if (H5Tis_variable_str(t) > 0) {
       char *s = NULL;
-      hid_t mt = H5Tcopy(H5T_C_S1);
-      H5Tset_size(mt, H5T_VARIABLE);
-      if (H5Aread(a, mt, &s) >= 0 && s) {
-        snprintf(out, len, "%s", s);
-        H5free_memory(s);
+      if (H5Aread(a, mt, &s) >= 0) {
+        snprintf(out, len, "%s", s ? s : "");
         rc = 0;
       }
-      H5Tclose(mt);
+      if (s) H5free_memory(s);
     } else {
       size_t sz = H5Tget_size(t);
       char *s = calloc(sz + 1, 1);
-      hid_t mt = H5Tcopy(H5T_C_S1);
-      H5Tset_size(mt, sz);
       if (s && H5Aread(a, mt, s) >= 0) {
         snprintf(out, len, "%s", mo_trim(s));
         rc = 0;
       }
       free(s);
-      H5Tclose(mt);
     }
+    H5Tclose(mt);
   }
   H5Tclose(t);
   H5Aclose(a);
+  if (rc) snprintf(err, errlen, "%s: attribute '%s' of %s is not a readable string", path, name, where);
   return rc;
 }
 
@@ -394,10 +435,22 @@ static inline int bcg_motion_load_h5(bcg_motion *mo, const bcg_model *model, con
     goto done;
   }
   double file_fps = 0;
-  if (mo_h5_read_real_attr(d, "fps", &file_fps) && mo_h5_read_real_attr(f, "fps", &file_fps)) file_fps = 0;
+  const char *fps_where = "dataset 'qpos'";
+  int arc = mo_h5_read_real_attr(d, "fps", fps_where, path, &file_fps, err, errlen);
+  if (arc == -1) arc = mo_h5_read_real_attr(f, "fps", fps_where = "the root group", path, &file_fps, err, errlen);
+  if (arc == -2) goto done;
+  if (arc == -1) file_fps = 0;
+  else if (fps <= 0 && !mo_fps_ok(file_fps)) {
+    snprintf(err, errlen, "%s: attribute 'fps' of %s is %g, out of range [%g, %g] (frames per second)", path,
+             fps_where, file_fps, BCG_MOTION_FPS_MIN, BCG_MOTION_FPS_MAX);
+    goto done;
+  }
   char qs[32] = "";
   int file_quat = 0;
-  if (!mo_h5_read_str_attr(d, "quat", qs, sizeof qs) || !mo_h5_read_str_attr(f, "quat", qs, sizeof qs)) {
+  arc = mo_h5_read_str_attr(d, "quat", "dataset 'qpos'", path, qs, sizeof qs, err, errlen);
+  if (arc == -1) arc = mo_h5_read_str_attr(f, "quat", "the root group", path, qs, sizeof qs, err, errlen);
+  if (arc == -2) goto done;
+  if (arc == 0) {
     if (strcmp(qs, "wxyz") == 0) file_quat = BCG_QUAT_WXYZ;
     else if (strcmp(qs, "xyzw") == 0) file_quat = BCG_QUAT_XYZW;
     else {
