@@ -1,12 +1,14 @@
 /* cmd_eval.c - `bcg eval RUN_DIR|CHECKPOINT`: the trained policy (mean
  * action) in MuJoCo and in bcg from the same initial states (bcg/eval.h);
  * prints the table and writes eval.h5 into the run directory. */
+#include <errno.h>
 #include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "bcg/config.h"
@@ -90,6 +92,24 @@ done:
   return rc;
 }
 
+/* Strict option values: the whole argument is the number and it lies in
+ * [lo, hi] (so 0, negatives, nan, inf and "10s" are refused, not ignored). */
+static int opt_int(const char *s, long lo, long hi, int *v) {
+  char *e;
+  errno = 0;
+  long x = strtol(s, &e, 10);
+  if (e == s || *e || errno || x < lo || x > hi) return -1;
+  *v = (int)x;
+  return 0;
+}
+static int opt_real(const char *s, double lo, double hi, double *v) {
+  char *e;
+  double x = strtod(s, &e);
+  if (e == s || *e || !(x >= lo && x <= hi)) return -1;
+  *v = x;
+  return 0;
+}
+
 int bcg_cmd_eval(int argc, char **argv) {
   const char *target = NULL, *sim = NULL, *outpath = NULL;
   int runs = 0, initial = 0, compare = 0, select = 0;
@@ -99,12 +119,20 @@ int bcg_cmd_eval(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--sim") && i + 1 < argc) sim = argv[++i];
-    else if (!strcmp(a, "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-    else if (!strcmp(a, "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
-    else if (!strcmp(a, "--fall-penalty") && i + 1 < argc) {
-      penalty = atof(argv[++i]);
-      if (!(penalty > 0)) return bcg_cli_usage("eval", "--fall-penalty must be a positive error in m");
-    } else if (!strcmp(a, "--out") && i + 1 < argc) outpath = argv[++i];
+    else if (!strcmp(a, "--runs") && i + 1 < argc) {
+      if (opt_int(argv[++i], 1, BCG_EVAL_MAX_RUNS, &runs))
+        return bcg_cli_usage("eval", "--runs '%s': must be a whole number of episodes in [1, %d]", argv[i],
+                             BCG_EVAL_MAX_RUNS);
+    } else if (!strcmp(a, "--seconds") && i + 1 < argc) {
+      if (opt_real(argv[++i], 0.01, 1e6, &seconds))
+        return bcg_cli_usage("eval", "--seconds '%s': must be a number of seconds in [0.01, 1e6]", argv[i]);
+    } else if (!strcmp(a, "--fall-penalty") && i + 1 < argc) {
+      if (opt_real(argv[++i], 1e-9, 1e6, &penalty) || !(penalty > 0))
+        return bcg_cli_usage("eval", "--fall-penalty '%s': must be a positive error in m (at most 1e6)", argv[i]);
+    } else if ((!strcmp(a, "--runs") || !strcmp(a, "--seconds") || !strcmp(a, "--fall-penalty") ||
+                !strcmp(a, "--sim") || !strcmp(a, "--out")) && i + 1 == argc)
+      return bcg_cli_usage("eval", "%s needs a value", a);
+    else if (!strcmp(a, "--out") && i + 1 < argc) outpath = argv[++i];
     else if (!strcmp(a, "--initial")) initial = 1;
     else if (!strcmp(a, "--compare-initial")) compare = 1;
     else if (!strcmp(a, "--select-best")) select = 1;
@@ -135,6 +163,17 @@ int bcg_cmd_eval(int argc, char **argv) {
     snprintf(run_dir, sizeof run_dir, "%s/..", tmp); /* RUN/checkpoints/ckpt_*.h5 */
   }
   snprintf(cfgpath, sizeof cfgpath, "%s/config.ini", run_dir);
+  if (!is_dir(target) && access(cfgpath, R_OK) != 0) {
+    if (access(target, R_OK) != 0)
+      return bcg_cli_error("%s: cannot read: %s", target, strerror(errno));
+    const char *base = strrchr(target, '/');
+    base = base ? base + 1 : target;
+    if (bcg_train_checkpoint_iteration(base) < 0)
+      return bcg_cli_error("%s: not a checkpoint (RUN_DIR/checkpoints/ckpt_NNNNNNNNN.h5) nor a run directory", target);
+    return bcg_cli_error("%s: a checkpoint outside its run directory: its configuration %s is missing (keep the "
+                         "checkpoint in RUN_DIR/checkpoints/, or copy the whole run directory)",
+                         target, cfgpath);
+  }
   /* the evaluation runs the nominal model (no domain randomisation, no
    * pushes: the MuJoCo side runs the plain MJCF) from the beginning of the
    * clip (no random phase) */

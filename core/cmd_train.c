@@ -8,8 +8,9 @@
  * resume may change only the [run] budget keys (iterations, samples,
  * seconds, checkpoint_every, threads) and are written back to config.ini.
  *
- * SIGINT (Ctrl-C) finishes the current iteration, writes a checkpoint and
- * exits 0; a second SIGINT kills the process at once. */
+ * SIGINT (Ctrl-C) and SIGTERM (what schedulers send before killing a job)
+ * finish the current iteration, write a checkpoint and exit 0; a second one
+ * kills the process at once. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -24,7 +25,7 @@
 #include "bcg/train.h"
 #include "cmd.h"
 
-static volatile sig_atomic_t stop_requested; /* set by the SIGINT handler only */
+static volatile sig_atomic_t stop_requested; /* set by the SIGINT / SIGTERM handler only */
 
 static void on_sigint(int sig) {
   (void)sig;
@@ -37,7 +38,7 @@ static int write_config(const bcg_config *cfg, const char *dir) {
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *f = fopen(tmp, "w");
   if (!f) return bcg_cli_error("%s: cannot create: %s", tmp, strerror(errno));
-  int werr = bcg_config_resolved_write(cfg, f);
+  int werr = bcg_config_run_write(cfg, f); /* paths made absolute */
   if (fclose(f) != 0 || werr) {
     unlink(tmp);
     return bcg_cli_error("%s: write failed", tmp);
@@ -50,13 +51,14 @@ static int write_config(const bcg_config *cfg, const char *dir) {
 }
 
 static int run(const bcg_config *cfg, const char *dir, int resume) {
-  struct sigaction sa, old;
+  struct sigaction sa, old, old_term;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
   sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills */
   sigemptyset(&sa.sa_mask);
   stop_requested = 0;
   sigaction(SIGINT, &sa, &old);
+  sigaction(SIGTERM, &sa, &old_term);
   bcg_train_options opt;
   memset(&opt, 0, sizeof opt);
   opt.run_dir = dir;
@@ -68,6 +70,7 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
   char err[4096];
   int rc = bcg_train_run(cfg, &opt, &res, err, sizeof err);
   sigaction(SIGINT, &old, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
   if (rc) return bcg_cli_error("%s", err);
   printf("bcg: train: %s after %lld iterations, %llu samples, %.1f s; checkpoint %s\n",
          res.stopped ? (stop_requested ? "interrupted" : "stopped") : "finished", (long long)res.iterations,

@@ -15,8 +15,10 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bcg/loader.h"
 
@@ -252,6 +254,7 @@ void bcg_key_type_desc(const bcg_key_spec *k, char *buf, size_t len) {
     case BCG_KEY_CHOICE: snprintf(buf, len, "one of %s", k->choices ? k->choices : "?"); break;
     case BCG_KEY_BOOL: snprintf(buf, len, "bool"); break;
     case BCG_KEY_STRING: snprintf(buf, len, "string"); break;
+    case BCG_KEY_PATH: snprintf(buf, len, "file path"); break;
     default: snprintf(buf, len, "invalid type %d", (int)k->type);
   }
 }
@@ -284,7 +287,8 @@ int bcg_key_check(const bcg_key_spec *k, const char *value, char *why, size_t wl
   snprintf(buf, sizeof buf, "%s", value);
   char *s = trim(buf);
   switch (k->type) {
-    case BCG_KEY_STRING: return 0;
+    case BCG_KEY_STRING:
+    case BCG_KEY_PATH: return 0;
     case BCG_KEY_INT:
     case BCG_KEY_REAL:
       if (!*s) return setf(why, wl, "empty value, expected %s", k->type == BCG_KEY_INT ? "an integer" : "a number"), -1;
@@ -1080,7 +1084,18 @@ static void write_value(FILE *f, const char *key, const char *v) {
     fprintf(f, "%s = '%s'\n", key, v);
 }
 
-int bcg_config_resolved_write(const bcg_config *cfg, FILE *f) {
+/* value of a path key made absolute against the working directory (the
+ * file's real path when it exists) */
+static const char *abs_path(const char *v, char *buf, size_t len) {
+  if (!v || !*v || v[0] == '/') return v;
+  char real[PATH_MAX], cwd[PATH_MAX];
+  if (realpath(v, real)) return snprintf(buf, len, "%s", real), buf;
+  if (!getcwd(cwd, sizeof cwd)) return v;
+  snprintf(buf, len, "%s/%s", cwd, v[0] == '.' && v[1] == '/' ? v + 2 : v);
+  return buf;
+}
+
+static int resolved_write(const bcg_config *cfg, FILE *f, int abs) {
   fprintf(f, "# bcg resolved configuration of %s\n", cfg->path);
   for (int i = 0; i < cfg->noverride; i++) fprintf(f, "# override: %s\n", cfg->overrides[i]);
   for (int i = 0; i < NSEC; i++) {
@@ -1090,7 +1105,12 @@ int bcg_config_resolved_write(const bcg_config *cfg, FILE *f) {
     if (is_sweep && !p->present) continue;
     fprintf(f, "\n[%s]\n", p->name);
     if (p->plugin) fprintf(f, "plugin = %s\n", p->plugin->desc->name);
-    for (int k = 0; k < p->nkeys; k++) write_value(f, p->keys[k].name, p->values[k]);
+    for (int k = 0; k < p->nkeys; k++) {
+      char buf[PATH_MAX + 1100];
+      const char *v = p->values[k];
+      if (abs && p->keys[k].type == BCG_KEY_PATH) v = abs_path(v, buf, sizeof buf);
+      write_value(f, p->keys[k].name, v);
+    }
     if (is_sweep)
       for (int j = 0; j < cfg->nsweep; j++) {
         const sweep_entry *se = &cfg->sweep[j];
@@ -1104,6 +1124,9 @@ int bcg_config_resolved_write(const bcg_config *cfg, FILE *f) {
   fflush(f);
   return ferror(f) ? -1 : 0;
 }
+
+int bcg_config_resolved_write(const bcg_config *cfg, FILE *f) { return resolved_write(cfg, f, 0); }
+int bcg_config_run_write(const bcg_config *cfg, FILE *f) { return resolved_write(cfg, f, 1); }
 
 /* ---- services ------------------------------------------------------------------------------- */
 

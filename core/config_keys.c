@@ -34,8 +34,8 @@ static const bcg_key_spec run_keys[] = {
 };
 
 static const bcg_key_spec model_keys[] = {
-    {"path", BCG_KEY_STRING, "/usr/share/mujoco/model/humanoid/humanoid.xml", 0, 0, NULL,
-     "MJCF file, compiled by libmujoco (default: MuJoCo's humanoid)"},
+    {"path", BCG_KEY_PATH, "/usr/share/mujoco/model/humanoid/humanoid.xml", 0, 0, NULL,
+     "MJCF file, compiled by libmujoco (default: MuJoCo's humanoid; relative to the working directory)"},
 };
 
 static const bcg_key_spec sim_keys[] = {

@@ -99,6 +99,13 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     snprintf(err, errlen, "runs = %d must be in [1, min(%d, num_envs = %d)]", N, BCG_EVAL_MAX_RUNS, nenv);
     return -1;
   }
+  /* the window in control steps must fit an int (seconds 1e9 used to wrap to -2^31 steps) */
+  double nsteps = ceil(o->seconds / env->control_dt - 1e-9);
+  if (!(nsteps >= 1 && nsteps <= 1e9)) {
+    snprintf(err, errlen, "seconds = %g is %g control steps of %g s: must be between 1 and 1e9 steps", o->seconds,
+             nsteps, (double)env->control_dt);
+    return -1;
+  }
   res->runs = N;
   int od = T->obs_dim(S->task);
   size_t xs = (size_t)nenv * nx;
@@ -131,7 +138,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     bcg_env_perturb(env, x0 + (size_t)r * nx, dq, du, xr);
     memcpy(x0 + (size_t)r * nx, xr, sizeof(bcg_real) * nx);
   }
-  int steps = (int)ceil(o->seconds / env->control_dt - 1e-9);
+  int steps = (int)nsteps;
   double P = o->fall_penalty > 0 ? o->fall_penalty : 1.0; /* E_fixed's penalty and clip (m) */
   /* E_fixed's window: `steps`, or up to the step at which a run that is up
    * reaches the end of the clip or of the episode (done = 2): every run

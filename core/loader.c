@@ -9,7 +9,9 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bcg/config.h"
 
@@ -124,7 +127,7 @@ static int check_keys(const bcg_plugin_desc *d, char *err, size_t errlen) {
     if (strcmp(k->name, "plugin") == 0) return setf(err, errlen, "key 'plugin' is reserved"), -1;
     for (int j = 0; j < i; j++)
       if (strcmp(d->keys[j].name, k->name) == 0) return setf(err, errlen, "key '%s' declared twice", k->name), -1;
-    if (k->type < BCG_KEY_INT || k->type > BCG_KEY_LIST)
+    if (k->type < BCG_KEY_INT || k->type > BCG_KEY_PATH)
       return setf(err, errlen, "key '%s': invalid type %d", k->name, (int)k->type), -1;
     if ((k->type == BCG_KEY_INT || k->type == BCG_KEY_REAL || k->type == BCG_KEY_LIST) && !(k->min <= k->max))
       return setf(err, errlen, "key '%s': invalid range [%g, %g]", k->name, k->min, k->max), -1;
@@ -264,6 +267,85 @@ int bcg_registry_add(bcg_registry *r, const bcg_plugin_desc *d, const char *orig
   return push_plugin(r, d, origin, NULL, err, errlen);
 }
 
+/* ---- ELF sanity check before dlopen ------------------------------------------------------
+ *
+ * dlopen maps a shared object's segments as its headers describe them; a
+ * truncated file (a copy cut short, a full disk) has headers pointing past
+ * its end, and touching those pages raises SIGBUS inside the dynamic loader.
+ * So the headers are checked against the file's size first: the program
+ * headers and every loadable segment, the section headers and every section
+ * with file contents. A file that does not start with the ELF magic is left
+ * to dlopen, whose message ("invalid ELF header") is the right one. Returns 0
+ * or -1 with the cause in why. */
+static int elf_check(const char *path, off_t fsize, char *why, size_t whylen) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return setf(why, whylen, "cannot load: %s", strerror(errno)), -1;
+  int rc = -1;
+  unsigned char *buf = NULL;
+  Elf64_Ehdr eh;
+  ssize_t got = pread(fd, &eh, sizeof eh, 0);
+  if (got < (ssize_t)SELFMAG || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    rc = 0; /* not ELF: dlopen says so */
+    goto out;
+  }
+  const char *trunc = "truncated or corrupt ELF file";
+  if (got < (ssize_t)sizeof eh) {
+    setf(why, whylen, "%s (%lld bytes, shorter than its ELF header)", trunc, (long long)fsize);
+    goto out;
+  }
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    rc = 0; /* another class or byte order: dlopen names the mismatch */
+    goto out;
+  }
+  uint64_t size = (uint64_t)fsize;
+  uint64_t phend = eh.e_phoff + (uint64_t)eh.e_phnum * eh.e_phentsize;
+  uint64_t shend = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
+  if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff >= size || phend > size) {
+    setf(why, whylen, "%s (%lld bytes; its program headers end at byte %llu)", trunc, (long long)fsize,
+         (unsigned long long)phend);
+    goto out;
+  }
+  if (eh.e_shnum && (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff >= size || shend > size)) {
+    setf(why, whylen, "%s (%lld bytes; its section headers end at byte %llu)", trunc, (long long)fsize,
+         (unsigned long long)shend);
+    goto out;
+  }
+  size_t nph = (size_t)eh.e_phnum * sizeof(Elf64_Phdr), nsh = (size_t)eh.e_shnum * sizeof(Elf64_Shdr);
+  buf = malloc(nph + nsh + 1);
+  if (!buf) {
+    setf(why, whylen, "out of memory");
+    goto out;
+  }
+  if (pread(fd, buf, nph, (off_t)eh.e_phoff) != (ssize_t)nph ||
+      (nsh && pread(fd, buf + nph, nsh, (off_t)eh.e_shoff) != (ssize_t)nsh)) {
+    setf(why, whylen, "%s (cannot read its headers)", trunc);
+    goto out;
+  }
+  for (int i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, buf + (size_t)i * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)) {
+      setf(why, whylen, "%s (%lld bytes; its loadable segment %d ends at byte %llu)", trunc, (long long)fsize, i,
+           (unsigned long long)(ph.p_offset + ph.p_filesz));
+      goto out;
+    }
+  }
+  for (int i = 0; i < eh.e_shnum; i++) {
+    Elf64_Shdr sh;
+    memcpy(&sh, buf + nph + (size_t)i * sizeof sh, sizeof sh);
+    if (sh.sh_type != SHT_NOBITS && sh.sh_type != SHT_NULL && (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)) {
+      setf(why, whylen, "%s (%lld bytes; its section %d ends at byte %llu)", trunc, (long long)fsize, i,
+           (unsigned long long)(sh.sh_offset + sh.sh_size));
+      goto out;
+    }
+  }
+  rc = 0;
+out:
+  free(buf);
+  close(fd);
+  return rc;
+}
+
 int bcg_registry_load_file(bcg_registry *r, const char *path, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   struct stat st;
@@ -276,6 +358,9 @@ int bcg_registry_load_file(bcg_registry *r, const char *path, char *err, size_t 
       if (r->pl[i]->handle && realpath(r->pl[i]->path, other) && strcmp(real, other) == 0) return 0;
     }
   }
+  char why0[512];
+  if (elf_check(path, st.st_size, why0, sizeof why0))
+    return fail(r, err, errlen, "%s: not a loadable shared object: %s", path, why0);
   /* dlopen searches the library path for a name without '/' */
   char open_path[PATH_MAX + 3];
   snprintf(open_path, sizeof open_path, "%s%s", strchr(path, '/') ? "" : "./", path);

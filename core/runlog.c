@@ -347,6 +347,14 @@ typedef struct pending {
   double value;
 } pending;
 
+/* The log is an HDF5 file in memory (the core driver, no backing store),
+ * like a checkpoint being built. Every flush writes its whole image to
+ * PATH.tmp with plain write() calls and renames it over PATH. So PATH is
+ * always a complete file a reader can open at any time (HDF5 holds no lock
+ * on it, h5py and bcg report read it during training), a killed writer
+ * leaves the last complete iteration, and a write error (a full disk) is
+ * ours to report: PATH keeps the previous image and HDF5 never holds a
+ * half-written file it would try again to flush at exit. */
 struct bcg_runlog {
   hid_t file;
   char *path;
@@ -355,7 +363,9 @@ struct bcg_runlog {
   pending *pend;
   int npend, cappend;
   int64_t iterations;
-  hid_t iter_attr;
+  int64_t written; /* iterations in PATH (-1: PATH not written yet) */
+  int hold;        /* bcg_runlog_open_held: nothing written until bcg_runlog_sync */
+  int dirty;       /* changed since PATH was written */
 };
 
 static int valid_curve(const char *s) {
@@ -388,7 +398,55 @@ static int write_i64_attr(hid_t loc, const char *name, int64_t v) {
   return rc;
 }
 
-bcg_runlog *bcg_runlog_open(const char *path, const bcg_runlog_meta *meta, char *err, size_t errlen) {
+static int write_all(int fd, const char *buf, size_t n);
+
+/* Write the in-memory file's image to PATH.tmp and rename it over PATH. */
+static int write_image(bcg_runlog *log, int sync, char *err, size_t errlen) {
+  char c[512], tmp[PATH_MAX + 8];
+  snprintf(tmp, sizeof tmp, "%s.tmp", log->path);
+  char keeps[128];
+  if (log->written < 0) snprintf(keeps, sizeof keeps, "it is not written");
+  else snprintf(keeps, sizeof keeps, "it keeps its first %lld iterations", (long long)log->written);
+  ssize_t size = -1;
+  char *image = NULL;
+  if (H5Fflush(log->file, H5F_SCOPE_GLOBAL) >= 0) size = H5Fget_file_image(log->file, NULL, 0);
+  if (size > 0 && (image = malloc((size_t)size)) && H5Fget_file_image(log->file, image, (size_t)size) != size) size = -1;
+  if (size <= 0 || !image) {
+    setf(err, errlen, "%s: building the log failed: %s; %s", log->path, image ? h5_cause(c) : "out of memory", keeps);
+    free(image);
+    return -1;
+  }
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int rc = 0;
+  if (fd < 0) {
+    if (log->written < 0)
+      setf(err, errlen, "%s: cannot create log: %s", log->path, strerror(errno));
+    else
+      setf(err, errlen, "%s: cannot create %s: %s; %s", log->path, tmp, strerror(errno), keeps);
+    rc = -1;
+  } else {
+    int bad = write_all(fd, image, (size_t)size) != 0 || (sync && fsync(fd) != 0);
+    int e = errno;
+    if (close(fd) != 0 && !bad) bad = 1, e = errno;
+    if (bad) {
+      setf(err, errlen, "%s: writing %s failed: %s; %s", log->path, tmp, strerror(e), keeps);
+      rc = -1;
+    } else if (rename(tmp, log->path) != 0) {
+      setf(err, errlen, "%s: rename from %s failed: %s; %s", log->path, tmp, strerror(errno), keeps);
+      rc = -1;
+    }
+    if (rc) unlink(tmp);
+  }
+  free(image);
+  if (rc == 0) {
+    log->written = log->iterations;
+    log->dirty = 0;
+  }
+  return rc;
+}
+
+static bcg_runlog *runlog_create(const char *path, const bcg_runlog_meta *meta, int hold, char *err,
+                                 size_t errlen) {
   H5_QUIET;
   bcg_runlog *log = calloc(1, sizeof *log);
   if (!log || !(log->path = strdup(path))) {
@@ -397,7 +455,12 @@ bcg_runlog *bcg_runlog_open(const char *path, const bcg_runlog_meta *meta, char 
     H5_LOUD;
     return NULL;
   }
-  log->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  log->written = -1;
+  log->hold = hold;
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_fapl_core(fapl, 1 << 20, 0);
+  log->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  H5Pclose(fapl);
   if (log->file < 0) {
     char c[512];
     setf(err, errlen, "%s: cannot create log: %s", path, h5_cause(c));
@@ -431,22 +494,42 @@ bcg_runlog *bcg_runlog_open(const char *path, const bcg_runlog_meta *meta, char 
     h5_fail(log->file, "seed", "writing attribute", err, errlen);
     goto fail;
   }
-  if (H5Fflush(log->file, H5F_SCOPE_GLOBAL) < 0) {
-    h5_fail(log->file, "/", "flush", err, errlen);
-    goto fail;
-  }
+  log->dirty = 1;
+  if (!hold && write_image(log, 0, err, errlen)) goto fail;
   H5_LOUD;
   return log;
 fail:
   H5Fclose(log->file);
+  H5Eclear2(H5E_DEFAULT);
   runlog_free(log);
   H5_LOUD;
   return NULL;
 }
 
+bcg_runlog *bcg_runlog_open(const char *path, const bcg_runlog_meta *meta, char *err, size_t errlen) {
+  return runlog_create(path, meta, 0, err, errlen);
+}
+
+bcg_runlog *bcg_runlog_open_held(const char *path, const bcg_runlog_meta *meta, char *err, size_t errlen) {
+  return runlog_create(path, meta, 1, err, errlen);
+}
+
+int bcg_runlog_sync(bcg_runlog *log, char *err, size_t errlen) {
+  H5_QUIET;
+  log->hold = 0;
+  int rc = write_image(log, 1, err, errlen);
+  if (rc) log->hold = 1; /* PATH stays as it was */
+  H5_LOUD;
+  return rc;
+}
+
 int bcg_runlog_set_attr(bcg_runlog *log, const char *name, const char *value, char *err, size_t errlen) {
   H5_QUIET;
   int rc = write_str_attr(log->file, name, value, err, errlen);
+  if (rc == 0) {
+    log->dirty = 1;
+    if (!log->hold) rc = write_image(log, 0, err, errlen);
+  }
   H5_LOUD;
   return rc;
 }
@@ -531,10 +614,8 @@ int bcg_runlog_flush_iteration(bcg_runlog *log, char *err, size_t errlen) {
     h5_fail(log->file, "iterations", "writing attribute", err, errlen);
     goto out;
   }
-  if (H5Fflush(log->file, H5F_SCOPE_GLOBAL) < 0) {
-    h5_fail(log->file, "/", "flush", err, errlen);
-    goto out;
-  }
+  log->dirty = 1;
+  if (!log->hold && write_image(log, 0, err, errlen)) goto out;
   rc = 0;
 out:
   log->npend = 0;
@@ -549,16 +630,15 @@ int bcg_runlog_close(bcg_runlog *log, char *err, size_t errlen) {
   int rc = 0;
   if (log->npend) rc = bcg_runlog_flush_iteration(log, err, errlen);
   H5_QUIET;
+  /* the last image, made durable (an earlier failure was reported already) */
+  if (rc == 0 && !log->hold && (log->dirty || log->written >= 0) && write_image(log, 1, err, errlen)) rc = -1;
   for (int i = 0; i < log->ncurves; i++)
     if (log->curves[i].dset >= 0) {
       H5Dclose(log->curves[i].dset);
       log->curves[i].dset = -1;
     }
-  if (H5Fclose(log->file) < 0 && rc == 0) {
-    char c[512];
-    setf(err, errlen, "%s: closing log failed: %s", log->path, h5_cause(c));
-    rc = -1;
-  }
+  H5Fclose(log->file); /* in memory: cannot fail on the disk */
+  H5Eclear2(H5E_DEFAULT);
   runlog_free(log);
   H5_LOUD;
   return rc;

@@ -185,11 +185,11 @@ out:
 /* ---- log.h5 on resume ------------------------------------------------------------
  *
  * runlog.h can only create a log, so a resumed run rebuilds it: every curve of
- * the old file is read (values and first_iteration), a new log is created as
- * log.h5.tmp with the old root attributes, the values of the first `keep`
- * iterations are appended iteration by iteration, and the file is renamed
- * over log.h5. Iterations logged after the checkpoint are dropped (they are
- * run again). */
+ * the old file is read (values and first_iteration), a new log is built in
+ * memory (bcg_runlog_open_held) with the old root attributes, the values of
+ * the first `keep` iterations are appended iteration by iteration, and
+ * bcg_runlog_sync replaces log.h5 with it in one step. Iterations logged
+ * after the checkpoint are dropped (they are run again). */
 
 typedef struct oldcurve {
   char *name;
@@ -310,9 +310,7 @@ static bcg_runlog *log_resume(const char *path, const bcg_runlog_meta *meta, int
     oldlog_free(&o);
     return NULL;
   }
-  char tmp[PATH_MAX + 256];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  bcg_runlog *log = bcg_runlog_open(tmp, meta, err, errlen);
+  bcg_runlog *log = bcg_runlog_open_held(path, meta, err, errlen);
   if (!log) {
     oldlog_free(&o);
     return NULL;
@@ -329,14 +327,10 @@ static bcg_runlog *log_resume(const char *path, const bcg_runlog_meta *meta, int
     rc = bcg_runlog_flush_iteration(log, err, errlen);
   }
   oldlog_free(&o);
-  if (!rc && rename(tmp, path) != 0) {
-    setf(err, errlen, "%s: cannot replace the log: %s", path, strerror(errno));
-    rc = -1;
-  }
+  if (!rc) rc = bcg_runlog_sync(log, err, errlen);
   if (rc) {
     char e2[64];
-    bcg_runlog_close(log, e2, sizeof e2);
-    unlink(tmp);
+    bcg_runlog_close(log, e2, sizeof e2); /* held: log.h5 is left as it was */
     return NULL;
   }
   return log;
@@ -580,6 +574,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   memset(&st, 0, sizeof st);
   st.mean_return = st.mean_ep_len = st.track_err = NAN;
   int tracking = task_has_tracking(L.S.task_ops);
+  int64_t nan_iters = 0;
   time_split tsum = {0, 0, 0};
   for (;;) {
     double wall = L.wall0 + (now_s() - t0);
@@ -611,6 +606,15 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     L.samples += st.samples;
     wall = L.wall0 + (now_s() - t0);
     log_stats(L.log, L.it - 1, L.samples, wall, &st, tracking, &dt);
+    /* an iteration with at least one NaN/Inf reset per environment: the run
+     * is not learning anything (a broken model, contact or motion); say so
+     * the first time and then every 100th such iteration */
+    if (st.nan_resets > 0 && st.nan_resets >= L.S.env->nenv && nan_iters++ % 100 == 0)
+      fprintf(stderr,
+              "\nbcg: warning: iteration %" PRId64 ": %d NaN/Inf resets (a state, observation or reward not "
+              "finite) for %d environments: every environment, on average; the physics or the task produces "
+              "non-finite values (curve nan_resets in log.h5)\n",
+              L.it - 1, st.nan_resets, L.S.env->nenv);
     if (bcg_runlog_flush_iteration(L.log, err, errlen)) {
       rc = -1;
       break;

@@ -571,9 +571,9 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
 }
 
 static const bcg_key_spec keys[] = {
-    {"motion", BCG_KEY_STRING, NULL, 0, 0, NULL,
+    {"motion", BCG_KEY_PATH, NULL, 0, 0, NULL,
      "reference motion: CSV (one qpos frame per line, header '# fps=30 quat=wxyz') or HDF5 (.h5: dataset qpos "
-     "[T][nq], attribute fps); see tasks/README.md"},
+     "[T][nq], attribute fps), relative to the working directory; see tasks/README.md"},
     {"fps", BCG_KEY_REAL, "0", 0, 10000, NULL, "frame rate of the motion (0: from the file)"},
     {"quat_order", BCG_KEY_CHOICE, "file", 0, 0, "file|wxyz|xyzw",
      "order of quaternions in the file (file: its header's quat key, else wxyz)"},

@@ -15,6 +15,7 @@
 
 static char out[1 << 16];
 static char tmpdir[256];
+static char extra_plugin_dir[512]; /* searched before the test plugins when set */
 
 static void setup(void) {
   if (tmpdir[0]) return;
@@ -32,8 +33,8 @@ static int run_mode(int mode, const char *fmt, ...) {
   vsnprintf(args, sizeof args, fmt, ap);
   va_end(ap);
   const char *b = bcg_test_build_dir();
-  snprintf(cmd, sizeof cmd, "BCG_PLUGIN_PATH=%s/tests/plugins %s/bcg %s %s", b, b, args,
-           mode == 1 ? "2>&1 >/dev/null" : mode == 2 ? "2>/dev/null" : "2>&1");
+  snprintf(cmd, sizeof cmd, "BCG_PLUGIN_PATH=%s%s%s/tests/plugins %s/bcg %s %s", extra_plugin_dir,
+           extra_plugin_dir[0] ? ":" : "", b, b, args, mode == 1 ? "2>&1 >/dev/null" : mode == 2 ? "2>/dev/null" : "2>&1");
   FILE *p = popen(cmd, "r");
   if (!p) return -1;
   size_t n = fread(out, 1, sizeof out - 1, p);
@@ -177,6 +178,50 @@ static void test_plugins(void) {
   int nwarn = 0;
   for (char *p = out; (p = strstr(p, "bcg: warning: ")); p++) nwarn++;
   CU_ASSERT(nwarn >= 12);
+}
+
+/* A truncated copy of a plugin on the search path (the first 30000 bytes of
+ * soft.so) killed every command with SIGBUS inside dlopen: now it is a
+ * warning naming the file, and commands that do not need it work. */
+static void test_truncated_plugin(void) {
+  setup();
+  char src[512], cmd[2200];
+  snprintf(extra_plugin_dir, sizeof extra_plugin_dir, "%s/cutplugins", tmpdir);
+  snprintf(src, sizeof src, "%s/plugins/soft.so", bcg_test_build_dir());
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && head -c 30000 %s > %s/soft.so", extra_plugin_dir, src, extra_plugin_dir);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  char want[1024];
+  snprintf(want, sizeof want, "bcg: warning: %s/soft.so: not a loadable shared object: truncated or corrupt ELF file (",
+           extra_plugin_dir);
+  CU_ASSERT_EQUAL(run_err("plugins"), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_EQUAL(run_out("plugins"), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "test_contact"));
+  CU_ASSERT_EQUAL(run("describe test_contact"), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "contact plugin test_contact"));
+  const char *p = write_ini("cutcheck.ini", "[contact]\nplugin = test_contact\n");
+  CU_ASSERT_EQUAL(run_out("check %s", p), 0);
+  /* the build's own soft.so, later on the path, still serves a config selecting soft */
+  p = write_ini("cutsoft.ini", "[contact]\nplugin = soft\n");
+  CU_ASSERT_EQUAL(run_out("check %s", p), 0);
+  extra_plugin_dir[0] = 0;
+}
+
+/* bcg sweep --dry-run with mode = zip and lists of unequal length read the
+ * config after freeing it (SIGSEGV, an empty "bcg: error: "); the message
+ * names both keys and their lengths. */
+static void test_sweep_zip_lengths(void) {
+  setup();
+  const char *p = write_ini("zip.ini", "[run]\nname = z\n[contact]\nplugin = test_contact\n"
+                                       "[sweep]\nmode = zip\ncontact.kappa = 50, 100\ncontact.iterations = 1, 2, 3\n");
+  CU_ASSERT_EQUAL(run("sweep %s --dry-run", p), 1);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "bcg: error: %s: [sweep] mode = zip needs lists of one length (contact.kappa has 2 values, "
+           "contact.iterations has 3)\n",
+           p);
+  if (strcmp(out, want)) printf("\n  got:  %s  want: %s", out, want);
+  CU_ASSERT_STRING_EQUAL(out, want);
 }
 
 static void test_describe(void) {
@@ -340,6 +385,23 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--select-best: "));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "mujoco"));
   CU_ASSERT_EQUAL(run("eval %s --select-best --initial", rd), 2);
+  /* --runs / --seconds out of range or not numbers are refused (1e9 s wrapped
+   * to a window of -2^31 steps; 0, negative and nan fell back to the config) */
+  const char *bad_opts[][2] = {{"--seconds", "1e9"}, {"--seconds", "0"},  {"--seconds", "-2"}, {"--seconds", "nan"},
+                               {"--seconds", "3s"},  {"--runs", "0"},     {"--runs", "-1"},    {"--runs", "nan"},
+                               {"--runs", "2.5"},    {"--runs", "100000"}, {"--fall-penalty", "inf"}};
+  for (int i = 0; i < 11; i++) {
+    CU_ASSERT_EQUAL(run_err("eval %s %s %s --out -", rd, bad_opts[i][0], bad_opts[i][1]), 2);
+    char w[128];
+    snprintf(w, sizeof w, "bcg: eval: %s '%s': must be ", bad_opts[i][0], bad_opts[i][1]);
+    if (strncmp(out, w, strlen(w))) printf("\n  %s %s: %s", bad_opts[i][0], bad_opts[i][1], out);
+    CU_ASSERT_EQUAL(strncmp(out, w, strlen(w)), 0);
+  }
+  CU_ASSERT_EQUAL(run_err("eval %s --runs", rd), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--runs needs a value"));
+  /* a window too long in control steps, through the config */
+  CU_ASSERT_EQUAL(run_err("eval %s --runs 2 --out - eval.seconds=1000000 sim.control_dt=0.00001", rd), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "seconds = 1e+06 is 1e+11 control steps of 1e-05 s: must be between 1 and 1e9 steps"));
   CU_ASSERT_EQUAL(run("eval %s/nonexistent", tmpdir), 1);
   CU_ASSERT_EQUAL(run("eval"), 2);
   CU_ASSERT_EQUAL(run("eval %s --sim gpu", rd), 2);
@@ -374,6 +436,116 @@ static void test_shipped_policy(void) {
                                      "falls 2/2 -> 0/2"));
 }
 
+/* the first run directory under DIR (its path into rd) */
+static int first_run(const char *dir, char *rd, size_t len) {
+  char cmd[PATH_MAX + 64];
+  snprintf(cmd, sizeof cmd, "ls -d %s/*/ | head -n 1", dir);
+  FILE *ls = popen(cmd, "r");
+  rd[0] = 0;
+  int ok = ls && fgets(rd, (int)len, ls) != NULL;
+  if (ls) pclose(ls);
+  rd[strcspn(rd, "\n")] = 0;
+  size_t n = strlen(rd);
+  if (n > 1 && rd[n - 1] == '/') rd[n - 1] = 0;
+  return ok && rd[0] ? 0 : -1;
+}
+
+/* A run stores its file paths absolute in config.ini ([model] path, [task]
+ * motion: BCG_KEY_PATH), so resume and eval work from another directory; a
+ * relative path in the config stays relative to the working directory. */
+static const char *pend_ini =
+    "[run]\nname = %s\nnum_envs = %d\niterations = %d\nthreads = 1\nout_dir = %s/runs\n"
+    "[model]\npath = tests/models/pendulum.xml\n[estimator]\nplugin = test_exact_estimator\n"
+    "[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 8\ncritic_layers = 8\n"
+    "[task]\nplugin = learn_task\n%s";
+
+static void test_run_paths(void) {
+  setup();
+  char text[2048], cwd[PATH_MAX], want[PATH_MAX + 64];
+  CU_ASSERT_FATAL(getcwd(cwd, sizeof cwd) != NULL);
+  snprintf(text, sizeof text, pend_ini, "paths", 4, 1, tmpdir, "");
+  const char *p = write_ini("paths.ini", text);
+  CU_ASSERT_EQUAL_FATAL(run("train %s", p), 0);
+  char dir[PATH_MAX], rd[PATH_MAX], f[PATH_MAX + 32];
+  snprintf(dir, sizeof dir, "%s/runs/paths", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(first_run(dir, rd, sizeof rd), 0);
+  snprintf(f, sizeof f, "%s/config.ini", rd);
+  static char cfgtext[1 << 15];
+  FILE *fp = fopen(f, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  size_t n = fread(cfgtext, 1, sizeof cfgtext - 1, fp);
+  cfgtext[n] = 0;
+  fclose(fp);
+  snprintf(want, sizeof want, "[model]\npath = %s/tests/models/pendulum.xml\n", cwd);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cfgtext, want));
+  /* resume and eval from another directory */
+  char b[PATH_MAX], cmd[8 * PATH_MAX];
+  CU_ASSERT_FATAL(realpath(bcg_test_build_dir(), b) != NULL);
+  snprintf(cmd, sizeof cmd,
+           "cd / && BCG_PLUGIN_PATH=%s/tests/plugins %s/bcg train --resume %s run.iterations=2 >/dev/null 2>&1 && "
+           "BCG_PLUGIN_PATH=%s/tests/plugins %s/bcg eval %s --runs 2 --seconds 0.2 --out - eval.fall_height=0 "
+           ">/dev/null 2>&1",
+           b, b, rd, b, b, rd);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* SIGTERM is Ctrl-C: the run checkpoints and exits 0 ("interrupted"). */
+static void test_sigterm(void) {
+  setup();
+  char text[2048];
+  snprintf(text, sizeof text, pend_ini, "term", 4, 1000000, tmpdir, "");
+  const char *p = write_ini("term.ini", text);
+  char b[PATH_MAX], cmd[4 * PATH_MAX], dir[PATH_MAX];
+  CU_ASSERT_FATAL(realpath(bcg_test_build_dir(), b) != NULL);
+  snprintf(dir, sizeof dir, "%s/runs/term", tmpdir);
+  /* signal once the run's log exists (the handler is installed before it) */
+  snprintf(cmd, sizeof cmd,
+           "BCG_PLUGIN_PATH=%s/tests/plugins %s/bcg train %s > %s/term.out 2>&1 & pid=$!; "
+           "for i in $(seq 600); do ls %s/*/log.h5 >/dev/null 2>&1 && break; sleep 0.05; done; sleep 0.3; "
+           "kill -TERM $pid; wait $pid",
+           b, b, p, tmpdir, dir);
+  int st = system(cmd);
+  CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  snprintf(cmd, sizeof cmd, "grep -q 'bcg: train: interrupted after' %s/term.out && ls %s/*/checkpoints/ckpt_*.h5 >/dev/null",
+           tmpdir, dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* Every environment reset for a NaN in an iteration: a warning. */
+static void test_nan_warning(void) {
+  setup();
+  char text[2048];
+  snprintf(text, sizeof text, pend_ini, "nan", 2, 2, tmpdir, "nan_env = 0\nnan_step = 1\nnan_what = reward\n");
+  const char *p = write_ini("nan.ini", text);
+  run_err("train %s run.num_envs=1", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: warning: iteration 0: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, " NaN/Inf resets (a state, observation or reward not finite) for 1 environments"));
+  /* an ordinary run: none */
+  snprintf(text, sizeof text, pend_ini, "nonan", 2, 2, tmpdir, "");
+  p = write_ini("nonan.ini", text);
+  CU_ASSERT_EQUAL(run_err("train %s", p), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "warning"));
+}
+
+/* A checkpoint copied out of its run directory: the message names the
+ * checkpoint and the missing config (was "../config.ini: cannot open"). */
+static void test_checkpoint_elsewhere(void) {
+  setup();
+  char dir[PATH_MAX], rd[PATH_MAX], cmd[3 * PATH_MAX], ck[PATH_MAX + 64], want[3 * PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/runs/paths", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(first_run(dir, rd, sizeof rd), 0);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/loose && cp %s/checkpoints/ckpt_000000001.h5 %s/loose/", tmpdir, rd, tmpdir);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  snprintf(ck, sizeof ck, "%s/loose/ckpt_000000001.h5", tmpdir);
+  CU_ASSERT_EQUAL(run_err("eval %s", ck), 1);
+  snprintf(want, sizeof want,
+           "bcg: error: %s: a checkpoint outside its run directory: its configuration %s/loose/../config.ini is "
+           "missing",
+           ck, tmpdir);
+  if (strncmp(out, want, strlen(want))) printf("\n  got:  %s  want: %s\n", out, want);
+  CU_ASSERT_EQUAL(strncmp(out, want, strlen(want)), 0);
+}
+
 static void test_cleanup(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -381,7 +553,10 @@ static void test_cleanup(void) {
 }
 
 BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
-          {"plugins", test_plugins}, {"describe", test_describe}, {"check", test_check}, {"train", test_train},
+          {"plugins", test_plugins}, {"truncated plugin", test_truncated_plugin},
+          {"sweep zip of unequal lengths", test_sweep_zip_lengths}, {"describe", test_describe}, {"check", test_check}, {"train", test_train},
           {"sweep, eval, gradstats", test_sweep_eval_gradstats},
-          {"the shipped policy stands (make demo)", test_shipped_policy}, {"cleanup", test_cleanup});
+          {"the shipped policy stands (make demo)", test_shipped_policy}, {"run paths absolute", test_run_paths},
+          {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning},
+          {"checkpoint outside its run", test_checkpoint_elsewhere}, {"cleanup", test_cleanup});
 BCG_RUN("cli")

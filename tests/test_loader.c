@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bcg/config.h"
@@ -96,6 +97,88 @@ static void test_missing_and_not_elf(void) {
   unlink(p);
   rmdir(dir);
   bcg_registry_free(r);
+}
+
+/* Copy the first n bytes of src to dst. */
+static void copy_prefix(const char *src, const char *dst, long n) {
+  FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+  if (!in || !out) abort();
+  static char b[1 << 16];
+  for (long left = n; left > 0;) {
+    size_t k = fread(b, 1, left < (long)sizeof b ? (size_t)left : sizeof b, in);
+    if (!k) break;
+    fwrite(b, 1, k, out);
+    left -= (long)k;
+  }
+  fclose(in);
+  fclose(out);
+}
+
+/* A truncated plugin (a copy cut short) raised SIGBUS inside dlopen. Each
+ * load runs in a child so that a crash is a failure, not the end of the
+ * suite: it must fail with "<file>: not a loadable shared object: truncated
+ * or corrupt ELF file (...)", and scanning its folder must still load the
+ * good plugin beside it. */
+static void test_truncated(void) {
+  char dir[] = "/tmp/bcg_test_trunc_XXXXXX";
+  CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+  const char *src = plug("test_contact");
+  struct stat st;
+  CU_ASSERT_FATAL(stat(src, &st) == 0);
+  const long sizes[] = {10, 64, 30000, st.st_size / 2, st.st_size - 1};
+  int ncase = 0;
+  for (int i = 0; i < 5; i++) {
+    if (sizes[i] >= st.st_size) continue;
+    char p[600];
+    snprintf(p, sizeof p, "%s/cut.so", dir);
+    copy_prefix(src, p, sizes[i]);
+    int fd[2];
+    CU_ASSERT_FATAL(pipe(fd) == 0);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+      close(fd[0]);
+      bcg_registry *r = bcg_registry_new();
+      char e[2048] = "";
+      int rc = bcg_registry_load_file(r, p, e, sizeof e);
+      if (write(fd[1], e, strlen(e) + 1) < 0) _exit(3);
+      _exit(rc == -1 ? 0 : 2);
+    }
+    close(fd[1]);
+    char got[2048] = "";
+    ssize_t n = read(fd[0], got, sizeof got - 1);
+    got[n > 0 ? n : 0] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status)) printf("\n  %ld bytes: killed by signal %d\n", sizes[i], WTERMSIG(status));
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char want[800];
+    snprintf(want, sizeof want, "%s: not a loadable shared object: truncated or corrupt ELF file (", p);
+    if (strncmp(got, want, strlen(want))) printf("\n  %ld bytes: got '%s'\n", sizes[i], got);
+    CU_ASSERT_EQUAL(strncmp(got, want, strlen(want)), 0);
+    ncase++;
+  }
+  CU_ASSERT(ncase >= 4);
+  /* a scan of a folder holding a truncated and a good plugin */
+  char p[600], good[600];
+  snprintf(p, sizeof p, "%s/a_cut.so", dir);
+  snprintf(good, sizeof good, "%s/b_good.so", dir);
+  copy_prefix(src, p, st.st_size / 2);
+  copy_prefix(src, good, st.st_size);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    bcg_registry *r = bcg_registry_new();
+    int loaded = bcg_registry_scan_dir(r, dir, 1);
+    _exit(loaded == 1 && bcg_registry_error_count(r) == 2 ? 0 : 2); /* a_cut.so and cut.so */
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
 static void test_broken(void) {
@@ -347,6 +430,7 @@ static void test_names(void) {
 }
 
 BCG_TESTS({"good plugins of all kinds", test_good}, {"missing file, not ELF", test_missing_and_not_elf},
+          {"truncated plugin", test_truncated},
           {"broken plugins", test_broken}, {"duplicate name", test_duplicate}, {"scan a directory", test_scan},
           {"default search path", test_default_search}, {"descriptor checks", test_desc_checks},
           {"use the good plugins", test_use_plugins}, {"names", test_names});

@@ -68,6 +68,14 @@ static int64_t read_i64_attr(hid_t loc, const char *name) {
   return v;
 }
 
+static long h5_length_file(const char *path, const char *name) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return -2;
+  long n = bcg_h5_length(f, name);
+  H5Fclose(f);
+  return n;
+}
+
 static void test_log(void) {
   setup();
   char path[512];
@@ -302,6 +310,112 @@ static void test_checkpoint_full_disk(void) {
   bcg_checkpoint_close(f);
 }
 
+/* A full disk (RLIMIT_FSIZE) while log.h5 is written: the error names the
+ * file and what it keeps, the process exits normally (HDF5's exit handler
+ * used to crash on the file it could not flush), and log.h5 still holds
+ * every iteration written before. Run in a child: the limit and the exit
+ * handler are the child's. */
+static void test_log_full_disk(void) {
+  setup();
+  char path[512];
+  snprintf(path, sizeof path, "%s/fulllog.h5", tmpdir);
+  int fd[2];
+  CU_ASSERT_FATAL(pipe(fd) == 0);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    close(fd[0]);
+    bcg_runlog_meta meta = {"full", "", "cpu", 1};
+    char e[2048] = "";
+    bcg_runlog *log = bcg_runlog_open(path, &meta, e, sizeof e);
+    if (!log) _exit(3);
+    for (int i = 0; i < 5; i++) {
+      bcg_runlog_append(log, "a", i);
+      bcg_runlog_append(log, "b", -i);
+      if (bcg_runlog_flush_iteration(log, e, sizeof e)) _exit(4);
+    }
+    struct stat st;
+    stat(path, &st);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim;
+    getrlimit(RLIMIT_FSIZE, &lim);
+    lim.rlim_cur = (rlim_t)st.st_size / 2;
+    if (setrlimit(RLIMIT_FSIZE, &lim)) _exit(5);
+    int rc = 0;
+    for (int i = 5; i < 2000 && rc == 0; i++) { /* a new curve makes the file grow */
+      bcg_runlog_append(log, "a", i);
+      bcg_runlog_append(log, "b", -i);
+      bcg_runlog_append(log, "c", i);
+      rc = bcg_runlog_flush_iteration(log, e, sizeof e);
+    }
+    if (write(fd[1], e, strlen(e) + 1) < 0) _exit(6);
+    char e2[2048];
+    bcg_runlog_close(log, e2, sizeof e2);
+    exit(rc ? 0 : 7); /* through the atexit handlers, HDF5's among them */
+  }
+  close(fd[1]);
+  char got[2048] = "";
+  ssize_t n = read(fd[0], got, sizeof got - 1);
+  got[n > 0 ? n : 0] = 0;
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status)) printf("\n  the writer was killed by signal %d\n", WTERMSIG(status));
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char want[1400];
+  snprintf(want, sizeof want, "%s: writing %s.tmp failed: File too large; it keeps its first 5 iterations", path, path);
+  if (strcmp(got, want)) printf("\n  got:  %s\n  want: %s\n", got, want);
+  CU_ASSERT_STRING_EQUAL(got, want);
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  CU_ASSERT_EQUAL(access(tmp, F_OK), -1);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CU_ASSERT_FATAL(f >= 0);
+  CU_ASSERT_EQUAL(read_i64_attr(f, "iterations"), 5);
+  double x[16];
+  CU_ASSERT_EQUAL(read_curve(f, "a", x, 16), 5);
+  CU_ASSERT(x[4] == 4);
+  H5Fclose(f);
+}
+
+/* The file on disk is complete after every flush and not locked: a reader
+ * opens it while the writer holds the log open. */
+static void test_log_live_reader(void) {
+  setup();
+  char path[512];
+  snprintf(path, sizeof path, "%s/livelog.h5", tmpdir);
+  bcg_runlog_meta meta = {"live", "", "cpu", 1};
+  bcg_runlog *log = bcg_runlog_open(path, &meta, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+  for (int i = 0; i < 3; i++) {
+    bcg_runlog_append(log, "a", i);
+    CU_ASSERT_EQUAL(bcg_runlog_flush_iteration(log, err, sizeof err), 0);
+    pid_t pid = fork(); /* another process, as h5py would be */
+    if (pid == 0) {
+      hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+      if (f < 0) _exit(2);
+      double x[8];
+      long n = bcg_h5_read_doubles(f, "a", x, 8, err, sizeof err);
+      H5Fclose(f);
+      _exit(n == i + 1 && x[i] == i ? 0 : 3);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  CU_ASSERT_EQUAL(bcg_runlog_close(log, err, sizeof err), 0);
+  /* a held log leaves the file alone until synced */
+  log = bcg_runlog_open_held(path, &meta, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+  bcg_runlog_append(log, "z", 1);
+  CU_ASSERT_EQUAL(bcg_runlog_flush_iteration(log, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(h5_length_file(path, "z"), -1);
+  CU_ASSERT_EQUAL(bcg_runlog_sync(log, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(h5_length_file(path, "z"), 1);
+  CU_ASSERT_EQUAL(h5_length_file(path, "a"), -1);
+  CU_ASSERT_EQUAL(bcg_runlog_close(log, err, sizeof err), 0);
+}
+
 static void test_cleanup(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -310,5 +424,6 @@ static void test_cleanup(void) {
 
 BCG_TESTS({"run directory", test_rundir}, {"log", test_log}, {"writer killed midway", test_killed_writer},
           {"checkpoint", test_checkpoint}, {"checkpoint on a full disk", test_checkpoint_full_disk},
+          {"log on a full disk", test_log_full_disk}, {"log read while written", test_log_live_reader},
           {"cleanup", test_cleanup});
 BCG_RUN("runlog")

@@ -61,6 +61,10 @@ void bcg_config_errorf(const bcg_config *cfg, const char *section, const char *k
  * values: every core section, every present plugin section with all of its
  * plugin's keys, and [sweep] if present. Returns 0, or -1 on a write error. */
 int bcg_config_resolved_write(const bcg_config *cfg, FILE *f);
+/* The same with every path key (BCG_KEY_PATH: [model] path, [task] motion)
+ * made absolute against the working directory, as a run's config.ini stores
+ * it, so that resume and eval work from any directory. */
+int bcg_config_run_write(const bcg_config *cfg, FILE *f);
 
 /* [sweep] entries: "section.key" and its comma-separated values. */
 int bcg_config_sweep_count(const bcg_config *cfg);

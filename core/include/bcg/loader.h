@@ -7,7 +7,9 @@
  *   3. bcg/plugins next to the directory holding libbcg.so (an installation
  *      under any PREFIX: PREFIX/lib/bcg/plugins),
  *   4. the compiled-in install prefix: BCG_PREFIX/lib/bcg/plugins (default /usr/local).
- * Each *.so is dlopen'ed (RTLD_NOW | RTLD_LOCAL) in name order and its
+ * Each *.so is checked to be a complete ELF file (headers, segments and
+ * sections inside the file: a truncated copy would raise SIGBUS inside
+ * dlopen), dlopen'ed (RTLD_NOW | RTLD_LOCAL) in name order and its
  * descriptor checked (ABI version, descriptor size, precision, kind, name,
  * function table, key specs). A plugin whose kind and name are already taken
  * is refused (first found wins). Every failure is kept as a one-line message

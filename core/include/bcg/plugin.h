@@ -43,7 +43,10 @@ typedef enum bcg_key_type {
   BCG_KEY_BOOL = 3,  /* true/false/yes/no/1/0 */
   BCG_KEY_STRING = 4,/* free text (paths, names) */
   BCG_KEY_CHOICE = 5,/* one of `choices`, written "a|b|c" */
-  BCG_KEY_LIST = 6   /* comma-separated integers, each in [min, max] (layer sizes) */
+  BCG_KEY_LIST = 6,  /* comma-separated integers, each in [min, max] (layer sizes) */
+  BCG_KEY_PATH = 7   /* a file name: free text like STRING; a relative one is relative to the working
+                        directory, and a run's config.ini stores it absolute (resume and eval from
+                        anywhere) */
 } bcg_key_type;
 
 typedef struct bcg_key_spec {

@@ -4,9 +4,13 @@
  * log.h5 and checkpoints/. log.h5 holds run metadata as root attributes
  * (version, start_time, host, backend, precision, seed, name, config) and one
  * extendible, chunked 1-D double dataset per curve, created on first use.
- * Values appended during an iteration are written and the file flushed by
- * bcg_runlog_flush_iteration(), so a crash loses at most that iteration; the
- * root attribute "iterations" counts the complete ones.
+ * The log is built in memory; bcg_runlog_flush_iteration() writes the values
+ * appended during an iteration and replaces the file on disk with the whole
+ * log (written to PATH.tmp, then renamed over PATH). So the file is always
+ * complete and readable, also while training (no lock: h5py, h5dump and bcg
+ * report can read it at any time), a crash loses at most that iteration, and
+ * a write error (a full disk) leaves the previous file; the root attribute
+ * "iterations" counts the complete ones.
  *
  * Checkpoints are HDF5 files written atomically: begin() creates PATH.tmp,
  * commit() flushes, fsyncs and renames it over PATH. On any failure the tmp
@@ -44,6 +48,12 @@ typedef struct bcg_runlog_meta {
 
 /* Create (truncate) the log file and write the metadata. */
 bcg_runlog *bcg_runlog_open(const char *path, const bcg_runlog_meta *meta, char *err, size_t errlen);
+/* The same, but nothing is written to PATH (an existing file stays as it is)
+ * until bcg_runlog_sync(): a resumed run rebuilds its log this way and
+ * replaces the old one in one step. */
+bcg_runlog *bcg_runlog_open_held(const char *path, const bcg_runlog_meta *meta, char *err, size_t errlen);
+/* Write the log to PATH now (fsynced), and from then on at every flush. */
+int bcg_runlog_sync(bcg_runlog *log, char *err, size_t errlen);
 /* Add a string attribute to the root (extra metadata). */
 int bcg_runlog_set_attr(bcg_runlog *log, const char *name, const char *value, char *err, size_t errlen);
 /* Queue one value of a curve for the current iteration. Curve names are
@@ -55,7 +65,8 @@ int bcg_runlog_append(bcg_runlog *log, const char *curve, double value);
 int bcg_runlog_flush_iteration(bcg_runlog *log, char *err, size_t errlen);
 /* Complete iterations written so far. */
 int64_t bcg_runlog_iterations(const bcg_runlog *log);
-/* Flush what is queued as a last iteration (if any) and close; always frees. */
+/* Flush what is queued as a last iteration (if any), write the file a last
+ * time (fsynced) and close; always frees. */
 int bcg_runlog_close(bcg_runlog *log, char *err, size_t errlen);
 
 /* ---- checkpoints ---------------------------------------------------------------- */
