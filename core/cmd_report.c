@@ -83,7 +83,7 @@ static void read_eval(const char *dir, row *r) {
   snprintf(p, sizeof p, "%s/eval.h5", dir);
   if (!is_file(p)) return;
   char err[256];
-  int64_t f = bcg_checkpoint_open(p, err, sizeof err);
+  int64_t f = bcg_h5_open(p, err, sizeof err);
   if (f < 0) return;
   static const char *sims[2] = {"bcg", "mujoco"};
   for (int s = 0; s < 2; s++) {
@@ -120,7 +120,7 @@ static void read_run(const char *dir, row *r) {
   describe_setup(dir, r->setup, sizeof r->setup);
   char p[PATH_MAX + 16], err[256];
   snprintf(p, sizeof p, "%s/log.h5", dir);
-  int64_t f = bcg_checkpoint_open(p, err, sizeof err);
+  int64_t f = bcg_h5_open(p, err, sizeof err); /* a log, not a checkpoint, in messages */
   if (f < 0) {
     snprintf(r->err, sizeof r->err, "%.250s", err);
     return;

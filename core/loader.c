@@ -173,18 +173,22 @@ int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
   }
   if (!d->ops) return setf(err, errlen, "plugin '%s': no function table (ops is NULL)", d->name), -1;
   const slot *slots;
-  size_t nslots, size;
+  size_t nslots, size, old_size = 0; /* old_size: a table without its optional trailing entries */
   switch ((bcg_kind)d->kind) {
     case BCG_KIND_CONTACT: slots = contact_slots, nslots = NSLOTS(contact_slots), size = sizeof(bcg_contact_ops); break;
     case BCG_KIND_ESTIMATOR:
       slots = estimator_slots, nslots = NSLOTS(estimator_slots), size = sizeof(bcg_estimator_ops);
+      old_size = offsetof(bcg_estimator_ops, save);
       break;
     case BCG_KIND_LEARNER: slots = learner_slots, nslots = NSLOTS(learner_slots), size = sizeof(bcg_learner_ops); break;
-    default: slots = task_slots, nslots = NSLOTS(task_slots), size = sizeof(bcg_task_ops); break;
+    default:
+      slots = task_slots, nslots = NSLOTS(task_slots), size = sizeof(bcg_task_ops);
+      old_size = offsetof(bcg_task_ops, save);
+      break;
   }
   uint32_t got;
   memcpy(&got, d->ops, sizeof got); /* every ops struct starts with uint32_t size */
-  if (got != size)
+  if (got != size && !(old_size && got == old_size))
     return setf(err, errlen, "plugin '%s': %s ops size %u, expected %zu", d->name, bcg_kind_name((bcg_kind)d->kind),
                 got, size), -1;
   for (size_t i = 0; i < nslots; i++) {

@@ -646,6 +646,101 @@ int bcg_runlog_close(bcg_runlog *log, char *err, size_t errlen) {
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
+/* Integrity: a committed checkpoint carries root attributes format_version
+ * (BCG_CHECKPOINT_FORMAT) and checksum_crc32, a CRC-32 (the IEEE polynomial,
+ * as zlib's) over every dataset in name order: its path, then its raw bytes
+ * as stored in the file. Opening a checkpoint recomputes it; a mismatch, an
+ * unreadable dataset or a newer format is refused. Files without
+ * format_version (format 1, before checksums) are accepted as they are. */
+static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
+  static uint32_t table[256];
+  static int ready;
+  if (!ready) {
+    for (uint32_t i = 0; i < 256; i++) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+    ready = 1;
+  }
+  const unsigned char *p = data;
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t ck_obj_info;
+#define CK_VISIT(f, cb, data) H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_INC, cb, data, H5O_INFO_BASIC)
+#else
+typedef H5O_info_t ck_obj_info;
+#define CK_VISIT(f, cb, data) H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_INC, cb, data, H5O_INFO_BASIC)
+#endif
+
+typedef struct crc_ctx {
+  uint32_t crc;
+  long ndsets;
+  char bad[256]; /* the dataset that could not be read */
+} crc_ctx;
+
+static herr_t crc_cb(hid_t obj, const char *name, const ck_obj_info *info, void *data) {
+  crc_ctx *c = data;
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  c->crc = crc32_update(c->crc, name, strlen(name) + 1);
+  c->ndsets++;
+  hid_t d = H5Dopen2(obj, name, H5P_DEFAULT);
+  if (d < 0) return snprintf(c->bad, sizeof c->bad, "%s", name), -1;
+  hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
+  hssize_t np = H5Sget_simple_extent_npoints(sp);
+  size_t ts = H5Tget_size(t);
+  int rc = 0;
+  if (np < 0 || H5Tdetect_class(t, H5T_VLEN) > 0 || H5Tis_variable_str(t) > 0) {
+    rc = np < 0 ? -1 : 0; /* variable-length data: the name only */
+  } else if (np > 0) {
+    char *buf = malloc((size_t)np * ts);
+    if (!buf || H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) rc = -1;
+    else c->crc = crc32_update(c->crc, buf, (size_t)np * ts);
+    free(buf);
+  }
+  H5Sclose(sp);
+  H5Tclose(t);
+  H5Dclose(d);
+  if (rc) snprintf(c->bad, sizeof c->bad, "%s", name);
+  return rc;
+}
+
+static int read_i64_root(hid_t f, const char *name, int64_t *v) {
+  if (H5Aexists(f, name) <= 0) return -1;
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  if (a < 0) return -2;
+  int rc = H5Aread(a, H5T_NATIVE_INT64, v) < 0 ? -2 : 0;
+  H5Aclose(a);
+  return rc;
+}
+
+/* 0 when intact (or format 1), else -1 with the reason in err */
+static int checkpoint_verify(hid_t f, const char *path, char *err, size_t errlen) {
+  int64_t fmt = 0, stored = 0;
+  int r = read_i64_root(f, "format_version", &fmt);
+  if (r == -1) return 0; /* format 1: no checksum to check */
+  if (r == -2) return setf(err, errlen, "checkpoint %s: damaged: its format_version cannot be read", path), -1;
+  if (fmt > BCG_CHECKPOINT_FORMAT || fmt < 2)
+    return setf(err, errlen, "checkpoint %s: format %lld, this bcg reads formats 1 to %d (written by a newer bcg?)",
+                path, (long long)fmt, BCG_CHECKPOINT_FORMAT), -1;
+  if (read_i64_root(f, "checksum_crc32", &stored))
+    return setf(err, errlen, "checkpoint %s: damaged: no readable checksum_crc32", path), -1;
+  crc_ctx c = {0, 0, ""};
+  if (CK_VISIT(f, crc_cb, &c) < 0) {
+    if (c.bad[0]) return setf(err, errlen, "checkpoint %s: damaged: dataset '%s' cannot be read", path, c.bad), -1;
+    return setf(err, errlen, "checkpoint %s: damaged: its groups cannot be read", path), -1;
+  }
+  if ((uint32_t)stored != c.crc)
+    return setf(err, errlen,
+                "checkpoint %s: damaged: the CRC-32 of its %ld datasets is %08x, it was written with %08x", path,
+                c.ndsets, (unsigned)c.crc, (unsigned)(uint32_t)stored), -1;
+  return 0;
+}
+
 /* The checkpoint is built in memory (HDF5's core driver, no backing store) and
  * written to PATH.tmp by plain write() calls at commit. So every disk error
  * (a full disk, a file size limit) is ours to report cleanly, and HDF5 never
@@ -728,6 +823,13 @@ int bcg_checkpoint_commit(bcg_checkpoint *ck, char *err, size_t errlen) {
   int rc = -1;
   char *image = NULL;
   ssize_t size = -1;
+  crc_ctx cc = {0, 0, ""};
+  if (CK_VISIT(ck->file, crc_cb, &cc) < 0 || write_i64_attr(ck->file, "format_version", BCG_CHECKPOINT_FORMAT) ||
+      write_i64_attr(ck->file, "checksum_crc32", (int64_t)cc.crc)) {
+    setf(err, errlen, "checkpoint %s: building the file failed: %s; the previous checkpoint is unchanged", ck->path,
+         h5_cause(c));
+    goto out;
+  }
   if (H5Fflush(ck->file, H5F_SCOPE_GLOBAL) >= 0) size = H5Fget_file_image(ck->file, NULL, 0);
   if (size > 0 && (image = malloc((size_t)size)) && H5Fget_file_image(ck->file, image, (size_t)size) != size) size = -1;
   if (size <= 0 || !image) {
@@ -777,15 +879,60 @@ out:
   return rc;
 }
 
+int64_t bcg_h5_open(const char *path, char *err, size_t errlen) {
+  H5_QUIET;
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    char c[512];
+    setf(err, errlen, "%s: cannot open: %s", path, h5_cause(c));
+  }
+  H5_LOUD;
+  return f < 0 ? -1 : (int64_t)f;
+}
+
 int64_t bcg_checkpoint_open(const char *path, char *err, size_t errlen) {
   H5_QUIET;
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
     char c[512];
     setf(err, errlen, "checkpoint %s: cannot open: %s", path, h5_cause(c));
+  } else if (checkpoint_verify(f, path, err, errlen)) {
+    H5Fclose(f);
+    H5Eclear2(H5E_DEFAULT);
+    f = -1;
   }
   H5_LOUD;
   return f < 0 ? -1 : (int64_t)f;
+}
+
+int bcg_checkpoint_seal(const char *path, char *err, size_t errlen) {
+  H5_QUIET;
+  int rc = -1;
+  char c[512];
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  crc_ctx cc = {0, 0, ""};
+  if (f < 0)
+    setf(err, errlen, "checkpoint %s: cannot open for writing: %s", path, h5_cause(c));
+  else if (CK_VISIT(f, crc_cb, &cc) < 0)
+    setf(err, errlen, "checkpoint %s: damaged: dataset '%s' cannot be read", path, cc.bad);
+  else if (write_i64_attr(f, "format_version", BCG_CHECKPOINT_FORMAT) ||
+           write_i64_attr(f, "checksum_crc32", (int64_t)cc.crc))
+    setf(err, errlen, "checkpoint %s: writing the checksum failed: %s", path, h5_cause(c));
+  else
+    rc = 0;
+  if (f >= 0 && H5Fclose(f) < 0 && rc == 0) {
+    setf(err, errlen, "checkpoint %s: closing failed: %s", path, h5_cause(c));
+    rc = -1;
+  }
+  H5_LOUD;
+  return rc;
+}
+
+int bcg_checkpoint_verify(const char *path, char *err, size_t errlen) {
+  int64_t f = bcg_checkpoint_open(path, err, errlen);
+  if (f < 0) return -1;
+  bcg_checkpoint_close(f);
+  return 0;
 }
 
 void bcg_checkpoint_close(int64_t file) {

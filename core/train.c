@@ -64,6 +64,57 @@ int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len) 
   return (int64_t)best;
 }
 
+static int cmp_desc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The newest checkpoint of run_dir whose format and checksum are intact
+ * (bcg_checkpoint_verify); every damaged newer one is a warning on stderr.
+ * Returns its iteration (path in buf) or -1 with the reason in err. */
+static int64_t newest_good_checkpoint(const char *run_dir, char *buf, size_t len, char *err, size_t errlen) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
+  DIR *d = opendir(dir);
+  if (!d) return setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir), -1;
+  int64_t *its = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    const int64_t it = bcg_train_checkpoint_iteration(de->d_name);
+    if (it < 0) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      int64_t *t = realloc(its, cap * sizeof *its);
+      if (!t) break;
+      its = t;
+    }
+    its[n++] = it;
+  }
+  closedir(d);
+  if (n) qsort(its, n, sizeof *its, cmp_desc);
+  int64_t found = -1;
+  char first[2048] = "";
+  for (size_t i = 0; i < n && found < 0; i++) {
+    char p[PATH_MAX + 64], why[2048];
+    snprintf(p, sizeof p, "%s/ckpt_%09lld.h5", dir, (long long)its[i]);
+    if (bcg_checkpoint_verify(p, why, sizeof why) == 0) {
+      found = its[i];
+      snprintf(buf, len, "%s", p);
+      if (first[0]) fprintf(stderr, "bcg: warning: resuming from %s, the newest intact checkpoint\n", p);
+    } else {
+      if (!first[0]) snprintf(first, sizeof first, "%s", why);
+      fprintf(stderr, "bcg: warning: %s\n", why);
+    }
+  }
+  free(its);
+  if (found < 0) {
+    if (n) setf(err, errlen, "%s: no intact checkpoint to resume from (the newest: %s)", run_dir, first);
+    else setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir);
+  }
+  return found;
+}
+
 typedef struct loop {
   const bcg_config *cfg;
   const bcg_train_options *opt;
@@ -78,6 +129,10 @@ static const char *plugin_name(const bcg_config *cfg, bcg_kind k) {
   const bcg_plugin *p = bcg_config_plugin(cfg, k);
   return p ? p->desc->name : "";
 }
+
+/* the estimator's optional checkpoint entries (bcg_estimator_ops grew them at its end) */
+#define EST_HAS_IO(o)                                                                               \
+  ((o)->size >= offsetof(bcg_estimator_ops, load) + sizeof((o)->load) && (o)->save && (o)->load)
 
 /* the task's optional checkpoint entries (bcg_task_ops grew them at its end) */
 #define TASK_HAS_IO(o)                                                                              \
@@ -112,6 +167,16 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
   if (rc) {
     setf(err, errlen, "checkpoint %s: learner %s: save failed", path, L->S.plearn->desc->name);
     goto fail;
+  }
+  if (EST_HAS_IO(L->S.est_ops)) {
+    g = bcg_h5_group(root, "estimator", 1, err, errlen);
+    if (g < 0) goto fail;
+    rc = L->S.est_ops->save(L->S.est, g);
+    bcg_h5_group_close(g);
+    if (rc) {
+      setf(err, errlen, "checkpoint %s: estimator %s: save failed", path, L->S.pest->desc->name);
+      goto fail;
+    }
   }
   if (TASK_HAS_IO(L->S.task_ops)) {
     g = bcg_h5_group(root, "task", 1, err, errlen);
@@ -160,6 +225,18 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
     setf(err, errlen, "checkpoint %s: learner %s: load failed (a checkpoint of another configuration?)", path,
          name);
     goto out;
+  }
+  /* likewise "estimator": absent in checkpoints written before estimators
+   * had save/load, or by an estimator without them */
+  if (EST_HAS_IO(S->est_ops) && H5Lexists((hid_t)f, "estimator", H5P_DEFAULT) > 0 &&
+      (g = bcg_h5_group(f, "estimator", 0, err, errlen)) >= 0) {
+    lrc = S->est_ops->load(S->est, g);
+    bcg_h5_group_close(g);
+    if (lrc) {
+      setf(err, errlen, "checkpoint %s: estimator %s: load failed (a checkpoint of another configuration?)", path,
+           S->pest->desc->name);
+      goto out;
+    }
   }
   /* a checkpoint written before tasks had state has no group "task": the
    * task keeps its created state (no task with save/load existed then) */
@@ -539,10 +616,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   /* on resume: the state, then the log rebuilt up to it */
   if (opt->resume) {
     char ck[PATH_MAX + 64];
-    if (bcg_train_latest_checkpoint(opt->run_dir, ck, sizeof ck) < 0) {
-      setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", opt->run_dir);
-      goto fail;
-    }
+    if (newest_good_checkpoint(opt->run_dir, ck, sizeof ck, err, errlen) < 0) goto fail;
     int64_t keep = 0;
     if (bcg_session_load(&L.S, ck, &L.it, &L.samples, &L.wall0, &keep, err, errlen)) goto fail;
     L.log = log_resume(path, &meta, keep, err, errlen);

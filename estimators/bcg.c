@@ -101,6 +101,7 @@
 #include "bcg/env.h"
 #include "bcg/plugin.h"
 #include "bcg/rng.h"
+#include "bcg/runlog.h"
 #include "bcg/sim.h"
 
 enum { MODE_FREE = 0, MODE_START = 1, MODE_CONT = 2 };
@@ -755,6 +756,27 @@ static int bcg_backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar,
 
 static void bcg_stats(const void *p, bcg_estimator_stats *out) { *out = ((const bcg_est *)p)->st; }
 
+/* checkpoint: the draw counter (so a resumed run draws what the uninterrupted
+ * one would) and the cumulative statistics */
+static int bcg_save(void *p, int64_t g) {
+  const bcg_est *s = p;
+  char e[256];
+  int64_t v[4] = {(int64_t)s->counter, (int64_t)s->st.samples, (int64_t)s->st.transitions, (int64_t)s->st.triggered};
+  return bcg_h5_write_i64(g, "counter_samples_transitions_triggered", v, 4, e, sizeof e);
+}
+
+static int bcg_load(void *p, int64_t g) {
+  bcg_est *s = p;
+  char e[256];
+  int64_t v[4];
+  if (bcg_h5_read_i64(g, "counter_samples_transitions_triggered", v, 4, e, sizeof e) != 4) return -1;
+  s->counter = (uint32_t)v[0];
+  s->st.samples = (uint64_t)v[1];
+  s->st.transitions = (uint64_t)v[2];
+  s->st.triggered = (uint64_t)v[3];
+  return 0;
+}
+
 /* ---- descriptor ---------------------------------------------------------------------- */
 
 static const bcg_key_spec keys[] = {
@@ -780,7 +802,7 @@ static const bcg_key_spec keys[] = {
 };
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), bcg_create, bcg_destroy, bcg_begin, bcg_forward,
-                                      bcg_backward, bcg_reset_envs, bcg_stats};
+                                      bcg_backward, bcg_reset_envs, bcg_stats, bcg_save, bcg_load};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "bcg",

@@ -141,6 +141,9 @@ static void test_report(void) {
   CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
   CU_ASSERT_EQUAL(run("report %s", root), 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "error:"));
+  snprintf(want, sizeof want, "error: %s/log.h5: cannot open: ", p); /* a log, not "checkpoint ..." */
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_PTR_NULL(strstr(out, "checkpoint"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "shac+bcg"));
 }
 
@@ -546,6 +549,40 @@ static void test_checkpoint_elsewhere(void) {
   CU_ASSERT_EQUAL(strncmp(out, want, strlen(want)), 0);
 }
 
+/* A checkpoint with a flipped bit is refused by eval with the reason, and
+ * --resume falls back to the newest intact one and says so. */
+static void test_damaged_checkpoint(void) {
+  setup();
+  char dir[PATH_MAX], rd[PATH_MAX], ck[PATH_MAX + 64], want[2 * PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/runs/paths", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(first_run(dir, rd, sizeof rd), 0);
+  snprintf(ck, sizeof ck, "%s/checkpoints/ckpt_000000002.h5", rd);
+  hid_t f = H5Fopen(ck, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CU_ASSERT_FATAL(f >= 0);
+  hid_t d = H5Dopen2(f, "learner/actor/params", H5P_DEFAULT);
+  haddr_t off = d >= 0 ? H5Dget_offset(d) : HADDR_UNDEF;
+  if (d >= 0) H5Dclose(d);
+  H5Fclose(f);
+  CU_ASSERT_FATAL(off != HADDR_UNDEF);
+  FILE *fp = fopen(ck, "r+b");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  fseek(fp, (long)off + 13, SEEK_SET);
+  int c = fgetc(fp);
+  fseek(fp, (long)off + 13, SEEK_SET);
+  fputc(c ^ 0x04, fp);
+  fclose(fp);
+  CU_ASSERT_EQUAL(run_err("eval %s --runs 2 --seconds 0.2 --out - eval.fall_height=0", rd), 1);
+  snprintf(want, sizeof want, "checkpoint %s: damaged: the CRC-32 of its ", ck);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_EQUAL(run_err("train --resume %s run.iterations=3", rd), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  snprintf(want, sizeof want, "bcg: warning: resuming from %s/checkpoints/ckpt_000000001.h5, the newest intact checkpoint",
+           rd);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  /* the resumed run ends with an intact checkpoint 3, the latest */
+  CU_ASSERT_EQUAL(run_err("eval %s --runs 2 --seconds 0.2 --out - eval.fall_height=0", rd), 0);
+}
+
 static void test_cleanup(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -558,5 +595,5 @@ BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
           {"sweep, eval, gradstats", test_sweep_eval_gradstats},
           {"the shipped policy stands (make demo)", test_shipped_policy}, {"run paths absolute", test_run_paths},
           {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning},
-          {"checkpoint outside its run", test_checkpoint_elsewhere}, {"cleanup", test_cleanup});
+          {"checkpoint outside its run", test_checkpoint_elsewhere}, {"damaged checkpoint", test_damaged_checkpoint}, {"cleanup", test_cleanup});
 BCG_RUN("cli")

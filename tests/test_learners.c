@@ -36,8 +36,8 @@ static void setup(void) {
   const char *b = bcg_test_build_dir();
   const char *files[] = {"plugins/shac.so",         "plugins/ppo.so",       "tests/plugins/learn_task.so",
                          "tests/plugins/test_exact_estimator.so", "plugins/imitation.so", "plugins/autodiff.so",
-                         "plugins/smoothed_kappa.so"};
-  for (int i = 0; i < 7; i++) {
+                         "plugins/smoothed_kappa.so", "plugins/bcg.so"};
+  for (int i = 0; i < 8; i++) {
     char p[PATH_MAX], e[1024];
     snprintf(p, sizeof p, "%s/%s", b, files[i]);
     if (bcg_registry_load_file(reg, p, e, sizeof e)) fprintf(stderr, "%s\n", e);
@@ -352,6 +352,11 @@ static int rw_dset(const char *file, const char *name, double *x, size_t n, int 
     H5Dclose(d);
   }
   H5Fclose(f);
+  char e[512];
+  if (write && rc == 0 && bcg_checkpoint_seal(file, e, sizeof e)) { /* edited on purpose: a new checksum */
+    fprintf(stderr, "%s\n", e);
+    rc = -1;
+  }
   return rc;
 }
 
@@ -513,6 +518,60 @@ static void dr_redraw_case(const char *learner) {
 static void test_dr_redraw(void) {
   dr_redraw_case("shac");
   dr_redraw_case("ppo");
+}
+
+/* Resume with estimator = bcg is bit-identical: its draw counter is in the
+ * checkpoint (group "estimator", the estimator's save/load hooks). The
+ * humanoid stands on its feet (imitation of the stand clip) and every
+ * transition in contact bundles (force_threshold 1 N), so the branches'
+ * random offsets shape every gradient: a resume that restarted the counter
+ * would draw other offsets and diverge. */
+static void test_resume_bcg(void) {
+  setup();
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/bcg_resume.ini", tmpdir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "[run]\nname = bcg_resume\nseed = 3\nnum_envs = 2\nthreads = 1\niterations = 4\ncheckpoint_every = 0\n"
+          "out_dir = %s/runs\n[sim]\nactuation = pd\n[contact]\nplugin = smoothed_kappa\n[estimator]\n"
+          "plugin = bcg\nbranches = 2\nduration = 1\nforce_threshold = 1\n[learner]\nplugin = shac\nhorizon = 4\n"
+          "actor_layers = 16\ncritic_layers = 16\ncritic_iterations = 1\n"
+          "[task]\nplugin = imitation\nmotion = models/motions/stand.csv\n",
+          tmpdir);
+  fclose(f);
+  bcg_config *full = load(path, 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+  char d1[PATH_MAX], d2[PATH_MAX];
+  counters c = {0};
+  bcg_train_result r1, r2, r3;
+  CU_ASSERT_EQUAL_FATAL(train(full, d1, 0, &c, &r1), 0);
+  CU_ASSERT_EQUAL(r1.iterations, 4);
+  /* the branches are in use */
+  char log[PATH_MAX + 16];
+  snprintf(log, sizeof log, "%s/log.h5", d1);
+  double bf[8];
+  CU_ASSERT_EQUAL(curve(log, "bundle_frac", bf, 8), 4);
+  CU_ASSERT(bf[3] > 0.5);
+  /* stopped early by a samples budget (the schedule still of 4 iterations), then resumed to 4 */
+  char ov[64];
+  snprintf(ov, sizeof ov, "run.samples=%llu", (unsigned long long)(r1.samples / 2));
+  char *ovp[] = {ov};
+  bcg_config *half = load(path, 1, ovp);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(half);
+  CU_ASSERT_EQUAL_FATAL(train(half, d2, 0, &c, &r2), 0);
+  CU_ASSERT(r2.iterations >= 1 && r2.iterations < 4);
+  hid_t h = H5Fopen(r2.checkpoint, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CU_ASSERT(h >= 0 && H5Lexists(h, "estimator", H5P_DEFAULT) > 0);
+  if (h >= 0) H5Fclose(h);
+  CU_ASSERT_EQUAL_FATAL(train(full, d2, 1, &c, &r3), 0);
+  CU_ASSERT_EQUAL(r3.iterations, 4);
+  CU_ASSERT_EQUAL(r3.samples, r1.samples);
+  int n = 0;
+  CU_ASSERT(same_checkpoints(r1.checkpoint, r3.checkpoint, &n, 1));
+  CU_ASSERT(n >= 10);
+  bcg_config_free(full);
+  bcg_config_free(half);
 }
 
 static void test_resume_shac(void) { resume_identical("shac", NULL, 0); }
@@ -837,6 +896,7 @@ BCG_TESTS({"SHAC learns the pendulum (short)", test_shac_learns}, {"SHAC gradien
           {"SHAC resume is bit-identical", test_resume_shac}, {"PPO resume is bit-identical", test_resume_ppo},
           {"SHAC resume with DR is bit-identical", test_resume_shac_dr},
           {"PPO resume with DR is bit-identical", test_resume_ppo_dr},
+          {"SHAC resume with estimator bcg is bit-identical", test_resume_bcg},
           {"DR re-drawn at resets, reproducibly (SHAC, PPO)", test_dr_redraw},
           {"NaN injection (SHAC)", test_nan_shac}, {"NaN injection (PPO)", test_nan_ppo},
           {"checkpoint contents and curves", test_checkpoint_contents},

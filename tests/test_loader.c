@@ -181,6 +181,44 @@ static void test_truncated(void) {
   CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
+static int dummy_fn(void) { return 0; }
+
+/* An estimator (or task) table built against the plugin.h before the
+ * optional save/load entries ends at stats (update/tracking_error): the
+ * loader accepts that size as well as the full one, nothing in between. */
+static void test_old_ops_sizes(void) {
+  static bcg_estimator_ops eo;
+  void (*f)(void) = (void (*)(void))dummy_fn;
+  memcpy(&eo.create, &f, sizeof f);
+  memcpy(&eo.destroy, &f, sizeof f);
+  memcpy(&eo.begin, &f, sizeof f);
+  memcpy(&eo.forward, &f, sizeof f);
+  memcpy(&eo.backward, &f, sizeof f);
+  memcpy(&eo.reset_envs, &f, sizeof f);
+  memcpy(&eo.stats, &f, sizeof f);
+  bcg_plugin_desc d = {BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "old_est", "an estimator of the older table"), NULL, 0,
+                       0, &eo};
+  eo.size = sizeof eo;
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
+  eo.size = offsetof(bcg_estimator_ops, save);
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
+  eo.size = offsetof(bcg_estimator_ops, load);
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
+  static bcg_task_ops to;
+  memcpy(&to.create, &f, sizeof f);
+  memcpy(&to.destroy, &f, sizeof f);
+  memcpy(&to.obs_dim, &f, sizeof f);
+  memcpy(&to.act_dim, &f, sizeof f);
+  memcpy(&to.reset, &f, sizeof f);
+  memcpy(&to.observe, &f, sizeof f);
+  memcpy(&to.observe_vjp, &f, sizeof f);
+  memcpy(&to.reward, &f, sizeof f);
+  memcpy(&to.reward_vjp, &f, sizeof f);
+  bcg_plugin_desc t = {BCG_PLUGIN_HEADER(BCG_KIND_TASK, "old_task", "a task of the older table"), NULL, 0, 0, &to};
+  to.size = offsetof(bcg_task_ops, save);
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&t, err, sizeof err), 0);
+}
+
 static void test_broken(void) {
   char want[512];
   expect_fail("bad_nosym", "not a bcg plugin: no symbol bcg_plugin_entry");
@@ -283,7 +321,6 @@ static void test_default_search(void) {
 }
 
 /* Descriptor checks on in-process descriptors. */
-static int dummy_fn(void) { return 0; }
 static void test_desc_checks(void) {
   static bcg_contact_ops ops;
   ops.size = sizeof ops;
@@ -430,7 +467,7 @@ static void test_names(void) {
 }
 
 BCG_TESTS({"good plugins of all kinds", test_good}, {"missing file, not ELF", test_missing_and_not_elf},
-          {"truncated plugin", test_truncated},
+          {"truncated plugin", test_truncated}, {"estimator and task tables of the older size", test_old_ops_sizes},
           {"broken plugins", test_broken}, {"duplicate name", test_duplicate}, {"scan a directory", test_scan},
           {"default search path", test_default_search}, {"descriptor checks", test_desc_checks},
           {"use the good plugins", test_use_plugins}, {"names", test_names});

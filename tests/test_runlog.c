@@ -416,6 +416,74 @@ static void test_log_live_reader(void) {
   CU_ASSERT_EQUAL(bcg_runlog_close(log, err, sizeof err), 0);
 }
 
+/* flip one bit of the stored data of dataset name (contiguous: its file offset) */
+static int flip_data_bit(const char *path, const char *name, long byte) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return -1;
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  haddr_t off = d >= 0 ? H5Dget_offset(d) : HADDR_UNDEF;
+  if (d >= 0) H5Dclose(d);
+  H5Fclose(f);
+  if (off == HADDR_UNDEF) return -1;
+  FILE *fp = fopen(path, "r+b");
+  if (!fp) return -1;
+  fseek(fp, (long)off + byte, SEEK_SET);
+  int c = fgetc(fp);
+  fseek(fp, (long)off + byte, SEEK_SET);
+  fputc(c ^ 0x10, fp);
+  fclose(fp);
+  return 0;
+}
+
+/* Checkpoints carry format_version and a CRC-32 of their datasets: a flipped
+ * bit, a newer format are refused with the reason; a format-1 file (no
+ * format_version) still opens. */
+static void test_checkpoint_integrity(void) {
+  setup();
+  char path[512], want[1400];
+  snprintf(path, sizeof path, "%s/crc.h5", tmpdir);
+  bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ck);
+  static bcg_real w[1000];
+  for (int i = 0; i < 1000; i++) w[i] = (bcg_real)(0.001 * i);
+  int64_t g = bcg_h5_group(bcg_checkpoint_root(ck), "learner/actor", 1, err, sizeof err);
+  CU_ASSERT_EQUAL(bcg_h5_write_reals(g, "params", w, 1000, err, sizeof err), 0);
+  int64_t st[2] = {7, 8};
+  CU_ASSERT_EQUAL(bcg_h5_write_i64(g, "step", st, 2, err, sizeof err), 0);
+  bcg_h5_group_close(g);
+  CU_ASSERT_EQUAL_FATAL(bcg_checkpoint_commit(ck, err, sizeof err), 0);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CU_ASSERT_EQUAL(read_i64_attr(f, "format_version"), BCG_CHECKPOINT_FORMAT);
+  CU_ASSERT(H5Aexists(f, "checksum_crc32") > 0);
+  H5Fclose(f);
+  CU_ASSERT_EQUAL(bcg_checkpoint_verify(path, err, sizeof err), 0);
+  /* one bit of one weight */
+  CU_ASSERT_EQUAL_FATAL(flip_data_bit(path, "learner/actor/params", 8 * 500 + 3), 0);
+  CU_ASSERT_EQUAL(bcg_checkpoint_open(path, err, sizeof err), -1);
+  snprintf(want, sizeof want, "checkpoint %s: damaged: the CRC-32 of its 2 datasets is ", path);
+  if (strncmp(err, want, strlen(want))) printf("\n  got:  %s\n  want: %s\n", err, want);
+  CU_ASSERT_EQUAL(strncmp(err, want, strlen(want)), 0);
+  CU_ASSERT_EQUAL(bcg_checkpoint_verify(path, err, sizeof err), -1);
+  /* a newer format */
+  hsize_t one = 1;
+  (void)one;
+  f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t sp = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(f, "format_version", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+  int64_t v = 99;
+  H5Awrite(a, H5T_NATIVE_INT64, &v);
+  H5Aclose(a), H5Sclose(sp), H5Fclose(f);
+  CU_ASSERT_EQUAL(bcg_checkpoint_open(path, err, sizeof err), -1);
+  snprintf(want, sizeof want, "checkpoint %s: format 99, this bcg reads formats 1 to %d", path, BCG_CHECKPOINT_FORMAT);
+  CU_ASSERT_EQUAL(strncmp(err, want, strlen(want)), 0);
+  /* format 1: no attributes, opens unchecked */
+  f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  H5Fclose(f);
+  int64_t h = bcg_checkpoint_open(path, err, sizeof err);
+  CU_ASSERT(h >= 0);
+  bcg_checkpoint_close(h);
+}
+
 static void test_cleanup(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -424,6 +492,6 @@ static void test_cleanup(void) {
 
 BCG_TESTS({"run directory", test_rundir}, {"log", test_log}, {"writer killed midway", test_killed_writer},
           {"checkpoint", test_checkpoint}, {"checkpoint on a full disk", test_checkpoint_full_disk},
-          {"log on a full disk", test_log_full_disk}, {"log read while written", test_log_live_reader},
+          {"log on a full disk", test_log_full_disk}, {"checkpoint format and checksum", test_checkpoint_integrity}, {"log read while written", test_log_live_reader},
           {"cleanup", test_cleanup});
 BCG_RUN("runlog")

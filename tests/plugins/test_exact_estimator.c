@@ -80,7 +80,8 @@ static int reset_envs(void *p, const int *envs, int n) { return 0; }
 static void stats(const void *p, bcg_estimator_stats *out) { *out = ((const self *)p)->st; }
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), create, destroy, begin, forward, backward,
-                                      reset_envs, stats};
+                                      reset_envs, stats,
+                                      NULL, NULL /* save, load: no state to checkpoint */};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "test_exact_estimator", "exact step VJPs with a tape (test plugin)"),

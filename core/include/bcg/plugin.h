@@ -169,6 +169,14 @@ typedef struct bcg_estimator_ops {
    * learner cuts their adjoints itself) */
   int (*reset_envs)(void *self, const int *envs, int n);
   void (*stats)(const void *self, bcg_estimator_stats *out);
+  /* optional (may be NULL; check size first: a table built against an
+   * earlier plugin.h ends at stats, and the loader accepts both sizes):
+   * checkpoint I/O of the state a resumed run needs to continue bit for bit
+   * (e.g. bcg's draw counter), into an open HDF5 group (hid_t as int64), the
+   * checkpoint's group "estimator". load is called after create, before the
+   * first begin; a checkpoint without the group leaves the created state. */
+  int (*save)(void *self, int64_t group);
+  int (*load)(void *self, int64_t group);
 } bcg_estimator_ops;
 
 /* ---- learners ---------------------------------------------------------------- */

@@ -14,7 +14,11 @@
  *
  * Checkpoints are HDF5 files written atomically: begin() creates PATH.tmp,
  * commit() flushes, fsyncs and renames it over PATH. On any failure the tmp
- * file is removed and PATH is left as it was.
+ * file is removed and PATH is left as it was. A checkpoint carries root
+ * attributes format_version (BCG_CHECKPOINT_FORMAT) and checksum_crc32 (a
+ * CRC-32 over every dataset's path and stored bytes); opening one checks
+ * them and refuses a damaged file or a newer format with a message. Files
+ * of format 1 (no format_version: written before checksums) open unchecked.
  *
  * HDF5 handles appear as int64_t (hid_t) so that this header does not need
  * hdf5.h. Every function returns errors as one line in err; none prints. */
@@ -72,6 +76,7 @@ int bcg_runlog_close(bcg_runlog *log, char *err, size_t errlen);
 /* ---- checkpoints ---------------------------------------------------------------- */
 
 typedef struct bcg_checkpoint bcg_checkpoint;
+#define BCG_CHECKPOINT_FORMAT 2
 
 bcg_checkpoint *bcg_checkpoint_begin(const char *path, char *err, size_t errlen);
 /* The file's root group: pass it (or a group below it) to the helpers. */
@@ -81,8 +86,14 @@ int bcg_checkpoint_commit(bcg_checkpoint *ck, char *err, size_t errlen);
 /* Give up: close and remove PATH.tmp. Always frees ck. */
 void bcg_checkpoint_abort(bcg_checkpoint *ck);
 
-/* Open a committed checkpoint read-only: a file id (>= 0) or -1. */
+/* Open a committed checkpoint read-only after checking its format and
+ * checksum: a file id (>= 0) or -1 ("checkpoint PATH: damaged: ..."). */
 int64_t bcg_checkpoint_open(const char *path, char *err, size_t errlen);
+/* The same check without keeping the file open: 0 intact, -1 with the reason. */
+int bcg_checkpoint_verify(const char *path, char *err, size_t errlen);
+/* Recompute and store the checksum of a checkpoint edited on purpose (a test
+ * that writes perturbed parameters into one, surgery with h5py). 0 or -1. */
+int bcg_checkpoint_seal(const char *path, char *err, size_t errlen);
 void bcg_checkpoint_close(int64_t file);
 
 /* ---- HDF5 helpers (for checkpoints and plugins' save/load) ------------------------ */
@@ -104,6 +115,9 @@ long bcg_h5_read_i64(int64_t loc, const char *name, int64_t *x, size_t cap, char
 /* Elements of a named array, or -1 if absent. */
 long bcg_h5_length(int64_t loc, const char *name);
 
+/* Open any HDF5 file read-only (a log, an evaluation): a file id (>= 0, close
+ * it with bcg_checkpoint_close) or -1 with "<path>: cannot open: <cause>". */
+int64_t bcg_h5_open(const char *path, char *err, size_t errlen);
 /* String attributes of a group (or file). */
 int bcg_h5_write_str(int64_t loc, const char *name, const char *value, char *err, size_t errlen);
 int bcg_h5_read_str(int64_t loc, const char *name, char *buf, size_t len, char *err, size_t errlen);
