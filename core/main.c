@@ -68,6 +68,19 @@ static const struct command {
      "logged, mean return first -> last and best, the last tracking error (track_err), and E_fixed and falls\n"
      "per simulator from eval.h5 (bcg eval). A DIR that is not a run is searched three levels deep for runs\n"
      "(e.g. `bcg report runs/` after a sweep); --csv for spreadsheets. Exit status 1 if a log is unreadable."},
+    {"feasibility", bcg_cmd_feasibility,
+     "MOTION ... [--model MJCF] [--fps F] [--window N] [--contact fit|soft] [--contact-tol M] [--residual-tol F] [--arm-tol M] [--out FILE]",
+     "is a reference clip dynamically feasible for the model's actuators",
+     "Inverse dynamics of each clip (CSV or HDF5, read as the imitation task reads it) on MJCF (default: $BCG_MODEL or\n"
+     "MuJoCo's humanoid.xml): qvel and qacc from a local quadratic fit over --window frames (default 7) in MuJoCo's\n"
+     "tangent space, mj_inverse, and the contact forces of the points within --contact-tol of the floor (default 0.005 m)\n"
+     "fitted inside their friction cones (--contact soft: MuJoCo's own soft contact on the clip as given instead).\n"
+     "Reports per actuated joint the peak and RMS torque against its limit (gear x ctrlrange, bcg's PD clip) and the\n"
+     "fraction of frames over it; the residual force and torque on the root (what no contact can supply) in N, N m\n"
+     "and against m g; the lowest point and foot point; and one verdict line per clip: feasible, or NOT feasible with\n"
+     "the reasons (a joint over its limit; residual force above --residual-tol x m g, default 0.05; residual torque\n"
+     "above m g x --arm-tol, default 0.02 m). --out FILE (one MOTION): the per-frame values as CSV.\n"
+     "docs/feasibility.md explains the method and the shipped clips' results."},
 };
 #define NCMD ((int)(sizeof commands / sizeof commands[0]))
 

@@ -138,3 +138,19 @@ void bcg_mjref_set_state(bcg_mjref *r, const double *qpos, const double *qvel) {
 double bcg_mjref_timestep(const bcg_mjref *r) { return r->m->opt.timestep; }
 
 void bcg_mjref_set_timestep(bcg_mjref *r, double dt) { r->m->opt.timestep = dt; }
+
+/* ---- inverse dynamics (bcg feasibility) ---------------------------------- */
+
+void bcg_mjref_inverse(bcg_mjref *r, const double *qpos, const double *qvel, const double *qacc,
+                       double *qfrc_inverse) {
+  set_inputs(r, qpos, qvel, NULL, NULL);
+  if (qacc) mju_copy(r->d->qacc, qacc, r->m->nv);
+  mj_inverse(r->m, r->d);
+  mju_copy(qfrc_inverse, r->d->qfrc_inverse, r->m->nv);
+}
+
+void bcg_mjref_diff_pos(const bcg_mjref *r, const double *qpos1, const double *qpos2, double dt, double *qvel) {
+  mj_differentiatePos(r->m, qvel, dt, qpos1, qpos2);
+}
+
+double bcg_mjref_total_mass(const bcg_mjref *r) { return mj_getTotalmass(r->m); }

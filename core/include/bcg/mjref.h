@@ -73,6 +73,20 @@ void bcg_mjref_set_state(bcg_mjref *r, const double *qpos, const double *qvel);
 double bcg_mjref_timestep(const bcg_mjref *r);
 void bcg_mjref_set_timestep(bcg_mjref *r, double dt);
 
+/* Inverse dynamics (bcg feasibility): set qpos, qvel and qacc (everything
+ * else reset), run mj_inverse and copy qfrc_inverse (nv): the generalised
+ * force that produces qacc, M qacc + bias - passive - the constraint forces
+ * MuJoCo's soft constraints (contacts, joint limits) give at that state and
+ * acceleration; with BCG_MJREF_NO_CONSTRAINT it is M qacc + bias - passive.
+ * Afterwards bcg_mjref_bodies and bcg_mjref_jac read the kinematics of qpos. */
+void bcg_mjref_inverse(bcg_mjref *r, const double *qpos, const double *qvel, const double *qacc,
+                       double *qfrc_inverse);
+/* (qpos2 - qpos1) / dt in the tangent space (mj_differentiatePos): nv
+ * numbers in qvel's layout, quaternions as rotation vectors in the frame of
+ * qpos1 (a free joint's rotation in its body frame, as qvel's). */
+void bcg_mjref_diff_pos(const bcg_mjref *r, const double *qpos1, const double *qpos2, double dt, double *qvel);
+double bcg_mjref_total_mass(const bcg_mjref *r); /* mj_getTotalmass (kg) */
+
 BCG_END_DECLS
 
 #endif
