@@ -114,6 +114,8 @@ static int resume(int argc, char **argv) {
   int rc = bcg_cli_load_config(argv[0], ac, av, &cfg);
   if (rc) return rc;
   rc = bcg_cli_check_semantics(cfg);
+  char err[2048];
+  if (!rc && bcg_train_lock_probe(dir, err, sizeof err)) rc = bcg_cli_error("%s", err); /* before config.ini changes */
   if (!rc && argc > 3) rc = write_config(cfg, dir);
   if (!rc) {
     printf("bcg: train: resuming %s\n", dir);

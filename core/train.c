@@ -8,6 +8,7 @@
  * its own counters. Wall-clock time is the only thing that differs. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +115,46 @@ static int64_t newest_good_checkpoint(const char *run_dir, char *buf, size_t len
     else setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir);
   }
   return found;
+}
+
+/* One training process per run directory: RUN/train.lock, flock'ed for the
+ * session (released by the kernel when the process ends, kill -9 included)
+ * and holding the owner's pid for the message. Returns the fd or -1. */
+static int lock_run(const char *run_dir, char *err, size_t errlen) {
+  char p[PATH_MAX + 16];
+  snprintf(p, sizeof p, "%s/train.lock", run_dir);
+  int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return setf(err, errlen, "%s: cannot create: %s", p, strerror(errno)), -1;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = "";
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+    long pid = atol(buf);
+    if (errno == EWOULDBLOCK || errno == EAGAIN) {
+      if (pid > 0)
+        setf(err, errlen, "%s: this run is being trained by process %ld (%s); wait for it or stop it first", run_dir,
+             pid, p);
+      else
+        setf(err, errlen, "%s: this run is being trained by another process (%s)", run_dir, p);
+    } else {
+      setf(err, errlen, "%s: cannot lock: %s", p, strerror(errno));
+    }
+    close(fd);
+    return -1;
+  }
+  char pid[32];
+  int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+    /* the lock holds without the pid; only the message loses it */
+  }
+  return fd;
+}
+
+int bcg_train_lock_probe(const char *run_dir, char *err, size_t errlen) {
+  int fd = lock_run(run_dir, err, errlen);
+  if (fd < 0) return -1;
+  close(fd);
+  return 0;
 }
 
 typedef struct loop {
@@ -594,6 +636,8 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
          bcg_config_path(cfg));
     return -1;
   }
+  int lock = lock_run(opt->run_dir, err, errlen);
+  if (lock < 0) return -1;
   /* a new run's log exists from the start, so a run that fails to set up
    * still records what it was */
   char e2[2048];
@@ -603,7 +647,10 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
                           bcg_config_get_string(cfg, "run", "device"), bcg_config_get_int(cfg, "run", "seed")};
   if (!opt->resume) {
     L.log = bcg_runlog_open(path, &meta, err, errlen);
-    if (!L.log) return -1;
+    if (!L.log) {
+      close(lock);
+      return -1;
+    }
     static const bcg_kind kinds[] = {BCG_KIND_CONTACT, BCG_KIND_ESTIMATOR, BCG_KIND_LEARNER, BCG_KIND_TASK};
     for (int k = 0; k < 4; k++) {
       char attr[32];
@@ -747,9 +794,11 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     res->session_wall = now_s() - t0;
   }
   teardown(&L);
+  close(lock);
   return rc;
 fail:
   if (L.log) bcg_runlog_close(L.log, e2, sizeof e2);
   teardown(&L);
+  close(lock);
   return -1;
 }

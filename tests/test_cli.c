@@ -492,23 +492,32 @@ static void test_run_paths(void) {
   CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
-/* SIGTERM is Ctrl-C: the run checkpoints and exits 0 ("interrupted"). */
+/* SIGTERM is Ctrl-C: the run checkpoints and exits 0 ("interrupted"). While
+ * it trains, a second --resume of the run is refused naming the process (its
+ * log is not locked any more, so nothing else would stop it). */
 static void test_sigterm(void) {
   setup();
   char text[2048];
   snprintf(text, sizeof text, pend_ini, "term", 4, 1000000, tmpdir, "");
   const char *p = write_ini("term.ini", text);
-  char b[PATH_MAX], cmd[4 * PATH_MAX], dir[PATH_MAX];
+  char b[PATH_MAX], cmd[8 * PATH_MAX], dir[PATH_MAX];
   CU_ASSERT_FATAL(realpath(bcg_test_build_dir(), b) != NULL);
   snprintf(dir, sizeof dir, "%s/runs/term", tmpdir);
   /* signal once the run's log exists (the handler is installed before it) */
   snprintf(cmd, sizeof cmd,
            "BCG_PLUGIN_PATH=%s/tests/plugins %s/bcg train %s > %s/term.out 2>&1 & pid=$!; "
            "for i in $(seq 600); do ls %s/*/log.h5 >/dev/null 2>&1 && break; sleep 0.05; done; sleep 0.3; "
-           "kill -TERM $pid; wait $pid",
-           b, b, p, tmpdir, dir);
+           "BCG_PLUGIN_PATH=%s/tests/plugins %s/bcg train --resume $(ls -d %s/*/) run.iterations=5 > %s/second.out 2>&1; "
+           "echo $? >> %s/second.out; kill -TERM $pid; wait $pid",
+           b, b, p, tmpdir, dir, b, b, dir, tmpdir, tmpdir);
   int st = system(cmd);
   CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  snprintf(cmd, sizeof cmd, "grep -q 'this run is being trained by process [0-9]' %s/second.out && tail -n 1 %s/second.out | grep -qx 1",
+           tmpdir, tmpdir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  /* and config.ini was left as it was (the override was not written) */
+  snprintf(cmd, sizeof cmd, "grep -q '^iterations = 1000000$' %s/*/config.ini", dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
   snprintf(cmd, sizeof cmd, "grep -q 'bcg: train: interrupted after' %s/term.out && ls %s/*/checkpoints/ckpt_*.h5 >/dev/null",
            tmpdir, dir);
   CU_ASSERT_EQUAL(system(cmd), 0);

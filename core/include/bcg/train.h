@@ -131,6 +131,12 @@ int64_t bcg_train_checkpoint_iteration(const char *name);
  * iteration count, or -1 when there is none. */
 int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len);
 
+/* bcg_train_run holds RUN_DIR/train.lock (flock, with its pid) for the
+ * session: a second training of the same run directory is refused with
+ * "RUN_DIR: this run is being trained by process N". This probes it: 0 when
+ * no process trains run_dir now, else -1 with that message. */
+int bcg_train_lock_probe(const char *run_dir, char *err, size_t errlen);
+
 BCG_END_DECLS
 
 #endif
