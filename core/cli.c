@@ -58,6 +58,17 @@ int bcg_cli_load_config(const char *cmd, int argc, char **argv, bcg_config **cfg
   return BCG_EXIT_OK;
 }
 
+int bcg_cli_check_sweep(const bcg_config *cfg) {
+  int nk = bcg_config_sweep_count(cfg);
+  if (nk < 2 || strcmp(bcg_config_get_string(cfg, "sweep", "mode"), "zip") != 0) return BCG_EXIT_OK;
+  for (int k = 1; k < nk; k++)
+    if (bcg_config_sweep_nvalues(cfg, k) != bcg_config_sweep_nvalues(cfg, 0))
+      return bcg_cli_error("%s: [sweep] mode = zip needs lists of one length (%s has %d values, %s has %d)",
+                           bcg_config_path(cfg), bcg_config_sweep_key(cfg, 0), bcg_config_sweep_nvalues(cfg, 0),
+                           bcg_config_sweep_key(cfg, k), bcg_config_sweep_nvalues(cfg, k));
+  return BCG_EXIT_OK;
+}
+
 int bcg_cli_check_semantics(const bcg_config *cfg) {
   char err[2048];
   const char *model = bcg_config_get_string(cfg, "model", "path");

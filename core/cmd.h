@@ -37,5 +37,7 @@ int bcg_cli_load_config(const char *cmd, int argc, char **argv, bcg_config **cfg
 /* Checks beyond the key specs that need the file system (model file exists,
  * device available). Returns 0 or prints and returns BCG_EXIT_ERROR. */
 int bcg_cli_check_semantics(const bcg_config *cfg);
+/* [sweep] mode = zip needs lists of one length: 0, or the error printed and 1. */
+int bcg_cli_check_sweep(const bcg_config *cfg);
 
 #endif

@@ -213,12 +213,13 @@ int bcg_cmd_eval(int argc, char **argv) {
    * PPO: most of the time of an evaluation). So the env and the task come
    * from a second session of the same configuration with num_envs = runs
    * (the same model, initial states and noise), the policy from the
-   * session that loads the checkpoint. If that session cannot be built
+   * session that loads the checkpoint. The same when the run had fewer
+   * environments than episodes asked for. If that session cannot be built
    * (a learner that needs more environments), the full one is used. */
   bcg_session Ssmall, *E = &S;
   bcg_config *cfg_small = NULL;
   memset(&Ssmall, 0, sizeof Ssmall);
-  if (bcg_config_get_int(cfg, "run", "num_envs") > o.runs && nov < 268) {
+  if (bcg_config_get_int(cfg, "run", "num_envs") != o.runs && nov < 268) {
     char nenv_ov[64];
     snprintf(nenv_ov, sizeof nenv_ov, "run.num_envs=%d", o.runs);
     ov[nov++] = nenv_ov;

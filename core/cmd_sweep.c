@@ -53,15 +53,14 @@ int bcg_cmd_sweep(int argc, char **argv) {
     return bcg_cli_error("%s: [sweep] has %d keys, at most %d", path, nk, MAXK);
   }
   int zip = !strcmp(bcg_config_get_string(cfg, "sweep", "mode"), "zip");
+  int rc0 = bcg_cli_check_sweep(cfg); /* the message reads the config: free it after */
+  if (rc0) {
+    bcg_config_free(cfg);
+    return rc0;
+  }
   int nv[MAXK], total = 1;
   for (int k = 0; k < nk; k++) {
     nv[k] = bcg_config_sweep_nvalues(cfg, k);
-    if (zip && nv[k] != nv[0]) { /* the message reads the config: free it after */
-      int rc = bcg_cli_error("%s: [sweep] mode = zip needs lists of one length (%s has %d values, %s has %d)", path,
-                             bcg_config_sweep_key(cfg, 0), nv[0], bcg_config_sweep_key(cfg, k), nv[k]);
-      bcg_config_free(cfg);
-      return rc;
-    }
     total = zip ? nv[0] : total * nv[k];
   }
   const char *base = bcg_config_get_string(cfg, "run", "name");

@@ -79,7 +79,7 @@ static const bcg_key_spec sim_keys[] = {
 };
 
 static const bcg_key_spec eval_keys[] = {
-    {"episodes", BCG_KEY_INT, "5", 1, 256, NULL, "evaluation episodes per simulator (paper: 5; at most [run] num_envs)"},
+    {"episodes", BCG_KEY_INT, "5", 1, 256, NULL, "evaluation episodes per simulator (paper: 5)"},
     {"seconds", BCG_KEY_REAL, "10", 0.01, 1e6, NULL, "length of one episode in seconds (the clip's end stops it earlier)"},
     {"simulator", BCG_KEY_CHOICE, "both", 0, 0, "bcg|mujoco|both",
      "bcg: the training simulator; mujoco: transfer to MuJoCo; both: both, with the penetration gap Delta d"},

@@ -96,7 +96,8 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
   int N = o->runs;
   memset(res, 0, sizeof *res);
   if (N < 1 || N > BCG_EVAL_MAX_RUNS || N > nenv) {
-    snprintf(err, errlen, "runs = %d must be in [1, min(%d, num_envs = %d)]", N, BCG_EVAL_MAX_RUNS, nenv);
+    snprintf(err, errlen, "%d episodes ([eval] episodes or --runs) must be in [1, min(%d, num_envs = %d)]", N,
+             BCG_EVAL_MAX_RUNS, nenv);
     return -1;
   }
   /* the window in control steps must fit an int (seconds 1e9 used to wrap to -2^31 steps) */

@@ -225,6 +225,9 @@ static void test_sweep_zip_lengths(void) {
            p);
   if (strcmp(out, want)) printf("\n  got:  %s  want: %s", out, want);
   CU_ASSERT_STRING_EQUAL(out, want);
+  /* bcg check says so too (it passed such a config) */
+  CU_ASSERT_EQUAL(run("check %s", p), 1);
+  CU_ASSERT_STRING_EQUAL(out, want);
 }
 
 static void test_describe(void) {
@@ -402,6 +405,8 @@ static void test_sweep_eval_gradstats(void) {
   }
   CU_ASSERT_EQUAL(run_err("eval %s --runs", rd), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--runs needs a value"));
+  /* more episodes than the run had environments (4): the evaluation builds its own */
+  CU_ASSERT_EQUAL(run("eval %s --runs 5 --seconds 0.2 --out - eval.fall_height=0", rd), 0);
   /* a window too long in control steps, through the config */
   CU_ASSERT_EQUAL(run_err("eval %s --runs 2 --out - eval.seconds=1000000 sim.control_dt=0.00001", rd), 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "seconds = 1e+06 is 1e+11 control steps of 1e-05 s: must be between 1 and 1e9 steps"));
