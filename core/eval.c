@@ -65,15 +65,15 @@ static void root_pos(const bcg_model *M, const bcg_kin *k, double *p) {
 static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
   memset(st, 0, sizeof *st);
   st->n = n;
-  double s[6] = {0}, s2[6] = {0};
+  double s[7] = {0}, s2[7] = {0};
   for (int r = 0; r < n; r++) {
-    double v[6] = {run[r].length_s, run[r].pen_mm, run[r].etrack_cm, run[r].efixed_cm, run[r].up_frac,
-                   run[r].travel_m};
+    double v[7] = {run[r].length_s, run[r].pen_mm, run[r].etrack_cm, run[r].efixed_cm, run[r].up_frac,
+                   run[r].travel_m, run[r].selfc_frac};
     st->falls += run[r].fell;
-    for (int i = 0; i < 6; i++) { s[i] += v[i]; s2[i] += v[i] * v[i]; }
+    for (int i = 0; i < 7; i++) { s[i] += v[i]; s2[i] += v[i] * v[i]; }
   }
-  double mean[6], sd[6];
-  for (int i = 0; i < 6; i++) {
+  double mean[7], sd[7];
+  for (int i = 0; i < 7; i++) {
     mean[i] = n ? s[i] / n : NAN;
     sd[i] = n > 1 ? sqrt(fmax(0, (s2[i] - n * mean[i] * mean[i]) / (n - 1))) : 0;
   }
@@ -83,6 +83,7 @@ static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
   st->efixed_mean = mean[3]; st->efixed_std = sd[3];
   st->up_mean = mean[4]; st->up_std = sd[4];
   st->travel_mean = mean[5]; st->travel_std = sd[5];
+  st->selfc_mean = mean[6]; st->selfc_std = sd[6];
 }
 
 int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *o, bcg_eval_result *res,
@@ -153,11 +154,12 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     bcg_mjref *ref[BCG_EVAL_MAX_RUNS] = {0};
     int alive[BCG_EVAL_MAX_RUNS], ncont[BCG_EVAL_MAX_RUNS];
     double pen_sum[BCG_EVAL_MAX_RUNS], et_sum[BCG_EVAL_MAX_RUNS], fx_sum[BCG_EVAL_MAX_RUNS], x_start[BCG_EVAL_MAX_RUNS];
-    int et_n[BCG_EVAL_MAX_RUNS], up_n[BCG_EVAL_MAX_RUNS]; /* up_n: steps of the window before the fall */
+    int et_n[BCG_EVAL_MAX_RUNS], up_n[BCG_EVAL_MAX_RUNS], self_n[BCG_EVAL_MAX_RUNS], step_n[BCG_EVAL_MAX_RUNS]; /* up_n: steps of the window before the fall */
     memcpy(x, x0, sizeof(bcg_real) * xs);
     memcpy(clk, clk0, sizeof(bcg_task_clock) * nenv);
     memset(pa, 0, sizeof(bcg_real) * (size_t)nenv * nu);
     for (int r = 0; r < N; r++) {
+      self_n[r] = 0; step_n[r] = 0;
       alive[r] = 1; ncont[r] = 0; pen_sum[r] = 0; et_sum[r] = 0; et_n[r] = 0; fx_sum[r] = 0; up_n[r] = 0;
       res->run[si][r].length_s = 0;
       double p0[3];
@@ -205,6 +207,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
                           : ai;
           }
           bcg_mjref_step(ref[r], ctrl, sp->substeps);
+          self_n[r] += bcg_mjref_self_contacts(ref[r]) > 0;
           bcg_mjref_state(ref[r], qd, ud);
           for (int i = 0; i < nq; i++) xn[(size_t)r * nx + i] = (bcg_real)qd[i];
           for (int i = 0; i < nv; i++) xn[(size_t)r * nx + nq + i] = (bcg_real)ud[i];
@@ -223,6 +226,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
         int finite = 1;
         for (int i = 0; i < nx; i++) finite &= isfinite(xr[i]) != 0;
         res->run[si][r].length_s += env->control_dt;
+        step_n[r]++;
         if (!finite) { res->run[si][r].fell = 1; alive[r] = 0; continue; }
         int c;
         double p = foot_penetration(M, mask, xr, k, &c);
@@ -250,6 +254,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     for (int r = 0; r < N; r++) {
       res->run[si][r].pen_mm = ncont[r] ? 1000 * pen_sum[r] / ncont[r] : 0;
       res->run[si][r].etrack_cm = et_n[r] ? 100 * et_sum[r] / et_n[r] : NAN;
+      res->run[si][r].selfc_frac = which == BCG_EVAL_MUJOCO && step_n[r] ? (double)self_n[r] / step_n[r] : NAN;
       bcg_mjref_free(ref[r]);
     }
     res->window_steps = window;
@@ -277,14 +282,16 @@ void bcg_eval_print(const bcg_eval_result *res, FILE *f) {
           "  error clipped at %.2f m and every step after a fall counted as %.2f m; up: fraction of that\n"
           "  window before the fall. E_fixed = up * (clipped error while up) + (1 - up) * %.2f m.\n",
           res->window_steps, res->window_s, res->penalty_m, res->penalty_m, res->penalty_m);
-  fprintf(f, "%-8s %7s %16s %18s %18s %14s %18s %16s\n", "sim", "fell", "length s", "foot pen. mm", "E_track cm", "up",
-          "E_fixed cm", "root x travel m");
+  fprintf(f, "%-8s %7s %16s %18s %18s %14s %18s %16s %16s\n", "sim", "fell", "length s", "foot pen. mm", "E_track cm", "up",
+          "E_fixed cm", "root x travel m", "self-contact %");
   for (int s = 0; s < 2; s++) {
     if (!res->have[s]) continue;
     const bcg_eval_stats *st = &res->stats[s];
-    fprintf(f, "%-8s %4d/%-2d %8.2f +- %-5.2f %9.2f +- %-6.2f %9.2f +- %-6.2f %5.3f +- %-5.3f %9.2f +- %-6.2f %7.2f +- %-5.2f\n",
+    fprintf(f, "%-8s %4d/%-2d %8.2f +- %-5.2f %9.2f +- %-6.2f %9.2f +- %-6.2f %5.3f +- %-5.3f %9.2f +- %-6.2f %7.2f +- %-5.2f",
             names[s], st->falls, st->n, st->length_mean, st->length_std, st->pen_mean, st->pen_std, st->etrack_mean,
             st->etrack_std, st->up_mean, st->up_std, st->efixed_mean, st->efixed_std, st->travel_mean, st->travel_std);
+    if (s == 1) fprintf(f, " %6.1f +- %-5.1f\n", 100 * st->selfc_mean, 100 * st->selfc_std);
+    else fprintf(f, "    (not modelled)\n");
   }
   if (res->have[0] && res->have[1])
     fprintf(f, "Delta d (bcg - mujoco foot penetration): %+.2f mm\n", res->stats[0].pen_mean - res->stats[1].pen_mean);
@@ -301,7 +308,7 @@ int bcg_eval_write(const bcg_eval_result *res, const bcg_eval_opts *o, const cha
     int64_t g = bcg_h5_group(root, names[s], 1, err, errlen);
     if (g < 0) { rc = -1; break; }
     int n = res->runs;
-    double v[6][BCG_EVAL_MAX_RUNS];
+    double v[7][BCG_EVAL_MAX_RUNS];
     for (int r = 0; r < n; r++) {
       v[0][r] = res->run[s][r].fell;
       v[1][r] = res->run[s][r].length_s;
@@ -309,6 +316,7 @@ int bcg_eval_write(const bcg_eval_result *res, const bcg_eval_opts *o, const cha
       v[3][r] = res->run[s][r].etrack_cm;
       v[4][r] = res->run[s][r].efixed_cm;
       v[5][r] = res->run[s][r].up_frac;
+      v[6][r] = res->run[s][r].selfc_frac;
     }
     const bcg_eval_stats *st = &res->stats[s];
     double summ[7] = {st->falls, st->length_mean, st->length_std, st->pen_mean, st->pen_std, st->etrack_mean,
@@ -320,6 +328,7 @@ int bcg_eval_write(const bcg_eval_result *res, const bcg_eval_opts *o, const cha
          bcg_h5_write_doubles(g, "summary_falls_len_mean_std_pen_mean_std_etrack_mean_std", summ, 7, err, errlen) ||
          bcg_h5_write_doubles(g, "efixed_cm", v[4], n, err, errlen) ||
          bcg_h5_write_doubles(g, "up_frac", v[5], n, err, errlen) ||
+         (s == 1 && bcg_h5_write_doubles(g, "self_contact_frac", v[6], n, err, errlen)) ||
          bcg_h5_write_doubles(g, "summary_efixed_mean_std_up_mean_std", summ2, 4, err, errlen);
     bcg_h5_group_close(g);
   }

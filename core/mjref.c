@@ -65,6 +65,17 @@ void bcg_mjref_constraint(const bcg_mjref *r, double *v) { mju_copy(v, r->d->qfr
 void bcg_mjref_qacc(const bcg_mjref *r, double *v) { mju_copy(v, r->d->qacc, r->m->nv); }
 int bcg_mjref_ncon(const bcg_mjref *r) { return r->d->ncon; }
 
+int bcg_mjref_self_contacts(const bcg_mjref *r) {
+  const mjModel *m = r->m;
+  int n = 0;
+  for (int i = 0; i < r->d->ncon; i++) {
+    const mjContact *c = r->d->contact + i;
+    if (c->exclude) continue;
+    if (m->body_weldid[m->geom_bodyid[c->geom1]] != 0 && m->body_weldid[m->geom_bodyid[c->geom2]] != 0) n++;
+  }
+  return n;
+}
+
 void bcg_mjref_bodies(const bcg_mjref *r, double *xpos, double *xquat, double *xipos) {
   int n = r->m->nbody;
   if (xpos) mju_copy(xpos, r->d->xpos, 3 * n);

@@ -19,6 +19,7 @@
  * + w_upright * Rz_z                                       root z axis, world z
  * + w_alive
  * - w_low * min(h - fall_height - low_margin, 0)^2       h: root height
+ * - w_self * sum max(0, r1 + r2 - d)^2                   overlap of the robot's own capsules
  * - w_action * |a|^2
  * - w_energy * sum_i |a_i * qvel[dof_i]|                   actuator i's dof
  * The energy term is a power proxy: under actuation = motor it is |torque *
@@ -31,6 +32,10 @@
  * which no gradient sees, so without it the only differentiable signal
  * against falling is the critic at the horizon's end; the penalty grows
  * (C1) as the root sinks into the last low_margin above fall_height.
+ * The self-collision term (task_util.h: tu_self_penalty) stands in for the
+ * body-body contacts bcg does not simulate and MuJoCo does: without it the
+ * running gait learned in bcg crossed its feet, which trip it in MuJoCo
+ * (docs/learning.md, rung 0).
  * Done: 1 when the root height < fall_height, 2 at episode_seconds.
  * The reward does not depend on the previous action (reward_vjp adds nothing
  * to prev_a_bar); the clock's phase is 0 (only its step count is used).
@@ -54,12 +59,13 @@ typedef struct loco {
   const bcg_mdata *m;
   tu_layout L;
   int nenv, nq, nv, nu, nx, odim;
-  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_low, low_margin, w_action, w_energy, fall, noise;
+  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_low, low_margin, w_self, w_action, w_energy, fall, noise;
   int ep_steps;
   int zq;      /* qpos address that moves the root vertically, -1 if none */
   double zsgn; /* d(height)/d(q[zq]) */
   bcg_kin *k;  /* [nenv] */
   tu_adj *adj; /* [nenv] */
+  tu_self self;
 } loco;
 
 static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, char *err, size_t errlen) {
@@ -82,6 +88,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->w_alive = svc->get_real(p, "w_alive");
   s->w_low = svc->get_real(p, "w_low");
   s->low_margin = svc->get_real(p, "low_margin");
+  s->w_self = svc->get_real(p, "w_self");
+  tu_self_init(&s->self, s->m);
   s->w_action = svc->get_real(p, "w_action");
   s->w_energy = svc->get_real(p, "w_energy");
   s->fall = svc->get_real(p, "fall_height");
@@ -212,6 +220,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     r -= s->w_action * aa + s->w_energy * en;
     double h = k->p[s->L.root][2] + k->o[2], lo = h - s->fall - s->low_margin;
     if (lo < 0) r -= s->w_low * lo * lo;
+    if (s->w_self > 0) r -= s->w_self * tu_self_penalty(&s->self, k, 0, NULL);
     rew[e] = (bcg_real)r;
     done[e] = !(h >= s->fall) ? 1 : (clk[e].t >= s->ep_steps ? 2 : 0);
   }
@@ -240,6 +249,7 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     A->Rb[8] += g * s->w_upright;
     double lo = k->p[s->L.root][2] + k->o[2] - s->fall - s->low_margin;
     if (lo < 0) A->pb[s->L.root][2] += g * (-2 * s->w_low * lo);
+    if (s->w_self > 0) tu_self_penalty(&s->self, k, -g * s->w_self, A);
     for (int i = 0; i < s->nu; i++) {
       int d = m->act_dof[i];
       double sg = sgn(ae[i] * u[d]);
@@ -263,6 +273,9 @@ static const bcg_key_spec keys[] = {
      "weight of the low-root penalty w_low (fall_height + low_margin - h)^2 while the root height h is below "
      "fall_height + low_margin (DiffRL's height shaping)"},
     {"low_margin", BCG_KEY_REAL, "0.1", 0, 10, NULL, "height above fall_height where the low-root penalty starts (m)"},
+    {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,
+     "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
+     "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
     {"w_action", BCG_KEY_REAL, "0.01", 0, 1e6, NULL, "weight of the action cost |a|^2"},
     {"w_energy", BCG_KEY_REAL, "0.001", 0, 1e6, NULL,
      "weight of the power proxy sum |a_i qvel_i| over actuated dofs (meaningful with actuation = motor)"},

@@ -221,4 +221,110 @@ BCG_HD void tu_proprio_vjp(const tu_layout *L, const bcg_mdata *m, const bcg_kin
     for (int i = 0; i < m->nu; i++) pab[i] += oj[2 * L->nj + i];
 }
 
+/* ---- self-collision penalty ------------------------------------------------------
+ * bcg's contact is with the floor only; MuJoCo also collides the robot's
+ * bodies with each other, so a gait that crosses its feet in bcg trips in
+ * MuJoCo. The tasks can penalise the overlap of the robot's own capsules:
+ * every collision geom that the model turned into contact points becomes a
+ * segment (a capsule's two end spheres) or a point (a sphere) of radius r on
+ * its body; pairs on different bodies that are not parent and child (MuJoCo's
+ * parent filter) contribute max(0, r1 + r2 - d)^2, d the distance of the two
+ * segments. Its gradient is exact (the closest points are an optimum, so
+ * only their explicit dependence on the endpoints counts). Box corners
+ * (radius 0) are left out. */
+#define TU_MAX_SEG 64
+typedef struct tu_self {
+  int nseg, npair;
+  int body[TU_MAX_SEG];
+  real_t a[TU_MAX_SEG][3], c[TU_MAX_SEG][3], r[TU_MAX_SEG]; /* body-frame endpoints, radius */
+  short pair[TU_MAX_SEG * (TU_MAX_SEG - 1) / 2][2];
+} tu_self;
+
+static inline void tu_self_init(tu_self *S, const bcg_mdata *m) {
+  S->nseg = S->npair = 0;
+  for (int i = 0; i < m->ncp && S->nseg < TU_MAX_SEG;) {
+    int j = i + 1;
+    while (j < m->ncp && m->cp_geom[j] == m->cp_geom[i]) j++;
+    if ((j - i == 1 || j - i == 2) && m->cp_radius[i] > 0) {
+      int k = S->nseg++;
+      S->body[k] = m->cp_body[i];
+      for (int d = 0; d < 3; d++) S->a[k][d] = m->cp_pos[i][d], S->c[k][d] = m->cp_pos[j - 1][d];
+      S->r[k] = m->cp_radius[i];
+    }
+    i = j;
+  }
+  for (int x = 0; x < S->nseg; x++)
+    for (int y = x + 1; y < S->nseg; y++) {
+      int b1 = S->body[x], b2 = S->body[y];
+      if (b1 == b2 || m->body_parent[b1] == b2 || m->body_parent[b2] == b1) continue;
+      S->pair[S->npair][0] = (short)x, S->pair[S->npair][1] = (short)y, S->npair++;
+    }
+}
+
+/* closest points P = A0 + s (A1 - A0), Q = B0 + t (B1 - B0) of two segments */
+BCG_HD void tu_seg_closest(const real_t *A0, const real_t *A1, const real_t *B0, const real_t *B1, real_t *s,
+                           real_t *t) {
+  real_t d1[3], d2[3], r[3];
+  v3_sub(d1, A1, A0);
+  v3_sub(d2, B1, B0);
+  v3_sub(r, A0, B0);
+  real_t a = v3_dot(d1, d1), e = v3_dot(d2, d2), f = v3_dot(d2, r), eps = (real_t)1e-12;
+  if (a <= eps && e <= eps) { *s = *t = 0; return; }
+  if (a <= eps) { *s = 0; *t = f / e; }
+  else {
+    real_t c = v3_dot(d1, r);
+    if (e <= eps) { *t = 0; *s = -c / a; }
+    else {
+      real_t b = v3_dot(d1, d2), den = a * e - b * b;
+      *s = den > eps * a * e ? (b * f - c * e) / den : 0;
+      if (*s < 0) *s = 0;
+      if (*s > 1) *s = 1;
+      *t = (b * *s + f) / e;
+      if (*t < 0) { *t = 0; *s = -c / a; }
+      else if (*t > 1) { *t = 1; *s = (b - c) / a; }
+    }
+  }
+  if (*s < 0) *s = 0;
+  if (*s > 1) *s = 1;
+  if (*t < 0) *t = 0;
+  if (*t > 1) *t = 1;
+}
+
+/* the penalty sum over pairs of max(0, r1 + r2 - d)^2 at kinematics k; with
+ * A non-NULL, also A->pb / A->tb += g * its gradient */
+BCG_HD real_t tu_self_penalty(const tu_self *S, const bcg_kin *k, real_t g, tu_adj *A) {
+  real_t tot = 0;
+  for (int i = 0; i < S->npair; i++) {
+    int x = S->pair[i][0], y = S->pair[i][1], bx = S->body[x], by = S->body[y];
+    real_t E[4][3], L[4][3]; /* world endpoints A0 A1 B0 B1 (relative to o), their offsets from the body origin */
+    m3_mulv(L[0], k->R[bx], S->a[x]);
+    m3_mulv(L[1], k->R[bx], S->c[x]);
+    m3_mulv(L[2], k->R[by], S->a[y]);
+    m3_mulv(L[3], k->R[by], S->c[y]);
+    for (int q = 0; q < 3; q++) {
+      E[0][q] = L[0][q] + k->p[bx][q], E[1][q] = L[1][q] + k->p[bx][q];
+      E[2][q] = L[2][q] + k->p[by][q], E[3][q] = L[3][q] + k->p[by][q];
+    }
+    real_t s, t, P[3], Q[3], n[3];
+    tu_seg_closest(E[0], E[1], E[2], E[3], &s, &t);
+    for (int q = 0; q < 3; q++) {
+      P[q] = E[0][q] + s * (E[1][q] - E[0][q]);
+      Q[q] = E[2][q] + t * (E[3][q] - E[2][q]);
+      n[q] = P[q] - Q[q];
+    }
+    real_t d = sqrt(v3_dot(n, n)), o = S->r[x] + S->r[y] - d;
+    if (o <= 0 || d < (real_t)1e-12) continue;
+    tot += o * o;
+    if (!A) continue;
+    real_t cf = -2 * o * g / d, w[4] = {(1 - s) * cf, s * cf, -(1 - t) * cf, -t * cf}; /* d d / d P = n / d */
+    for (int e = 0; e < 4; e++) {
+      int b = e < 2 ? bx : by;
+      real_t ge[3] = {w[e] * n[0], w[e] * n[1], w[e] * n[2]};
+      for (int q = 0; q < 3; q++) A->pb[b][q] += ge[q];
+      v3_cross_add(A->tb[b], L[e], ge);
+    }
+  }
+  return tot;
+}
+
 #endif

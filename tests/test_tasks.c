@@ -682,6 +682,27 @@ static void test_locomotion_vjp(void) {
   }
   if (!(rw[1] < rw[0] - 1e-3)) fprintf(stderr, "low-root penalty: reward %.6g (on) vs %.6g (off)\n", rw[1], rw[0]);
   CU_ASSERT(rw[1] < rw[0] - 1e-3);
+  /* the self-collision penalty: joint noise large enough that some capsules
+   * of the robot overlap; FD check with it on, and it must lower the reward */
+  double sw[2] = {0, 0};
+  for (int v = 0; v < 2; v++) {
+    CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID,
+                                    v ? "plugin = locomotion\nreset_noise = 0.8\nfall_height = 0.1\nw_self = 1000\n"
+                                      : "plugin = locomotion\nreset_noise = 0.8\nfall_height = 0.1\nw_self = 0\n",
+                                    3),
+                          0);
+    if (v) CU_ASSERT(fd_task(&I, 1, "locomotion humanoid reward VJP vs FD, self-collision penalty on (rel)") < 1e-6);
+    int nx = I.env->nx, nu = I.env->nu, envs[3] = {0, 1, 2}, done[3];
+    bcg_real *x = calloc(3 * nx, sizeof *x), *a = calloc(3 * nu, sizeof *a), rew[3];
+    bcg_task_clock clk[3];
+    CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 3, 11, x, clk), 0);
+    I.ops->reward(I.task, x, a, a, clk, rew, done);
+    for (int e = 0; e < 3; e++) sw[v] += rew[e];
+    free(x), free(a);
+    inst_free(&I);
+  }
+  if (!(sw[1] < sw[0] - 1e-3)) fprintf(stderr, "self-collision penalty: reward sum %.6g (on) vs %.6g (off)\n", sw[1], sw[0]);
+  CU_ASSERT(sw[1] < sw[0] - 1e-3);
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
   CU_ASSERT_EQUAL(I.ops->obs_dim(I.task), 13 + 12 + 6);
   CU_ASSERT(fd_task(&I, 0, "locomotion biped2d observe VJP vs FD (rel)") < 1e-6);

@@ -61,12 +61,14 @@ typedef struct bcg_eval_run {
   double efixed_cm;  /* E_fixed over the fixed window (cm, see above); NaN without a reference */
   double up_frac;    /* fraction of the fixed window before the fall (1: no fall) */
   double travel_m;   /* root displacement along world x from the start to the end or the fall (m) */
+  double selfc_frac; /* MuJoCo: fraction of the control steps before the fall that end with a contact between
+                        two moving bodies (bcg does not model them: NaN in bcg) */
 } bcg_eval_run;
 
 typedef struct bcg_eval_stats {
   int n, falls;
   double length_mean, length_std, pen_mean, pen_std, etrack_mean, etrack_std;
-  double efixed_mean, efixed_std, up_mean, up_std, travel_mean, travel_std;
+  double efixed_mean, efixed_std, up_mean, up_std, travel_mean, travel_std, selfc_mean, selfc_std;
 } bcg_eval_stats;
 
 typedef struct bcg_eval_result {
