@@ -94,13 +94,20 @@ D5="$D5;w_bcg_lr5e4|$C/walk_shac_bcg.ini|$O learner.actor_lr=5e-4;w_bcg_lr1e3_n3
 D5="$D5;r_bcg_lr1e3|$C/run_shac_bcg.ini|$W;r_ad_lr1e3|$C/run_shac.ini|$W"
 D5="$D5;r_ad_h32|$C/run_shac.ini|$O learner.horizon=32"
 D5="$D5;j_ppo|$C/jump_ppo.ini|run.device=cuda run.threads=3"
+# sweep 6: rung 0 with the self-collision penalty (w_self) on seeds; rung 3 on
+# the regenerated run clip for SHAC+BCG, SHAC and PPO; TRAIN_SECONDS=470
+D6="r_bcg|$C/run_shac_bcg.ini|$O;r_bcg_lr1e3|$C/run_shac_bcg.ini|$O learner.actor_lr=1e-3;r_ad|$C/run_shac.ini|$O"
+for sd in 0 1 2 3 4; do D6="$D6;l_ad_s$sd|$C/locomotion_shac.ini|$L run.seed=$sd"; done
+for sd in 0 1 2 3 4; do D6="$D6;l_bcg_s$sd|$C/locomotion_shac_bcg.ini|$L run.seed=$sd"; done
+D6="$D6;r_ppo|$C/run_ppo.ini|run.device=cuda run.threads=3"
 case "${SWEEP:-2}" in
   1) D=$D1 ;;
   2) D=$D2 ;;
   3) D=$D3 ;;
   4) D=$D4 ;;
   5) D=$D5 ;;
-  *) echo "device_ladder: SWEEP must be 1 to 5" >&2; exit 2 ;;
+  6) D=$D6 ;;
+  *) echo "device_ladder: SWEEP must be 1 to 6" >&2; exit 2 ;;
 esac
 export RUNS=${LADDER_RUNS:-$D}
 export TRAIN_SECONDS=$S THREADS_1=1 THREADS_2=1 EVAL_SECONDS=${EVAL_SECONDS:-10} EVAL_RUNS=${EVAL_RUNS:-3}
