@@ -1,12 +1,16 @@
 /* cli.c - helpers shared by the bcg subcommands. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "bcg/config.h"
+#include "bcg/env.h"
 #include "bcg/loader.h"
+#include "bcg/model.h"
+#include "bcg/sim.h"
 #include "cmd.h"
 
 int bcg_cli_error(const char *fmt, ...) {
@@ -69,7 +73,63 @@ int bcg_cli_check_sweep(const bcg_config *cfg) {
   return BCG_EXIT_OK;
 }
 
-int bcg_cli_check_semantics(const bcg_config *cfg) {
+/* The model compiled as the env will compile it: conversion errors, the
+ * floor a task needs (bcg_env_check_floor), the [sim] keys against it, and
+ * under actuation = pd the effective gains kp * gear / 100 (every joint when
+ * verbose, else one summary line) with a warning when they cannot hold the
+ * robot up (bcg_pd_check_gains). Messages on stderr. */
+static int check_model(const bcg_config *cfg, int verbose) {
+  char err[2048], merr[1400];
+  const char *path = bcg_config_get_string(cfg, "model", "path");
+  bcg_model *model = bcg_model_load(path, merr, sizeof merr);
+  if (!model) {
+    bcg_config_errorf(cfg, "model", "path", err, sizeof err, "%s", merr);
+    return bcg_cli_error("%s", err);
+  }
+  int rc = BCG_EXIT_OK;
+  bcg_simparams sp;
+  if (bcg_env_check_floor(cfg, model, err, sizeof err) || bcg_simparams_from_config(cfg, model, &sp, err, sizeof err)) {
+    rc = bcg_cli_error("%s", err);
+  } else if (sp.actuation == BCG_ACTUATION_PD && model->m.nu > 0) {
+    const bcg_mdata *m = &model->m;
+    double kp = bcg_config_get_real(cfg, "sim", "kp"), kd = bcg_config_get_real(cfg, "sim", "kd");
+    if (verbose) {
+      fprintf(stderr, "bcg: pd gains of %s (each joint: [sim] kp = %g, kd = %g times gear / 100):\n", path, kp, kd);
+      for (int i = 0; i < m->nu; i++) {
+        char lim[64] = "none";
+        if (sp.tau_max[i] > 0) snprintf(lim, sizeof lim, "%g N m", (double)sp.tau_max[i]);
+        fprintf(stderr, "bcg:   joint '%s' (actuator '%s', gear %g): kp %g N m/rad, kd %g N m s/rad, torque limit %s\n",
+                model->jnt_name[m->act_jnt[i]], model->act_name[i], (double)m->act_gear[i], (double)sp.kp[i],
+                (double)sp.kd[i], lim);
+      }
+    } else {
+      double a = INFINITY, b = -INFINITY, c = INFINITY, d = -INFINITY;
+      for (int i = 0; i < m->nu; i++) {
+        a = fmin(a, sp.kp[i]), b = fmax(b, sp.kp[i]);
+        c = fmin(c, sp.kd[i]), d = fmax(d, sp.kd[i]);
+      }
+      fprintf(stderr, "bcg: pd gains (kp, kd times gear / 100): kp %g..%g N m/rad, kd %g..%g N m s/rad over %d joints "
+              "('bcg check' lists each)\n", a, b, c, d, m->nu);
+    }
+    bcg_pd_check pc;
+    if (bcg_pd_check_gains(model, &sp, &pc)) {
+      int i = pc.act_max;
+      bcg_config_errorf(cfg, "sim", "kp", err, sizeof err,
+                        "the stiffest PD joint gets kp = %g N m/rad (joint '%s', gear %g), below M g h = %.0f N m/rad "
+                        "(mass %.1f kg, centre of mass %.2f m above the lowest contact point): no joint can hold the "
+                        "robot up (an inverted pendulum needs kp > M g h); raise [sim] kp above %.4g",
+                        pc.kp_max, model->jnt_name[m->act_jnt[i]], (double)m->act_gear[i], pc.need, pc.mass, pc.h,
+                        kp * pc.need / pc.kp_max);
+      fprintf(stderr, "bcg: warning: %s\n", err);
+    }
+  }
+  bcg_model_free(model);
+  return rc;
+}
+
+int bcg_cli_check_semantics(const bcg_config *cfg) { return bcg_cli_check_semantics_ex(cfg, 0); }
+
+int bcg_cli_check_semantics_ex(const bcg_config *cfg, int verbose) {
   char err[2048];
   const char *model = bcg_config_get_string(cfg, "model", "path");
   if (access(model, R_OK) != 0) {
@@ -83,5 +143,5 @@ int bcg_cli_check_semantics(const bcg_config *cfg) {
     return bcg_cli_error("%s", err);
   }
 #endif
-  return BCG_EXIT_OK;
+  return check_model(cfg, verbose);
 }

@@ -34,9 +34,15 @@ int bcg_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(p
 /* Parse "CONFIG [section.key=value ...]" and load the config; on failure
  * prints the message and returns the exit status (cfg stays NULL). */
 int bcg_cli_load_config(const char *cmd, int argc, char **argv, bcg_config **cfg);
-/* Checks beyond the key specs that need the file system (model file exists,
- * device available). Returns 0 or prints and returns BCG_EXIT_ERROR. */
+/* Checks beyond the key specs that need the file system (model file exists
+ * and compiles, device available, the floor a task needs); under
+ * actuation = pd one line of PD gains and a warning when they are
+ * implausible. Returns 0 or prints and returns BCG_EXIT_ERROR. */
 int bcg_cli_check_semantics(const bcg_config *cfg);
+/* The same; it also compiles the model ([model] path), checks the floor a
+ * task needs and prints the PD gains under actuation = pd (every joint when
+ * verbose: bcg check; one line otherwise) with a warning when implausible. */
+int bcg_cli_check_semantics_ex(const bcg_config *cfg, int verbose);
 /* [sweep] mode = zip needs lists of one length: 0, or the error printed and 1. */
 int bcg_cli_check_sweep(const bcg_config *cfg);
 

@@ -147,9 +147,14 @@ int bcg_cmd_bench(int argc, char **argv) {
   int maxthr = omp_get_max_threads();
   printf("bcg %s bench  %s\nmachine: %s, %d hardware threads (%s)\nprecision: %s\nmodel: %s (nq %d, nv %d, nu %d, "
          "%d contact slots)\nunit: physics steps (one substep of %g s, the unit of one mj_step) per second\n"
-         "state: default pose standing on the floor, PD holding it, %d environments per batch\n\n",
+         "state: default pose %s, PD holding it, %d environments per batch\n\n",
          BCG_VERSION, stamp, cpu, maxthr, host, BCG_REAL_NAME, model_path, m->nq, m->nv, m->nu, m->ncp,
-         (double)m->timestep, envs);
+         (double)m->timestep,
+         !m->has_floor ? "in the air: the model has no floor, so no contact is simulated"
+         : m->ncp == 0 ? "in the air: no geom can touch the floor, so no contact is simulated"
+         : bcg_has_free_root(m) ? "standing on the floor (lowest contact point 1 mm deep)"
+                                : "(fixed or planar root, not moved onto the floor)",
+         envs);
 
   /* MuJoCo reference: mj_step on the same model and state, one thread */
   double mj = 0;

@@ -8,7 +8,7 @@ int bcg_cmd_check(int argc, char **argv) {
   bcg_config *cfg;
   int rc = bcg_cli_load_config(argv[0], argc, argv, &cfg);
   if (rc) return rc;
-  rc = bcg_cli_check_semantics(cfg);
+  rc = bcg_cli_check_semantics_ex(cfg, 1); /* compiles the model, prints each joint's PD gains */
   if (rc == 0) rc = bcg_cli_check_sweep(cfg); /* what bcg sweep would refuse */
   if (rc == 0 && bcg_config_resolved_write(cfg, stdout)) rc = bcg_cli_error("writing to standard output failed");
   bcg_config_free(cfg);

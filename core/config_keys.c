@@ -36,6 +36,9 @@ static const bcg_key_spec run_keys[] = {
 static const bcg_key_spec model_keys[] = {
     {"path", BCG_KEY_PATH, "/usr/share/mujoco/model/humanoid/humanoid.xml", 0, 0, NULL,
      "MJCF file, compiled by libmujoco (default: MuJoCo's humanoid; relative to the working directory)"},
+    {"allow_no_floor", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "accept a model without floor contact (no floor plane, or no geom touching it) for a task that needs one "
+     "(imitation, locomotion); false: an error"},
 };
 
 static const bcg_key_spec sim_keys[] = {

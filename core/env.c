@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bcg/config.h"
+#include "bcg/loader.h"
 #include "bcg/sim_cuda.h"
 #include "bcg/rng.h"
 #include "clock.h"
@@ -268,12 +269,34 @@ bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bc
   return env;
 }
 
+int bcg_env_check_floor(const bcg_config *cfg, const bcg_model *model, char *err, size_t errlen) {
+  const bcg_plugin *pt = bcg_config_plugin(cfg, BCG_KIND_TASK);
+  const bcg_mdata *m = &model->m;
+  if (!pt || !(pt->desc->caps & BCG_CAP_NEEDS_FLOOR) || (m->has_floor && m->ncp > 0) ||
+      bcg_config_get_bool(cfg, "model", "allow_no_floor"))
+    return 0;
+  bcg_config_errorf(cfg, "model", "path", err, errlen,
+                    "%s: %s, but task '%s' stands on a floor (it would fall through): %s, or set [model] "
+                    "allow_no_floor = true",
+                    model->path,
+                    m->has_floor ? "the floor has no contact points (no geom can touch it, or contacts are disabled)"
+                                 : "no floor (no collidable plane on the world body)",
+                    pt->desc->name,
+                    m->has_floor ? "give the feet collision geoms (sphere, capsule, box)"
+                                 : "load the robot's scene file, which adds the floor (<geom type=\"plane\">)");
+  return -1;
+}
+
 bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errlen) {
   const char *path = bcg_config_get_string(cfg, "model", "path");
   char merr[1024];
   bcg_model *model = bcg_model_load(path, merr, sizeof merr);
   if (!model) {
     bcg_config_errorf(cfg, "model", "path", err, errlen, "%s", merr);
+    return NULL;
+  }
+  if (bcg_env_check_floor(cfg, model, err, errlen)) {
+    bcg_model_free(model);
     return NULL;
   }
   bcg_simparams sp;

@@ -2,8 +2,9 @@
  * mjModel into bcg's fixed-capacity bcg_mdata (see bcg/model.h).
  *
  * Everything bcg cannot represent is refused with a one-line message that
- * names the file and the offending element (by name, or by index when the
- * element is unnamed). */
+ * names the file and the offending element by name and index ("geom 'x'
+ * (#3) of body 'y'", "joint 'j' (#5) of body 'b'"; index only when unnamed);
+ * geoms and joints always with their body, actuators with their joint. */
 #include "bcg/model.h"
 
 #include <errno.h>
@@ -44,6 +45,33 @@ static const char *label(const mjModel *m, int type, const char *kind, int id, c
     snprintf(buf, len, "%s '%s'", kind, name);
   else
     snprintf(buf, len, "%s #%d", kind, id);
+  return buf;
+}
+
+/* "kind 'name' (#id)" or "kind #id" */
+static void name_id(const mjModel *m, int type, const char *kind, int id, char *buf, size_t len) {
+  const char *name = mj_id2name(m, type, id);
+  if (name && name[0])
+    snprintf(buf, len, "%s '%s' (#%d)", kind, name, id);
+  else
+    snprintf(buf, len, "%s #%d", kind, id);
+}
+
+/* "geom 'x' (#3) of body 'y'": a geom or joint with its body (the world's
+ * geoms: "of the world body") */
+static const char *glabel(const mjModel *m, int g, char *buf, size_t len) {
+  char a[200], b[200];
+  int body = m->geom_bodyid[g];
+  name_id(m, mjOBJ_GEOM, "geom", g, a, sizeof a);
+  if (body == 0) snprintf(buf, len, "%s of the world body", a);
+  else label(m, mjOBJ_BODY, "body", body, b, sizeof b), snprintf(buf, len, "%s of %s", a, b);
+  return buf;
+}
+static const char *jlabel(const mjModel *m, int j, char *buf, size_t len) {
+  char a[200], b[200];
+  name_id(m, mjOBJ_JOINT, "joint", j, a, sizeof a);
+  label(m, mjOBJ_BODY, "body", m->jnt_bodyid[j], b, sizeof b);
+  snprintf(buf, len, "%s of %s", a, b);
   return buf;
 }
 
@@ -90,10 +118,10 @@ static int excluded(const mjModel *m, int b1, int b2) {
 static int add_cp(conv *c, int g, const mjtNum *pos, mjtNum radius, mjtNum friction) {
   bcg_mdata *d = &c->out->m;
   const mjModel *m = c->mj;
-  char lb[96];
+  char lb[512];
   if (d->ncp >= BCG_MAX_CP)
-    return fail(c, "%s: too many contact points (more than BCG_MAX_CP = %d)",
-                label(m, mjOBJ_GEOM, "geom", g, lb, sizeof lb), BCG_MAX_CP);
+    return fail(c, "%s: too many contact points (more than BCG_MAX_CP = %d)", glabel(m, g, lb, sizeof lb),
+                BCG_MAX_CP);
   int k = d->ncp++;
   d->cp_body[k] = m->geom_bodyid[g];
   d->cp_geom[k] = g;
@@ -121,7 +149,7 @@ static int convert_capacity(conv *c) {
 
 static int convert_unsupported(conv *c) {
   const mjModel *m = c->mj;
-  char lb[96];
+  char lb[512];
   if (m->ntendon > 0)
     return fail(c, "%s: tendons are not supported", label(m, mjOBJ_TENDON, "tendon", 0, lb, sizeof lb));
   if (m->neq > 0)
@@ -136,7 +164,7 @@ static int convert_unsupported(conv *c) {
     return fail(c, "actuator activations (na = %d) are not supported", m->na);
   for (int v = 0; v < m->nv; v++)
     if (m->dof_frictionloss[v] != 0)
-      return fail(c, "%s: frictionloss is not supported", label(m, mjOBJ_JOINT, "joint", m->dof_jntid[v], lb, sizeof lb));
+      return fail(c, "%s: frictionloss is not supported", jlabel(m, m->dof_jntid[v], lb, sizeof lb));
   return 0;
 }
 
@@ -172,14 +200,14 @@ static int convert_joints(conv *c) {
   bcg_mdata *d = &c->out->m;
   const int nolimit = (m->opt.disableflags & mjDSBL_LIMIT) != 0;
   const int nopassive = (m->opt.disableflags & mjDSBL_PASSIVE) != 0;
-  char lb[96];
+  char lb[512];
   d->njnt = m->njnt;
   d->nq = m->nq;
   d->nv = m->nv;
   for (int j = 0; j < m->njnt; j++) {
     int t = m->jnt_type[j];
     if (t != mjJNT_FREE && t != mjJNT_BALL && t != mjJNT_SLIDE && t != mjJNT_HINGE)
-      return fail(c, "%s: joint type %d is not supported", label(m, mjOBJ_JOINT, "joint", j, lb, sizeof lb), t);
+      return fail(c, "%s: joint type %d is not supported", jlabel(m, j, lb, sizeof lb), t);
     d->jnt_type[j] = t;
     d->jnt_body[j] = m->jnt_bodyid[j];
     d->jnt_qposadr[j] = m->jnt_qposadr[j];
@@ -211,10 +239,16 @@ static int convert_joints(conv *c) {
 static int convert_actuators(conv *c) {
   const mjModel *m = c->mj;
   bcg_mdata *d = &c->out->m;
-  char lb[96];
+  char lb[512];
   d->nu = m->nu;
   for (int a = 0; a < m->nu; a++) {
-    label(m, mjOBJ_ACTUATOR, "actuator", a, lb, sizeof lb);
+    name_id(m, mjOBJ_ACTUATOR, "actuator", a, lb, sizeof lb);
+    if (m->actuator_trntype[a] == mjTRN_JOINT && m->actuator_trnid[2 * a] >= 0 &&
+        m->actuator_trnid[2 * a] < m->njnt) {
+      char jl[400];
+      size_t n = strlen(lb);
+      snprintf(lb + n, sizeof lb - n, " on %s", jlabel(m, m->actuator_trnid[2 * a], jl, sizeof jl));
+    }
     if (m->actuator_trntype[a] != mjTRN_JOINT)
       return fail(c, "%s: transmission type not supported (only joint transmission)", lb);
     if (m->actuator_dyntype[a] != mjDYN_NONE)
@@ -242,20 +276,19 @@ static int convert_actuators(conv *c) {
 static int convert_contacts(conv *c) {
   const mjModel *m = c->mj;
   bcg_mdata *d = &c->out->m;
-  char lb[96];
+  char lb[512];
   int floor = -1;
 
   /* The floor: collidable planes. Only one horizontal plane on the world body. */
   for (int g = 0; g < m->ngeom; g++) {
     if (m->geom_type[g] != mjGEOM_PLANE) continue;
     if (m->geom_contype[g] == 0 && m->geom_conaffinity[g] == 0) continue; /* visual */
-    label(m, mjOBJ_GEOM, "geom", g, lb, sizeof lb);
+    glabel(m, g, lb, sizeof lb);
     if (m->body_weldid[m->geom_bodyid[g]] != 0)
       return fail(c, "%s: plane on a moving body is not supported (only a floor on the world body)", lb);
     if (floor >= 0) {
-      char lb2[96];
-      return fail(c, "%s: more than one floor plane (first is %s)", lb,
-                  label(m, mjOBJ_GEOM, "geom", floor, lb2, sizeof lb2));
+      char lb2[512];
+      return fail(c, "%s: more than one floor plane (first is %s)", lb, glabel(m, floor, lb2, sizeof lb2));
     }
     /* The world body (and bodies welded to it) sit at the origin with their
      * compiled frames; compose body frame and geom frame for static bodies. */
@@ -297,8 +330,8 @@ static int convert_contacts(conv *c) {
        * touch it, which bcg cannot represent */
       for (int h = 0; h < m->ngeom; h++)
         if (m->body_weldid[m->geom_bodyid[h]] != 0 && can_collide(m, g, h))
-          return fail(c, "%s: static %s geom other than the floor is not supported",
-                      label(m, mjOBJ_GEOM, "geom", g, lb, sizeof lb), geom_type_name(m->geom_type[g]));
+          return fail(c, "%s: static %s geom other than the floor is not supported", glabel(m, g, lb, sizeof lb),
+                      geom_type_name(m->geom_type[g]));
       continue;
     }
     if (excluded(m, b, fb)) continue;
@@ -317,7 +350,7 @@ static int convert_contacts(conv *c) {
     if (condim == 1) mu = 0; /* frictionless contact */
 
     const mjtNum *gp = m->geom_pos + 3 * g, *gq = m->geom_quat + 4 * g, *sz = m->geom_size + 3 * g;
-    label(m, mjOBJ_GEOM, "geom", g, lb, sizeof lb);
+    glabel(m, g, lb, sizeof lb);
     switch (m->geom_type[g]) {
       case mjGEOM_SPHERE:
         if (add_cp(c, g, gp, sz[0], mu)) return -1;

@@ -2,11 +2,13 @@
  * validated configuration. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bcg/config.h"
 #include "bcg/loader.h"
 #include "bcg/sim.h"
+#include "bcg/step.h"
 
 int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg_simparams *sp, char *err,
                               size_t errlen) {
@@ -40,6 +42,39 @@ int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg
   const bcg_plugin *pl = bcg_config_plugin(cfg, BCG_KIND_CONTACT);
   sp->need_G = pl && (pl->desc->caps & BCG_CAP_NEEDS_DELASSUS) ? 1 : 0;
   return 0;
+}
+
+int bcg_pd_check_gains(const bcg_model *model, const bcg_simparams *sp, bcg_pd_check *c) {
+  const bcg_mdata *m = &model->m;
+  memset(c, 0, sizeof *c);
+  c->act_max = -1;
+  for (int i = 0; i < m->nu; i++)
+    if (c->act_max < 0 || sp->kp[i] > c->kp_max) c->kp_max = sp->kp[i], c->act_max = i;
+  c->g = sqrt((double)(m->gravity[0] * m->gravity[0] + m->gravity[1] * m->gravity[1] + m->gravity[2] * m->gravity[2]));
+  bcg_kin *kin = malloc(sizeof *kin);
+  if (!kin) return 0;
+  bcg_real q[BCG_MAX_Q];
+  for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
+  bcg_kinematics(m, q, kin);
+  const bcg_kin *kk = kin;
+  double mz = 0, lo = INFINITY;
+  for (int b = 1; b < m->nbody; b++) {
+    bcg_real ci[3];
+    m3_mulv(ci, kk->R[b], m->body_ipos[b]);
+    c->mass += m->body_mass[b];
+    mz += m->body_mass[b] * (double)(kk->p[b][2] + ci[2]);
+    if (m->ncp == 0 && kk->p[b][2] < lo) lo = kk->p[b][2];
+  }
+  for (int i = 0; i < m->ncp; i++) {
+    bcg_real pc[3];
+    bcg_contact_point(m, kk, i, pc);
+    if (pc[2] < lo) lo = pc[2];
+  }
+  free(kin);
+  if (c->mass > 0 && isfinite(lo)) c->h = mz / c->mass - lo;
+  if (c->act_max < 0 || !(c->g > 0) || !(c->h > 0)) return 0;
+  c->need = c->mass * c->g * c->h;
+  return c->kp_max < c->need ? 1 : 0;
 }
 
 int bcg_drparams_from_config(const bcg_config *cfg, bcg_drparams *dr, char *err, size_t errlen) {

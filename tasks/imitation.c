@@ -107,14 +107,27 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->dt = env->control_dt;
   /* the motion */
   const char *path = svc->get_string(p, "motion");
-  const char *qo = svc->get_string(p, "quat_order");
-  int quat = strcmp(qo, "wxyz") == 0 ? BCG_QUAT_WXYZ : strcmp(qo, "xyzw") == 0 ? BCG_QUAT_XYZW : BCG_QUAT_FILE;
+  const char *qo = svc->get_string(p, "quat_order"), *fmt = svc->get_string(p, "motion_format");
+  bcg_motion_opts mopt = {BCG_MOTION_AUTO, svc->get_real(p, "fps"), BCG_QUAT_FILE, svc->get_real(p, "motion_start"),
+                          svc->get_real(p, "motion_end")};
+  mopt.quat = strcmp(qo, "wxyz") == 0 ? BCG_QUAT_WXYZ : strcmp(qo, "xyzw") == 0 ? BCG_QUAT_XYZW : BCG_QUAT_FILE;
+  mopt.format = strcmp(fmt, "bcg") == 0 ? BCG_MOTION_BCG : strcmp(fmt, "lafan") == 0 ? BCG_MOTION_LAFAN : BCG_MOTION_AUTO;
   if (!path || !*path) return free(s), snprintf(err, errlen, "[task] motion: no motion file given"), NULL;
   char merr[1400];
-  if (bcg_motion_load(&s->mo, s->model, path, svc->get_real(p, "fps"), quat, merr, sizeof merr)) {
+  if (bcg_motion_load_opts(&s->mo, s->model, path, &mopt, merr, sizeof merr)) {
     snprintf(err, errlen, "[task] motion: %s", merr);
     free(s);
     return NULL;
+  }
+  if (mopt.format == BCG_MOTION_AUTO && s->mo.format == BCG_MOTION_LAFAN)
+    svc->log(2, "[task] motion: %s has no header: read as the LAFAN format (%g fps, root quaternion x y z w; "
+                "motion_format = bcg reads it as bcg's CSV)", path, s->mo.fps);
+  {
+    bcg_motion_checks mc;
+    char wl[3][1600];
+    bcg_motion_check(&s->mo, s->model, &mc);
+    int nw = bcg_motion_warnings(&s->mo, s->model, &mc, wl, 3);
+    for (int i = 0; i < nw; i++) svc->log(1, "[task] motion: %s", wl[i]);
   }
   s->loop = svc->get_bool(p, "loop");
   s->rsi = svc->get_bool(p, "rsi");
@@ -574,9 +587,16 @@ static const bcg_key_spec keys[] = {
     {"motion", BCG_KEY_PATH, NULL, 0, 0, NULL,
      "reference motion: CSV (one qpos frame per line, header '# fps=30 quat=wxyz') or HDF5 (.h5: dataset qpos "
      "[T][nq], attribute fps), relative to the working directory; see tasks/README.md"},
-    {"fps", BCG_KEY_REAL, "0", 0, 10000, NULL, "frame rate of the motion (0: from the file)"},
+    {"fps", BCG_KEY_REAL, "0", 0, 10000, NULL, "frame rate of the motion (0: from the file; lafan: 30)"},
     {"quat_order", BCG_KEY_CHOICE, "file", 0, 0, "file|wxyz|xyzw",
-     "order of quaternions in the file (file: its header's quat key, else wxyz)"},
+     "order of quaternions in the file (file: its header's quat key, else wxyz; lafan: xyzw)"},
+    {"motion_format", BCG_KEY_CHOICE, "auto", 0, 0, "auto|bcg|lafan",
+     "bcg: CSV with '# fps=..' header or HDF5; lafan: the LAFAN1 retargeting CSV (no header, 30 fps, root xyz, "
+     "quaternion x y z w, joints); auto: .h5 is HDF5, a CSV starting with numbers is lafan, else bcg"},
+    {"motion_start", BCG_KEY_REAL, "0", 0, 1e6, NULL,
+     "start of the segment of the clip to use, in seconds of the file (snapped to the nearest frame)"},
+    {"motion_end", BCG_KEY_REAL, "0", 0, 1e6, NULL,
+     "end of the segment, in seconds of the file (nearest frame, included); 0: the clip's end"},
     {"loop", BCG_KEY_BOOL, "false", 0, 0, NULL,
      "repeat the clip (the root's horizontal pose continues from the last frame); false: done at its end"},
     {"rsi", BCG_KEY_BOOL, "true", 0, 0, NULL,
@@ -669,6 +689,6 @@ static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim,
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "imitation", "track a reference motion (CSV/HDF5 qpos frames)"),
-    keys, BCG_NKEYS(keys), BCG_CAP_DIFFERENTIABLE, &ops};
+    keys, BCG_NKEYS(keys), BCG_CAP_DIFFERENTIABLE | BCG_CAP_NEEDS_FLOOR, &ops};
 
 BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }

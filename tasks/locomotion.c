@@ -290,6 +290,6 @@ static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim,
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "locomotion", "run forward at a commanded speed, upright and alive"),
-    keys, BCG_NKEYS(keys), BCG_CAP_DIFFERENTIABLE, &ops};
+    keys, BCG_NKEYS(keys), BCG_CAP_DIFFERENTIABLE | BCG_CAP_NEEDS_FLOOR, &ops};
 
 BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }

@@ -24,7 +24,22 @@
  * ASCII or UTF-8, as h5py writes it).
  *
  * A file's own fps must be finite and within [BCG_MOTION_FPS_MIN,
- * BCG_MOTION_FPS_MAX]; an attribute holding more than one value is an error. */
+ * BCG_MOTION_FPS_MAX]; an attribute holding more than one value is an error.
+ *
+ * LAFAN format (the public LAFAN1 retargeting data set's CSVs, read as they
+ * are): no header and no comment lines, one frame per line at 30 fps, nq
+ * numbers: root x y z, root quaternion x y z w (w LAST), then the joints in
+ * qpos order. Formats (bcg_motion_opts.format): BCG_MOTION_BCG (the CSV above
+ * or HDF5), BCG_MOTION_LAFAN, BCG_MOTION_AUTO: .h5/.hdf5 is HDF5; a CSV whose
+ * first non-empty line is a '#' line or a row of names is bcg's; a bare CSV
+ * (its first line already numbers) is LAFAN.
+ *
+ * Every quaternion's norm must be within BCG_MOTION_QNORM_TOL of 1 (an error
+ * naming the file, line and joint); rows are then normalised. A segment
+ * [start, end] (seconds of the file, snapped to the nearest frame) keeps part
+ * of a long clip. bcg_motion_check then counts what loads but looks wrong
+ * (root upside down in the first frames, joints outside their ranges, contact
+ * points below the floor) and bcg_motion_warnings words it. */
 #ifndef BCG_TASKS_MOTION_H
 #define BCG_TASKS_MOTION_H
 
@@ -39,8 +54,30 @@
 
 #include "bcg/dyn.h"
 #include "bcg/model.h"
+#include "bcg/step.h"
 
 enum { BCG_QUAT_FILE = 0, BCG_QUAT_WXYZ = 1, BCG_QUAT_XYZW = 2 };
+enum { BCG_MOTION_AUTO = 0, BCG_MOTION_BCG = 1, BCG_MOTION_LAFAN = 2 };
+static inline const char *bcg_motion_format_name(int f) {
+  return f == BCG_MOTION_LAFAN ? "lafan" : f == BCG_MOTION_BCG ? "bcg" : "auto";
+}
+
+/* frame rate of the LAFAN format (it has no header to say so) */
+#define BCG_LAFAN_FPS 30.0
+/* a quaternion whose norm is further than this from 1 is an error */
+#define BCG_MOTION_QNORM_TOL 0.01
+/* bcg_motion_check: frames looked at for an upside-down root, tolerance of
+ * the joint ranges (rad or m), depth below the floor that counts (m) */
+#define BCG_MOTION_UPSIDE_FRAMES 10
+#define BCG_MOTION_RANGE_TOL 0.01
+#define BCG_MOTION_FLOOR_TOL 0.005
+
+typedef struct bcg_motion_opts {
+  int format;        /* BCG_MOTION_AUTO | _BCG | _LAFAN */
+  double fps;        /* > 0 replaces the file's (LAFAN: BCG_LAFAN_FPS) */
+  int quat;          /* BCG_QUAT_FILE: the file's (bcg: its quat key, else wxyz; LAFAN: xyzw) */
+  double start, end; /* segment in seconds of the file; end <= 0: to the clip's end */
+} bcg_motion_opts;
 
 /* The frame rate a motion file may declare (a finite number in this range;
  * the task's fps key, when set, replaces the file's and is not checked here). */
@@ -53,6 +90,8 @@ typedef struct bcg_motion {
   double fps;
   double *qpos; /* [nframes][nq], quaternions w x y z, normalised */
   char path[1024];
+  int format;      /* BCG_MOTION_BCG or BCG_MOTION_LAFAN: how it was read */
+  int first_frame; /* index in the file of frame 0 (a segment's start) */
   /* loop transform (free root only): one clip maps the first frame's root
    * horizontal pose onto the last one's: yaw dpsi about z, then xy shift */
   double loop_dpsi, loop_dxy[2];
@@ -140,8 +179,9 @@ static inline int mo_fix_row(const bcg_model *model, double *row, int xyzw, cons
       memcpy(q, t, sizeof t);
     }
     double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
-    if (!(n > 1e-6) || !isfinite(n)) {
-      snprintf(err, errlen, "%s:%d: quaternion of joint '%s' has norm %g", path, line, model->jnt_name[j], n);
+    if (!(n > 1e-6) || !isfinite(n) || fabs(n - 1) > BCG_MOTION_QNORM_TOL) {
+      snprintf(err, errlen, "%s:%d: quaternion of joint '%s' has norm %g (must be 1 within %g: is the column layout "
+               "right?)", path, line, model->jnt_name[j], n, BCG_MOTION_QNORM_TOL);
       return -1;
     }
     for (int i = 0; i < 4; i++) q[i] /= n;
@@ -190,8 +230,10 @@ static inline void mo_finish(bcg_motion *mo, const bcg_model *model) {
   }
 }
 
-static inline int bcg_motion_load_csv(bcg_motion *mo, const bcg_model *model, const char *path, double fps,
-                                      int quat, char *err, size_t errlen) {
+/* format: BCG_MOTION_AUTO decides on the first non-empty line ('#' or names:
+ * bcg; numbers: LAFAN) */
+static inline int mo_load_csv(bcg_motion *mo, const bcg_model *model, const char *path, double fps, int quat,
+                              int format, char *err, size_t errlen) {
   const bcg_mdata *m = &model->m;
   int nq = m->nq;
   FILE *f = fopen(path, "r");
@@ -211,6 +253,18 @@ static inline int bcg_motion_load_csv(bcg_motion *mo, const bcg_model *model, co
     line++;
     char *s = mo_trim(buf);
     if (!*s) continue;
+    if (format == BCG_MOTION_AUTO) { /* the first non-empty line decides */
+      char *end;
+      strtod(s, &end);
+      format = (*s != '#' && end != s) ? BCG_MOTION_LAFAN : BCG_MOTION_BCG;
+    }
+    if (format == BCG_MOTION_LAFAN && (*s == '#' || !(isdigit((unsigned char)*s) || strchr("+-.", *s)))) {
+      snprintf(err, errlen,
+               "%s:%d: a header or comment line, but the LAFAN format has none (motion_format = lafan: numbers only, "
+               "30 fps, root x y z, root quaternion x y z w, joints); use motion_format = bcg or auto",
+               path, line);
+      goto done;
+    }
     if (*s == '#') { /* header keys */
       for (char *t = s + 1; *t;) {
         while (*t && (isspace((unsigned char)*t) || *t == ',')) t++;
@@ -256,9 +310,9 @@ static inline int bcg_motion_load_csv(bcg_motion *mo, const bcg_model *model, co
       t = c + 1;
     }
     if (nf != nq) {
-      snprintf(err, errlen,
-               "%s:%d: %d columns, but model %s has nq = %d (one qpos frame per line in MuJoCo's order)", path,
-               line, nf, model->path, nq);
+      snprintf(err, errlen, "%s:%d: %d columns, but model %s has nq = %d (%s)", path, line, nf, model->path, nq,
+               format == BCG_MOTION_LAFAN ? "LAFAN format: root x y z, root quaternion x y z w, the joints in qpos order"
+                                          : "one qpos frame per line in MuJoCo's order");
       goto done;
     }
     char *end;
@@ -299,10 +353,11 @@ static inline int bcg_motion_load_csv(bcg_motion *mo, const bcg_model *model, co
         goto done;
       }
     }
-    int order = quat ? quat : (file_quat ? file_quat : BCG_QUAT_WXYZ);
+    int order = quat ? quat : (file_quat ? file_quat : format == BCG_MOTION_LAFAN ? BCG_QUAT_XYZW : BCG_QUAT_WXYZ);
     if (mo_fix_row(model, row, order == BCG_QUAT_XYZW, path, line, err, errlen)) goto done;
     n++;
   }
+  if (format == BCG_MOTION_LAFAN) file_fps = BCG_LAFAN_FPS;
   if (n < 2) {
     snprintf(err, errlen, "%s: %d frames (need at least 2)", path, n);
     goto done;
@@ -316,6 +371,7 @@ static inline int bcg_motion_load_csv(bcg_motion *mo, const bcg_model *model, co
   mo->nq = nq;
   mo->fps = fps;
   mo->qpos = q;
+  mo->format = format == BCG_MOTION_LAFAN ? BCG_MOTION_LAFAN : BCG_MOTION_BCG;
   q = NULL;
   snprintf(mo->path, sizeof mo->path, "%s", path);
   mo_finish(mo, model);
@@ -325,6 +381,11 @@ done:
   free(buf);
   fclose(f);
   return rc;
+}
+
+static inline int bcg_motion_load_csv(bcg_motion *mo, const bcg_model *model, const char *path, double fps,
+                                      int quat, char *err, size_t errlen) {
+  return mo_load_csv(mo, model, path, fps, quat, BCG_MOTION_AUTO, err, errlen);
 }
 
 /* Attributes are read only when they hold exactly one value (a scalar or a
@@ -471,6 +532,7 @@ static inline int bcg_motion_load_h5(bcg_motion *mo, const bcg_model *model, con
   mo->nq = m->nq;
   mo->fps = fps;
   mo->qpos = q;
+  mo->format = BCG_MOTION_BCG;
   q = NULL;
   snprintf(mo->path, sizeof mo->path, "%s", path);
   mo_finish(mo, model);
@@ -484,15 +546,174 @@ done:
   return rc;
 }
 
-/* Load by extension: .h5/.hdf5 as HDF5, anything else as CSV. fps <= 0 takes
- * the file's rate; quat BCG_QUAT_FILE takes the file's order (default wxyz). */
-static inline int bcg_motion_load(bcg_motion *mo, const bcg_model *model, const char *path, double fps, int quat,
-                                  char *err, size_t errlen) {
+/* Keep frames [round(start fps), round(end fps)] of the file (end <= 0: to
+ * its last frame); at least 2 frames must remain. */
+static inline int mo_segment(bcg_motion *mo, const bcg_model *model, double start, double end, char *err,
+                             size_t errlen) {
+  if (start <= 0 && end <= 0) return 0;
+  int n = mo->nframes;
+  double D = bcg_motion_duration(mo);
+  if (!(start >= 0) || !isfinite(start) || !(end >= 0) || !isfinite(end)) {
+    snprintf(err, errlen, "%s: segment motion_start = %g s, motion_end = %g s: must be finite and >= 0", mo->path,
+             start, end);
+    return -1;
+  }
+  long a = lround(start * mo->fps), b = end > 0 ? lround(end * mo->fps) : n - 1;
+  if (a > n - 2) {
+    snprintf(err, errlen, "%s: motion_start = %g s is at or beyond the clip's end (%d frames at %g fps = %g s)",
+             mo->path, start, n, mo->fps, D);
+    return -1;
+  }
+  if (b > n - 1) {
+    snprintf(err, errlen, "%s: motion_end = %g s is beyond the clip's end (%d frames at %g fps = %g s)", mo->path, end,
+             n, mo->fps, D);
+    return -1;
+  }
+  if (b < a + 1) {
+    snprintf(err, errlen, "%s: segment [motion_start = %g s, motion_end = %g s] holds %ld frame(s) at %g fps (need at "
+             "least 2: motion_end must be after motion_start)", mo->path, start, end, b - a + 1, mo->fps);
+    return -1;
+  }
+  int nq = mo->nq, k = (int)(b - a + 1);
+  memmove(mo->qpos, mo->qpos + (size_t)a * nq, sizeof(double) * (size_t)k * nq);
+  mo->nframes = k;
+  mo->first_frame = (int)a;
+  mo_finish(mo, model);
+  return 0;
+}
+
+/* Load by o->format (auto: .h5/.hdf5 as HDF5, a CSV by its first line), then
+ * keep the segment o->start..o->end. */
+static inline int bcg_motion_load_opts(bcg_motion *mo, const bcg_model *model, const char *path,
+                                       const bcg_motion_opts *o, char *err, size_t errlen) {
   memset(mo, 0, sizeof *mo);
   const char *dot = strrchr(path, '.');
-  if (dot && (strcmp(dot, ".h5") == 0 || strcmp(dot, ".hdf5") == 0))
-    return bcg_motion_load_h5(mo, model, path, fps, quat, err, errlen);
-  return bcg_motion_load_csv(mo, model, path, fps, quat, err, errlen);
+  int h5 = dot && (strcmp(dot, ".h5") == 0 || strcmp(dot, ".hdf5") == 0), rc;
+  if (h5 && o->format == BCG_MOTION_LAFAN) {
+    snprintf(err, errlen, "%s: motion_format = lafan reads CSV files, not HDF5 (use auto or bcg)", path);
+    return -1;
+  }
+  if (h5) rc = bcg_motion_load_h5(mo, model, path, o->fps, o->quat, err, errlen);
+  else rc = mo_load_csv(mo, model, path, o->fps, o->quat, o->format, err, errlen);
+  if (rc == 0 && mo_segment(mo, model, o->start, o->end, err, errlen)) {
+    bcg_motion_free(mo);
+    rc = -1;
+  }
+  return rc;
+}
+
+/* bcg_motion_load_opts with format auto and the whole clip. fps <= 0 takes
+ * the file's rate; quat BCG_QUAT_FILE takes the file's order. */
+static inline int bcg_motion_load(bcg_motion *mo, const bcg_model *model, const char *path, double fps, int quat,
+                                  char *err, size_t errlen) {
+  bcg_motion_opts o = {BCG_MOTION_AUTO, fps, quat, 0, 0};
+  return bcg_motion_load_opts(mo, model, path, &o, err, errlen);
+}
+
+/* ---- load-time checks --------------------------------------------------------- */
+
+typedef struct bcg_motion_checks {
+  /* free root: frames among the first BCG_MOTION_UPSIDE_FRAMES whose root z
+   * axis points down (world z component < 0), and the lowest component */
+  int upside_frames, upside_checked;
+  double upside_zz;
+  /* limited hinge/slide joints beyond their range by more than
+   * BCG_MOTION_RANGE_TOL: frames with any, values in all; the worst one */
+  int range_frames, range_values, range_jnt, range_frame;
+  double range_value, range_excess;
+  /* frames whose lowest contact point is more than BCG_MOTION_FLOOR_TOL
+   * below the floor (models with a floor); the deepest */
+  int floor_frames, floor_frame, floor_cp;
+  double floor_depth;
+} bcg_motion_checks;
+
+static inline void bcg_motion_check(const bcg_motion *mo, const bcg_model *model, bcg_motion_checks *c) {
+  const bcg_mdata *m = &model->m;
+  memset(c, 0, sizeof *c);
+  c->range_jnt = c->range_frame = c->floor_frame = c->floor_cp = -1;
+  c->upside_zz = 1;
+  int root = bcg_has_free_root(m) ? m->jnt_qposadr[m->body_jntadr[1]] : -1;
+  bcg_kin k;
+  real_t q[BCG_MAX_Q];
+  for (int i = 0; i < mo->nframes; i++) {
+    const double *f = mo->qpos + (size_t)i * mo->nq;
+    if (root >= 0 && i < BCG_MOTION_UPSIDE_FRAMES) {
+      double R[9];
+      mo_q2mat(R, f + root + 3);
+      c->upside_checked++;
+      if (R[8] < 0) c->upside_frames++;
+      if (R[8] < c->upside_zz) c->upside_zz = R[8];
+    }
+    int bad = 0;
+    for (int j = 0; j < m->njnt; j++) {
+      int t = m->jnt_type[j];
+      if (!m->jnt_limited[j] || (t != BCG_JNT_HINGE && t != BCG_JNT_SLIDE)) continue;
+      double v = f[m->jnt_qposadr[j]], lo = m->jnt_range[j][0], hi = m->jnt_range[j][1];
+      double ex = v < lo ? lo - v : v > hi ? v - hi : 0;
+      if (ex > BCG_MOTION_RANGE_TOL) {
+        bad = 1;
+        c->range_values++;
+        if (ex > c->range_excess) {
+          c->range_excess = ex;
+          c->range_value = v;
+          c->range_jnt = j;
+          c->range_frame = mo->first_frame + i;
+        }
+      }
+    }
+    c->range_frames += bad;
+    if (m->has_floor && m->ncp > 0) {
+      for (int r = 0; r < mo->nq; r++) q[r] = (real_t)f[r];
+      bcg_kinematics(m, q, &k);
+      double lo = 1e30;
+      int cp = -1;
+      for (int p = 0; p < m->ncp; p++) {
+        real_t pc[3];
+        bcg_contact_point(m, &k, p, pc);
+        double g = (double)(pc[2] + k.o[2] - m->floor_z);
+        if (g < lo) lo = g, cp = p;
+      }
+      if (lo < -BCG_MOTION_FLOOR_TOL) {
+        c->floor_frames++;
+        if (-lo > c->floor_depth) {
+          c->floor_depth = -lo;
+          c->floor_frame = mo->first_frame + i;
+          c->floor_cp = cp;
+        }
+      }
+    }
+  }
+}
+
+/* The warnings of c, one line each (no trailing newline), naming the file;
+ * frames are indices in the file (0 = its first frame). Returns the count. */
+static inline int bcg_motion_warnings(const bcg_motion *mo, const bcg_model *model, const bcg_motion_checks *c,
+                                      char (*line)[1600], int cap) {
+  int n = 0;
+  const bcg_mdata *m = &model->m;
+  if (c->upside_frames > 0 && n < cap)
+    snprintf(line[n++], 1600,
+             "%s: the root is upside down in %d of the first %d frames (its z axis has world z %.2f): is the "
+             "quaternion order right? (read as %s; set [task] quat_order or motion_format)",
+             mo->path, c->upside_frames, c->upside_checked, c->upside_zz,
+             mo->format == BCG_MOTION_LAFAN ? "x y z w, the LAFAN format" : "the file's order");
+  if (c->range_frames > 0 && n < cap) {
+    int j = c->range_jnt;
+    snprintf(line[n++], 1600,
+             "%s: %d of %d frames have joints outside their ranges (%d values beyond %g); worst: joint '%s' = %.3f at "
+             "frame %d, %.3f beyond [%.3f, %.3f]",
+             mo->path, c->range_frames, mo->nframes, c->range_values, BCG_MOTION_RANGE_TOL, model->jnt_name[j],
+             c->range_value, c->range_frame, c->range_excess, (double)m->jnt_range[j][0], (double)m->jnt_range[j][1]);
+  }
+  if (c->floor_frames > 0 && n < cap) {
+    int p = c->floor_cp, b = m->cp_body[p];
+    snprintf(line[n++], 1600,
+             "%s: %d of %d frames have a contact point more than %g m below the floor; deepest %.4f m at frame %d "
+             "(geom '%s' of body '%s')",
+             mo->path, c->floor_frames, mo->nframes, BCG_MOTION_FLOOR_TOL, c->floor_depth, c->floor_frame,
+             model->cp_geom_name[p][0] ? model->cp_geom_name[p] : "(unnamed)", model->body_name[b]);
+  }
+  return n;
 }
 
 /* ---- sampling --------------------------------------------------------------- */

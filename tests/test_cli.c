@@ -230,6 +230,48 @@ static void test_sweep_zip_lengths(void) {
   CU_ASSERT_STRING_EQUAL(out, want);
 }
 
+/* bcg check compiles the model: conversion errors, the floor a task needs
+ * ([model] allow_no_floor), and under actuation = pd every joint's effective
+ * gains (kp * gear / 100) with a warning when they cannot hold the robot up;
+ * bcg bench --model says when it simulates no contact. */
+static void test_check_model(void) {
+  setup();
+  const char *p = write_ini("pd.ini", "[sim]\nactuation = pd\n");
+  CU_ASSERT_EQUAL(run_err("check %s", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg:   joint 'right_hip_y' (actuator 'right_hip_y', gear 120): kp 600 N m/rad, "
+                                     "kd 12 N m s/rad, torque limit 120 N m\n"));
+  CU_ASSERT_PTR_NULL(strstr(out, "warning"));
+  CU_ASSERT_EQUAL(run_err("check %s sim.kp=200", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: warning: command line: [sim] kp: the stiffest PD joint gets kp = 240 N m/rad "
+                                     "(joint 'right_hip_y', gear 120), below M g h = "));
+  /* motor actuation: gains unused, nothing printed */
+  CU_ASSERT_EQUAL(run_err("check %s sim.actuation=motor", p), 0);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  /* a floorless robot file for a task that stands on the floor */
+  char text[1024], want[1024];
+  const char *body = "/usr/share/mujoco/model/humanoid100/humanoid_body.xml";
+  snprintf(text, sizeof text, "[model]\npath = %s\n[task]\nplugin = locomotion\n", body);
+  p = write_ini("nofloor.ini", text);
+  CU_ASSERT_EQUAL(run("check %s", p), 1);
+  snprintf(want, sizeof want, "bcg: error: %s:2: [model] path: %s: no floor (no collidable plane on the world body), "
+           "but task 'locomotion' stands on a floor", p, body);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "or set [model] allow_no_floor = true\n"));
+  CU_ASSERT_EQUAL(run_out("check %s model.allow_no_floor=true", p), 0);
+  /* a conversion error names the geom and its body */
+  const char *x = write_ini("cyl.xml", "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
+                                       "<body name='torso' pos='0 0 1'><freejoint/><geom name='can' type='cylinder' "
+                                       "size='.1 .2'/></body></worldbody></mujoco>\n");
+  snprintf(text, sizeof text, "[model]\npath = %s\n", x);
+  p = write_ini("cyl.ini", text);
+  CU_ASSERT_EQUAL(run("check %s", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "geom 'can' (#1) of body 'torso': cylinder collision geom"));
+  /* bench says what it simulates */
+  CU_ASSERT_EQUAL(run_out("bench --model %s --seconds 0.01 --envs 1", body), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "state: default pose in the air: the model has no floor, so no contact is simulated"));
+  CU_ASSERT_PTR_NULL(strstr(out, "standing on the floor"));
+}
+
 static void test_describe(void) {
   CU_ASSERT_EQUAL(run("describe test_contact"), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "contact plugin test_contact: zero impulses (test plugin)"));
@@ -605,7 +647,7 @@ static void test_cleanup(void) {
 
 BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
           {"plugins", test_plugins}, {"truncated plugin", test_truncated_plugin},
-          {"sweep zip of unequal lengths", test_sweep_zip_lengths}, {"describe", test_describe}, {"check", test_check}, {"train", test_train},
+          {"sweep zip of unequal lengths", test_sweep_zip_lengths}, {"describe", test_describe}, {"check", test_check}, {"check compiles the model", test_check_model}, {"train", test_train},
           {"sweep, eval, gradstats", test_sweep_eval_gradstats},
           {"the shipped policy stands (make demo)", test_shipped_policy}, {"run paths absolute", test_run_paths},
           {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning},

@@ -1,6 +1,7 @@
 /* tests/test_model.c - MJCF loading and conversion (core/model.c) and the
  * MuJoCo reference helper (core/mjref.c). */
 #include <mujoco/mujoco.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "bcg/mjref.h"
 #include "bcg/model.h"
+#include "bcg/sim.h"
 #include "testutil.h"
 
 #define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
@@ -451,6 +453,71 @@ static void test_errors(void) {
   }
 }
 
+/* Every geom and joint error names the element (name and index) and its
+ * body; actuators name their joint and its body. */
+static void test_error_labels(void) {
+  const char *p = write_xml("named_cyl.xml",
+    "<mujoco><worldbody><geom name='floor' type='plane' size='1 1 .1'/>\n"
+    "<body name='torso' pos='0 0 1'><freejoint/><geom name='can' type='cylinder' size='.1 .2'/></body>\n"
+    "</worldbody></mujoco>\n");
+  expect_error(p, "geom 'can' (#1) of body 'torso': cylinder collision geom", NULL);
+  p = write_xml("unnamed_cyl2.xml",
+    "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
+    "<body pos='0 0 1'><freejoint/><geom type='cylinder' size='.1 .2'/></body>\n"
+    "</worldbody></mujoco>\n");
+  expect_error(p, "geom #1 of body #1: cylinder", NULL);
+  p = write_xml("frictionloss.xml",
+    "<mujoco><worldbody><body name='thigh'><joint name='hip'/><geom size='.1'/>\n"
+    "<body name='shin' pos='0 0 1'><joint name='knee' frictionloss='1'/><geom size='.1'/></body></body>"
+    "</worldbody></mujoco>\n");
+  expect_error(p, "joint 'knee' (#1) of body 'shin': frictionloss is not supported", NULL);
+  p = write_xml("servo2.xml",
+    "<mujoco><worldbody><body name='arm'><joint name='j'/><geom size='.1'/></body></worldbody>\n"
+    "<actuator><position name='servo' joint='j' kp='10'/></actuator></mujoco>\n");
+  expect_error(p, "actuator 'servo' (#0) on joint 'j' (#0) of body 'arm': gain/bias type not supported", NULL);
+  p = write_xml("two_floors.xml",
+    "<mujoco><worldbody><geom name='a' type='plane' size='1 1 .1'/><geom name='b' type='plane' size='1 1 .1'/>\n"
+    "<body pos='0 0 1'><freejoint/><geom size='.1'/></body></worldbody></mujoco>\n");
+  expect_error(p, "geom 'b' (#1) of the world body: more than one floor plane (first is geom 'a' (#0) of the world body)",
+               NULL);
+}
+
+/* bcg_pd_check_gains: humanoid.xml's default gains (kp = 500: the stiffest
+ * joint 600 N m/rad) hold it (M g h about 340); kp = 200 (240) and a
+ * gear-1 robot's 5 N m/rad do not. */
+static void test_pd_gains(void) {
+  bcg_model *m = load_ok(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  bcg_simparams sp;
+  bcg_simparams_default(m, &sp);
+  bcg_pd_check c;
+  for (int i = 0; i < m->m.nu; i++) sp.kp[i] = (bcg_real)(500 * m->m.act_gear[i] / 100);
+  CU_ASSERT_EQUAL(bcg_pd_check_gains(m, &sp, &c), 0);
+  CU_ASSERT_DOUBLE_EQUAL(c.kp_max, 600, 1e-9);
+  CU_ASSERT(c.mass > 35 && c.mass < 45);
+  CU_ASSERT(c.h > 0.7 && c.h < 1.0);
+  CU_ASSERT(c.need > 300 && c.need < 400);
+  CU_ASSERT_STRING_EQUAL(m->act_name[c.act_max], "right_hip_y");
+  for (int i = 0; i < m->m.nu; i++) sp.kp[i] = (bcg_real)(200 * m->m.act_gear[i] / 100);
+  CU_ASSERT_EQUAL(bcg_pd_check_gains(m, &sp, &c), 1);
+  for (int i = 0; i < m->m.nu; i++) sp.kp[i] = 5; /* kp = 500 on a gear-1 robot */
+  CU_ASSERT_EQUAL(bcg_pd_check_gains(m, &sp, &c), 1);
+  CU_ASSERT_DOUBLE_EQUAL(c.kp_max, 5, 1e-9);
+  bcg_model_free(m);
+  /* no criterion without gravity */
+  const char *p = write_xml("nograv.xml",
+    "<mujoco><option gravity='0 0 0'/><worldbody><geom type='plane' size='1 1 .1'/>\n"
+    "<body pos='0 0 1'><freejoint/><geom size='.1'/><body pos='0 0 .3'><joint name='j' axis='0 1 0'/>"
+    "<geom size='.1'/></body></body></worldbody><actuator><motor joint='j' gear='1'/></actuator></mujoco>\n");
+  m = load_ok(p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  bcg_simparams_default(m, &sp);
+  sp.kp[0] = (bcg_real)1e-3;
+  CU_ASSERT_EQUAL(bcg_pd_check_gains(m, &sp, &c), 0);
+  CU_ASSERT_EQUAL(c.need, 0);
+  bcg_model_free(m);
+}
+
 static void test_default_path(void) {
   const char *old = getenv("BCG_MODEL");
   char *saved = old ? strdup(old) : NULL;
@@ -547,7 +614,7 @@ static void cleanup(void) {
   CU_PASS("cleanup");
 }
 
-BCG_TESTS({"humanoid", test_humanoid}, {"own_models", test_own_models}, {"contact_rules", test_contact_rules},
+BCG_TESTS({"error_labels", test_error_labels}, {"pd_gains", test_pd_gains}, {"humanoid", test_humanoid}, {"own_models", test_own_models}, {"contact_rules", test_contact_rules},
           {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref},
           {"cleanup", cleanup});
 BCG_RUN("model")

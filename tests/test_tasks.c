@@ -197,16 +197,348 @@ static void test_csv_mismatch(void) {
   CU_ASSERT_NOT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
   snprintf(want, sizeof want, "%s:4: 8 columns", p);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
-  /* no frame rate */
+  /* no frame rate: bcg's CSV without a header (format auto reads a bare CSV
+   * as LAFAN, 30 fps) */
   f = fopen(p, "w");
   fprintf(f, "0,0,0,0,0,0,0,0,0\n0,0,0,0,0,0,0,0,0\n");
   fclose(f);
-  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  bcg_motion_opts o = {BCG_MOTION_BCG, 0, BCG_QUAT_FILE, 0, 0};
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "fps"));
-  CU_ASSERT_EQUAL(bcg_motion_load(&mo, model, p, 50, 0, err, sizeof err), 0);
+  o.fps = 50;
+  CU_ASSERT_EQUAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(mo.fps, 50);
+  bcg_motion_free(&mo);
+  CU_ASSERT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(mo.format, BCG_MOTION_LAFAN);
+  CU_ASSERT_EQUAL(mo.fps, 30);
   bcg_motion_free(&mo);
   unlink(p);
   bcg_model_free(model);
+}
+
+/* ---- the LAFAN format, segments, load-time checks (generated data) -------------- */
+
+/* frames [n][nq] of the humanoid in the LAFAN1 retargeting CSV format: no
+ * header, root x y z, root quaternion x y z w, joints; 6 decimals like the
+ * public files */
+static void write_bare(const char *path, const bcg_model *model, const double *Q, int n, int xyzw) {
+  const bcg_mdata *m = &model->m;
+  FILE *f = fopen(path, "w");
+  for (int i = 0; i < n; i++) {
+    const double *q = Q + (size_t)i * m->nq;
+    for (int c = 0; c < m->nq; c++) {
+      double v = (xyzw && c >= 3 && c < 7) ? (c == 6 ? q[3] : q[c + 1]) : q[c];
+      fprintf(f, c ? ",%.6f" : "%.6f", v);
+    }
+    fprintf(f, "\n");
+  }
+  fclose(f);
+}
+
+static void write_lafan(const char *path, const bcg_model *model, const double *Q, int n) {
+  write_bare(path, model, Q, n, 1);
+}
+
+static double max_diff(const double *a, const double *b, size_t n) {
+  double w = 0;
+  for (size_t i = 0; i < n; i++) w = fmax(w, fabs(a[i] - b[i]));
+  return w;
+}
+
+static void test_lafan_format(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  bcg_motion ref, mo;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&ref, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(ref.format, BCG_MOTION_BCG);
+  int n = 60, nq = model->m.nq;
+  const char *p = "/tmp/bcg_tt_lafan.csv";
+  write_lafan(p, model, ref.qpos, n);
+  /* auto: a bare CSV is LAFAN (30 fps, x y z w) */
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, p, 0, BCG_QUAT_FILE, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(mo.format, BCG_MOTION_LAFAN);
+  CU_ASSERT_EQUAL(mo.nframes, n);
+  CU_ASSERT_EQUAL(mo.fps, 30);
+  CU_ASSERT(max_diff(mo.qpos, ref.qpos, (size_t)n * nq) < 2e-6);
+  bcg_motion_free(&mo);
+  /* explicit lafan, the task's fps replacing 30 */
+  bcg_motion_opts o = {BCG_MOTION_LAFAN, 60, BCG_QUAT_FILE, 0, 0};
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(mo.fps, 60);
+  CU_ASSERT(max_diff(mo.qpos, ref.qpos, (size_t)n * nq) < 2e-6);
+  bcg_motion_free(&mo);
+  /* bcg's CSV reading of the same file: no frame rate */
+  o.format = BCG_MOTION_BCG, o.fps = 0;
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "no frame rate"));
+  /* lafan on a file with a header: an error naming file and line */
+  o.format = BCG_MOTION_LAFAN;
+  char want[512];
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, motion_file("run.csv"), &o, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s:1: a header or comment line, but the LAFAN format has none", motion_file("run.csv"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  /* ... and on HDF5 */
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, "/tmp/x.h5", &o, err, sizeof err), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "lafan reads CSV files"));
+  /* a G1 clip (36 columns) given to the humanoid: the message names the LAFAN layout */
+  FILE *f = fopen(p, "w");
+  for (int i = 0; i < 3; i++) {
+    for (int c = 0; c < 36; c++) fprintf(f, c ? ",%.6f" : "%.6f", c == 6 ? 1.0 : 0.0);
+    fprintf(f, "\n");
+  }
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s:1: 36 columns, but model %s has nq = 28 (LAFAN format: root x y z, root quaternion x y z w", p, HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  /* through the plugin: motion_format = lafan */
+  write_lafan(p, model, ref.qpos, n);
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nmotion_format = lafan\n", p);
+  CU_ASSERT_EQUAL(inst_make(&I, HUMANOID, lines, 1), 0);
+  if (I.err[0]) fprintf(stderr, "%s\n", I.err);
+  inst_free(&I);
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nmotion_format = bcg\n", p);
+  CU_ASSERT_NOT_EQUAL(inst_make(&I, HUMANOID, lines, 1), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "[task] motion: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "no frame rate"));
+  inst_free(&I);
+  bcg_motion_free(&ref);
+  unlink(p);
+  bcg_model_free(model);
+}
+
+/* motion_start / motion_end: seconds of the file, nearest frame, end included */
+static void test_motion_segment(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  bcg_motion ref, mo;
+  char err[2048], want[512];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&ref, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
+  int n = 90, nq = model->m.nq;
+  const char *p = "/tmp/bcg_tt_lafan_seg.csv";
+  write_lafan(p, model, ref.qpos, n);
+  bcg_motion_opts o = {BCG_MOTION_AUTO, 0, BCG_QUAT_FILE, 1.0, 2.01};
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(mo.nframes, 31);
+  CU_ASSERT_EQUAL(mo.first_frame, 30);
+  CU_ASSERT(max_diff(mo.qpos, ref.qpos + 30 * nq, (size_t)31 * nq) < 2e-6);
+  CU_ASSERT_DOUBLE_EQUAL(bcg_motion_duration(&mo), 1.0, 1e-12);
+  bcg_motion_free(&mo);
+  /* start only: to the end */
+  o.end = 0;
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(mo.nframes, n - 30);
+  bcg_motion_free(&mo);
+  /* errors name the file and the key */
+  o.start = 5, o.end = 0;
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s: motion_start = 5 s is at or beyond the clip's end (90 frames at 30 fps", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  o.start = 0, o.end = 4;
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s: motion_end = 4 s is beyond the clip's end", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  o.start = 2, o.end = 1;
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "motion_end must be after motion_start"));
+  /* through the plugin: a reset without rsi starts at the segment's first frame */
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nmotion_start = 1\nmotion_end = 2\nrsi = false\n", p);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 1), 0);
+  bcg_real x[BCG_MAX_Q + BCG_MAX_DOF];
+  bcg_task_clock clk;
+  int e0 = 0;
+  CU_ASSERT_EQUAL(I.ops->reset(I.task, &e0, 1, 0, x, &clk), 0);
+  double d = 0;
+  for (int c = 0; c < nq; c++) d = fmax(d, fabs((double)x[c] - ref.qpos[30 * nq + c]));
+  CU_ASSERT(d < 2e-6);
+  inst_free(&I);
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nmotion_start = 10\n", p);
+  CU_ASSERT_NOT_EQUAL(inst_make(&I, HUMANOID, lines, 1), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "[task] motion: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "motion_start = 10 s"));
+  inst_free(&I);
+  bcg_motion_free(&ref);
+  unlink(p);
+  bcg_model_free(model);
+}
+
+/* quaternion norm (error), upside-down root (the wrong order), joints out of
+ * range and contact points below the floor (warnings with counts) */
+static void test_motion_checks(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  const bcg_mdata *m = &model->m;
+  bcg_motion ref, mo;
+  bcg_motion_checks c;
+  char err[2048], want[512], wl[3][1600];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&ref, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
+  int n = 40, nq = m->nq;
+  const char *p = "/tmp/bcg_tt_lafan_chk.csv";
+  double *Q = malloc(sizeof(double) * (size_t)n * nq);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(Q);
+  /* clean: nothing to say */
+  write_lafan(p, model, ref.qpos, n);
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  bcg_motion_check(&mo, model, &c);
+  CU_ASSERT_EQUAL(c.upside_checked, BCG_MOTION_UPSIDE_FRAMES);
+  CU_ASSERT_EQUAL(c.upside_frames + c.range_frames + c.floor_frames, 0);
+  CU_ASSERT_EQUAL(bcg_motion_warnings(&mo, model, &c, wl, 3), 0);
+  bcg_motion_free(&mo);
+  /* the wrong quaternion order: a bare CSV in w x y z read as LAFAN (x y z
+   * w) turns the upright root upside down (the other mistake, x y z w read
+   * as w x y z, turns it 180 degrees about z and is not seen) */
+  bcg_motion_opts o = {BCG_MOTION_AUTO, 0, BCG_QUAT_FILE, 0, 0};
+  write_bare(p, model, ref.qpos, n, 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  bcg_motion_check(&mo, model, &c);
+  CU_ASSERT_EQUAL(c.upside_frames, BCG_MOTION_UPSIDE_FRAMES);
+  CU_ASSERT(c.upside_zz < -0.9);
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_warnings(&mo, model, &c, wl, 3) >= 1, 1);
+  snprintf(want, sizeof want, "%s: the root is upside down in 10 of the first 10 frames", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(wl[0], want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(wl[0], "quaternion order right? (read as x y z w, the LAFAN format"));
+  printf("\n  %s\n", wl[0]);
+  bcg_motion_free(&mo);
+  /* a joint out of range in frames 3..7, 0.3 rad beyond */
+  memcpy(Q, ref.qpos, sizeof(double) * (size_t)n * nq);
+  int j = -1;
+  for (int k = 0; k < m->njnt; k++)
+    if (!strcmp(model->jnt_name[k], "right_knee")) j = k;
+  CU_ASSERT_FATAL(j >= 0 && m->jnt_limited[j]);
+  for (int i = 3; i < 8; i++) Q[(size_t)i * nq + m->jnt_qposadr[j]] = m->jnt_range[j][0] - 0.3 - 0.01 * i;
+  write_lafan(p, model, Q, n);
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  bcg_motion_check(&mo, model, &c);
+  CU_ASSERT_EQUAL(c.range_frames, 5);
+  CU_ASSERT_EQUAL(c.range_values, 5);
+  CU_ASSERT_EQUAL(c.range_jnt, j);
+  CU_ASSERT_EQUAL(c.range_frame, 7);
+  CU_ASSERT_DOUBLE_EQUAL(c.range_excess, 0.37, 2e-6);
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_warnings(&mo, model, &c, wl, 3), 1 + (c.floor_frames > 0));
+  snprintf(want, sizeof want, "%s: 5 of 40 frames have joints outside their ranges (5 values beyond 0.01); worst: joint 'right_knee'", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(wl[0], want));
+  printf("  %s\n", wl[0]);
+  bcg_motion_free(&mo);
+  /* the body 5 cm below the floor in frames 10..19 */
+  memcpy(Q, ref.qpos, sizeof(double) * (size_t)n * nq);
+  for (int i = 10; i < 20; i++) Q[(size_t)i * nq + 2] -= 0.05;
+  write_lafan(p, model, Q, n);
+  o.quat = BCG_QUAT_FILE, o.start = 0.1, o.end = 0;
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
+  bcg_motion_check(&mo, model, &c);
+  CU_ASSERT_EQUAL(c.floor_frames, 10);
+  CU_ASSERT(c.floor_depth > 0.049 && c.floor_depth < 0.052);
+  CU_ASSERT(c.floor_frame >= 10 && c.floor_frame < 20); /* a frame of the file, not of the segment */
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_warnings(&mo, model, &c, wl, 3), 1);
+  snprintf(want, sizeof want, "%s: 10 of 37 frames have a contact point more than 0.005 m below the floor; deepest 0.05", p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(wl[0], want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(wl[0], "of body '"));
+  printf("  %s\n", wl[0]);
+  bcg_motion_free(&mo);
+  /* a quaternion far from unit norm: an error naming file, line and joint */
+  memcpy(Q, ref.qpos, sizeof(double) * (size_t)n * nq);
+  for (int k = 3; k < 7; k++) Q[(size_t)4 * nq + k] *= 1.5;
+  write_lafan(p, model, Q, n);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s:5: quaternion of joint '%s' has norm 1.5", p, model->jnt_name[0]);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  printf("  %s\n", err);
+  /* 6 decimals (the public files) are within the tolerance */
+  for (int k = 3; k < 7; k++) Q[(size_t)4 * nq + k] /= 1.5 * (1 + 4e-3);
+  write_lafan(p, model, Q, n);
+  CU_ASSERT_EQUAL(bcg_motion_load(&mo, model, p, 0, 0, err, sizeof err), 0);
+  bcg_motion_free(&mo);
+  free(Q);
+  bcg_motion_free(&ref);
+  unlink(p);
+  bcg_model_free(model);
+}
+
+/* One real LAFAN1 G1 clip, where ../shared/motions exists: its first lines
+ * have the format the loader reads (no header, 36 numbers, a unit
+ * quaternion x y z w with the root upright). The G1 itself does not load in
+ * libmujoco 2.2, so this checks the format only. */
+static void test_lafan_real_clip(void) {
+  char p[1024];
+  repo_path("../shared/motions/lafan1_g1/run.csv", p, sizeof p);
+  FILE *f = fopen(p, "r");
+  if (!f) {
+    printf("\n  skipped: %s absent\n", p);
+    return;
+  }
+  char line[1 << 14];
+  for (int i = 0; i < 5 && fgets(line, sizeof line, f); i++) {
+    double v[64];
+    int nf = 0;
+    char *s = line, *end;
+    for (;;) {
+      v[nf] = strtod(s, &end);
+      CU_ASSERT_FATAL(end != s);
+      nf++;
+      if (*end != ',' || nf >= 64) break;
+      s = end + 1;
+    }
+    CU_ASSERT_EQUAL(nf, 36);
+    double nrm = sqrt(v[3] * v[3] + v[4] * v[4] + v[5] * v[5] + v[6] * v[6]);
+    CU_ASSERT(fabs(nrm - 1) < BCG_MOTION_QNORM_TOL);
+    double q[4] = {v[6], v[3], v[4], v[5]}, R[9]; /* x y z w -> w x y z */
+    mo_q2mat(R, q);
+    CU_ASSERT(R[8] > 0.5);  /* upright when read x y z w */
+    CU_ASSERT(v[2] > 0.5 && v[2] < 1.0); /* root height (m) */
+  }
+  fclose(f);
+}
+
+/* A task that stands on a floor refuses a model without one, naming the
+ * config's [model] path, unless [model] allow_no_floor = true. */
+static void test_floor_required(void) {
+  const char *xml = "/tmp/bcg_tt_nofloor.xml";
+  FILE *f = fopen(xml, "w");
+  fprintf(f, "<mujoco><worldbody><body name='torso' pos='0 0 1'><freejoint/><geom name='t' size='.1'/>\n"
+             "<body name='leg' pos='0 0 -.3'><joint name='hip' axis='0 1 0'/><geom name='foot' size='.05'/></body>\n"
+             "</body></worldbody><actuator><motor joint='hip' gear='10'/></actuator></mujoco>\n");
+  fclose(f);
+  inst I;
+  CU_ASSERT_NOT_EQUAL(inst_make(&I, xml, "plugin = locomotion\n", 1), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "[model] path: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "no floor (no collidable plane on the world body), but task 'locomotion'"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "allow_no_floor = true"));
+  printf("\n  %s\n", I.err);
+  inst_free(&I);
+  /* a floor that nothing can touch */
+  f = fopen(xml, "w");
+  fprintf(f, "<mujoco><worldbody><geom type='plane' size='1 1 .1'/><body name='torso' pos='0 0 1'><freejoint/>"
+             "<geom size='.1' contype='2' conaffinity='2'/>\n"
+             "<body name='leg' pos='0 0 -.3'><joint name='hip' axis='0 1 0'/><geom size='.05' contype='2' "
+             "conaffinity='2'/></body>\n</body></worldbody><actuator><motor joint='hip' gear='10'/></actuator></mujoco>\n");
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(inst_make(&I, xml, "plugin = locomotion\n", 1), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "the floor has no contact points"));
+  inst_free(&I);
+  /* allowed explicitly */
+  char dir[1024], path[] = "/tmp/bcg_tt_floor_XXXXXX.ini", e[2048];
+  bcg_registry *reg = bcg_registry_new();
+  snprintf(dir, sizeof dir, "%s/plugins", bcg_test_build_dir());
+  bcg_registry_scan_dir(reg, dir, 1);
+  int fd = mkstemps(path, 4);
+  CU_ASSERT_FATAL(fd >= 0);
+  f = fdopen(fd, "w");
+  fprintf(f, "[model]\npath = %s\nallow_no_floor = true\n[task]\nplugin = locomotion\n", xml);
+  fclose(f);
+  bcg_config *cfg = NULL;
+  CU_ASSERT_EQUAL_FATAL(bcg_config_load_with(&cfg, reg, path, 0, NULL, e, sizeof e), 0);
+  bcg_env *env = bcg_env_create(cfg, 1, e, sizeof e);
+  CU_ASSERT_PTR_NOT_NULL(env);
+  bcg_env_free(env);
+  bcg_config_free(cfg);
+  bcg_registry_free(reg);
+  unlink(path);
+  unlink(xml);
 }
 
 static void test_hdf5(void) {
@@ -1198,6 +1530,9 @@ static void test_add_resume(void) {
 }
 
 BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_mismatch}, {"hdf5", test_hdf5},
+          {"lafan_format", test_lafan_format}, {"motion_segment", test_motion_segment},
+          {"motion_checks", test_motion_checks}, {"lafan_real_clip", test_lafan_real_clip},
+          {"floor_required", test_floor_required},
           {"hdf5_attributes", test_hdf5_attributes},
           {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},

@@ -50,6 +50,12 @@ typedef struct bcg_config bcg_config;
  * [contact] plugin, [run] seed and device, with room for nenv environments.
  * The task is not created here (env->task stays NULL). */
 bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errlen);
+/* Whether the config's task can run on model: a task plugin with
+ * BCG_CAP_NEEDS_FLOOR (imitation, locomotion) needs floor contact (a floor
+ * plane and at least one contact point), unless [model] allow_no_floor is
+ * true. 0, or -1 with a one-line message naming the config's [model] path.
+ * bcg_env_create and bcg check call it. */
+int bcg_env_check_floor(const bcg_config *cfg, const bcg_model *model, char *err, size_t errlen);
 /* Build an env from parts (tests, tools). The env takes ownership of model
  * and of the contact instance when own != 0. */
 bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bcg_contact_ops *contact_ops,

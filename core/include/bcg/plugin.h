@@ -63,6 +63,8 @@ typedef struct bcg_key_spec {
 #define BCG_CAP_CUDA (1ull << 1)           /* has CUDA entry points in this .so */
 #define BCG_CAP_DIFFERENTIABLE (1ull << 2) /* provides exact VJPs */
 #define BCG_CAP_NEEDS_BACKWARD (1ull << 3) /* learner: uses estimator backward */
+#define BCG_CAP_NEEDS_FLOOR (1ull << 4)    /* task: its episodes stand on a floor; the env refuses a model
+                                              without floor contact unless [model] allow_no_floor = true */
 
 /* ---- services the host hands to plugins ---------------------------------- */
 

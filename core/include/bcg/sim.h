@@ -134,6 +134,25 @@ typedef struct bcg_config bcg_config;
 int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg_simparams *sp, char *err,
                               size_t errlen);
 
+/* Plausibility of PD gains (actuation = pd): the largest effective gain
+ * kp_i (N m/rad; [sim] kp * gear_i / 100) against M g h, M the model's mass,
+ * g |gravity|, h the height of its centre of mass above its lowest contact
+ * point (or lowest body origin without contact points) in the default pose.
+ * A robot standing on one joint is an inverted pendulum, which a PD joint
+ * holds upright only when kp > M g h: when even the stiffest joint is below
+ * that, no joint can hold the robot up (a gear-1 robot such as the G1 gets
+ * 5 N m/rad from kp = 500; humanoid.xml's stiffest joint gets 600 against
+ * M g h of about 390). Returns 1 when implausible (kp_max < need), else 0;
+ * need is 0 when the criterion does not apply (no actuators, no gravity,
+ * h <= 0). */
+typedef struct bcg_pd_check {
+  double kp_max; /* the largest effective kp (N m/rad) */
+  int act_max;   /* its actuator, -1 if none */
+  double mass, g, h;
+  double need; /* M g h (N m/rad) */
+} bcg_pd_check;
+int bcg_pd_check_gains(const bcg_model *model, const bcg_simparams *sp, bcg_pd_check *c);
+
 /* Domain randomisation parameters from a config's [sim] dr_* keys. */
 int bcg_drparams_from_config(const bcg_config *cfg, bcg_drparams *dr, char *err, size_t errlen);
 
