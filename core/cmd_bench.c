@@ -1,16 +1,24 @@
 /* cmd_bench.c - `bcg bench`: physics steps per second on the CPU beside
- * MuJoCo's own mj_step on the same model and state, measured in the same run.
+ * MuJoCo's own mj_step on the same model and state, measured in the same run;
+ * `bcg bench --train CONFIG`: seconds per training iteration of any config
+ * and where they go (bench_train below).
  *
  * Unit: one substep at the model's timestep (the same unit as one mj_step).
  * Forward = bcg_sim_substep; forward+backward = a substep plus its adjoint
  * (which recomputes the substep from its saved input, as training does).
  * The state is the model's default pose standing on the floor (lowest
  * contact point 1 mm deep), zero action, PD actuation holding the pose. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,9 +28,13 @@
 #include "bcg/config.h"
 #include "bcg/loader.h"
 #include "bcg/mjref.h"
+#include "bcg/nn.h"
 #include "bcg/sim.h"
+#include "bcg/train.h"
 #include "bcg/version.h"
 #include "cmd.h"
+
+int openblas_get_num_threads(void); /* libopenblas */
 
 static double now(void) {
   struct timespec ts;
@@ -121,7 +133,212 @@ static int make_config(const char *contact, const char *model_path, bcg_config *
   return rc;
 }
 
+/* ---- bcg bench --train CONFIG [--iterations N] [section.key=value ...] ----
+ *
+ * The training loop itself (bcg_train_run, so the numbers are those of `bcg
+ * train`) for 1 + N iterations into a temporary run directory that is removed
+ * afterwards; the first iteration is a warm-up (first-touch allocations,
+ * caches, OpenMP and OpenBLAS thread start-up). Over the N measured
+ * iterations: wall time per iteration split into the process-wide clocks
+ * `bcg train` prints at its end (physics forward and adjoint, networks,
+ * task, estimator; bcg_env_time, bcg_nn_time, bcg_session_time) and the rest
+ * (learner bookkeeping, optimiser, logging), samples per second, the thread
+ * counts and the machine. Periodic checkpoints are off (checkpoint_every = 0;
+ * the final one is written after the measurement). */
+
+typedef struct bt_snap {
+  double t, sim, vjp, nn, task, est;
+  uint64_t samples;
+} bt_snap;
+
+typedef struct bt_ctx {
+  int64_t warm, last;
+  bt_snap s[2];
+  int threads, blas_threads;
+} bt_ctx;
+
+static bt_snap bt_now(uint64_t samples) {
+  bt_snap s;
+  double f, b;
+  s.t = now();
+  bcg_env_time(&s.sim, &s.vjp);
+  bcg_nn_time(&f, &b);
+  s.nn = f + b;
+  bcg_session_time(&s.task, &s.est);
+  s.samples = samples;
+  return s;
+}
+
+static int bt_on_iteration(void *ctx, int64_t done, uint64_t samples, double wall, const bcg_learner_stats *st) {
+  bt_ctx *c = ctx;
+  (void)wall;
+  (void)st;
+  if (done == c->warm) {
+    c->s[0] = bt_now(samples);
+    c->threads = omp_get_max_threads();
+    c->blas_threads = openblas_get_num_threads();
+  }
+  if (done == c->last) c->s[1] = bt_now(samples);
+  return 0;
+}
+
+static void rm_run_dir(const char *dir) {
+  char p[PATH_MAX + 300];
+  snprintf(p, sizeof p, "%s/checkpoints", dir);
+  DIR *d = opendir(p);
+  struct dirent *de;
+  if (d) {
+    while ((de = readdir(d)))
+      if (de->d_name[0] != '.') {
+        snprintf(p, sizeof p, "%s/checkpoints/%s", dir, de->d_name);
+        unlink(p);
+      }
+    closedir(d);
+  }
+  snprintf(p, sizeof p, "%s/checkpoints", dir);
+  rmdir(p);
+  if ((d = opendir(dir))) {
+    while ((de = readdir(d)))
+      if (de->d_name[0] != '.') {
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        unlink(p);
+      }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+/* the commit of the checkout bcg runs in, when there is one */
+static void git_commit(char *buf, size_t len) {
+  snprintf(buf, len, "unknown (not run in a git checkout)");
+  FILE *p = popen("git rev-parse --short=12 HEAD 2>/dev/null && git status --porcelain -uno 2>/dev/null | head -n 1", "r");
+  if (!p) return;
+  char line[256] = "", dirty[256] = "";
+  if (fgets(line, sizeof line, p) && line[0]) {
+    line[strcspn(line, "\n")] = 0;
+    int d = fgets(dirty, sizeof dirty, p) != NULL;
+    snprintf(buf, len, "%s%s", line, d ? " (with uncommitted changes)" : "");
+  }
+  pclose(p);
+}
+
+static int bench_train(int argc, char **argv) {
+  const char *path = NULL;
+  long iters = 3;
+  const char *ov[300];
+  int nov = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--train")) {
+      if (i + 1 == argc) return bcg_cli_usage("bench", "--train needs CONFIG");
+      path = argv[++i];
+    }
+    else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
+      char *e;
+      iters = strtol(argv[++i], &e, 10);
+      if (e == argv[i]) iters = 0;
+      if (*e || iters < 1 || iters > 1000000) return bcg_cli_usage("bench", "--iterations must be a positive integer");
+    } else if (argv[i][0] != '-' && strchr(argv[i], '=') && nov < 256) ov[nov++] = argv[i];
+    else return bcg_cli_usage("bench", "unknown argument '%s' (with --train: --iterations N and section.key=value)", argv[i]);
+  }
+  if (!path) return bcg_cli_usage("bench", "--train needs CONFIG");
+  char tmpl[PATH_MAX];
+  const char *td = getenv("TMPDIR");
+  snprintf(tmpl, sizeof tmpl, "%s/bcg_bench_train_XXXXXX", td && td[0] ? td : "/tmp");
+  if (!mkdtemp(tmpl)) return bcg_cli_error("%s: cannot create a temporary run directory: %s", tmpl, strerror(errno));
+  char ck[PATH_MAX + 16];
+  snprintf(ck, sizeof ck, "%s/checkpoints", tmpl);
+  if (mkdir(ck, 0755)) {
+    rmdir(tmpl);
+    return bcg_cli_error("%s: cannot create: %s", ck, strerror(errno));
+  }
+  /* the budget is the bench's: these come after the caller's overrides */
+  char it_ov[64];
+  snprintf(it_ov, sizeof it_ov, "run.iterations=%ld", iters + 1);
+  char *av[320];
+  int ac = 0;
+  av[ac++] = "bench";
+  av[ac++] = (char *)path;
+  for (int i = 0; i < nov; i++) av[ac++] = (char *)ov[i];
+  av[ac++] = it_ov;
+  av[ac++] = "run.samples=0";
+  av[ac++] = "run.seconds=0";
+  av[ac++] = "run.checkpoint_every=0";
+  bcg_config *cfg = NULL;
+  int rc = bcg_cli_load_config("bench", ac, av, &cfg);
+  if (!rc) rc = bcg_cli_check_semantics(cfg);
+  if (rc) {
+    rm_run_dir(tmpl);
+    bcg_config_free(cfg);
+    return rc;
+  }
+
+  char cpu[256], host[256] = "?", commit[300], stamp[64];
+  cpu_name(cpu, sizeof cpu);
+  gethostname(host, sizeof host);
+  git_commit(commit, sizeof commit);
+  time_t tt = time(NULL);
+  strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", gmtime(&tt));
+  cpu_set_t cs;
+  int naff = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : -1;
+  double la[3] = {-1, -1, -1};
+  FILE *lf = fopen("/proc/loadavg", "r");
+  if (lf) {
+    if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
+    fclose(lf);
+  }
+  const char *wp = getenv("OMP_WAIT_POLICY");
+  const bcg_plugin *pl[4] = {bcg_config_plugin(cfg, BCG_KIND_LEARNER), bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR),
+                             bcg_config_plugin(cfg, BCG_KIND_CONTACT), bcg_config_plugin(cfg, BCG_KIND_TASK)};
+  printf("bcg %s bench --train %s  %s\n", BCG_VERSION, path, stamp);
+  printf("machine: %s, %ld cores online, %d in this process's affinity mask (%s); load average %.2f %.2f %.2f at the "
+         "start\n",
+         cpu, sysconf(_SC_NPROCESSORS_ONLN), naff, host, la[0], la[1], la[2]);
+  printf("commit: %s\nprecision: %s; device: %s; OMP_WAIT_POLICY %s\n", commit, BCG_REAL_NAME,
+         bcg_config_get_string(cfg, "run", "device"), wp && wp[0] ? wp : "unset");
+  printf("config: %s (learner %s, estimator %s, contact %s, task %s), %ld environments\n", path,
+         pl[0] ? pl[0]->desc->name : "-", pl[1] ? pl[1]->desc->name : "-", pl[2] ? pl[2]->desc->name : "-",
+         pl[3] ? pl[3]->desc->name : "-", bcg_config_get_int(cfg, "run", "num_envs"));
+  fflush(stdout);
+
+  bt_ctx c;
+  memset(&c, 0, sizeof c);
+  c.warm = 1;
+  c.last = 1 + iters;
+  bcg_train_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.run_dir = tmpl;
+  opt.on_iteration = bt_on_iteration;
+  opt.ctx = &c;
+  bcg_train_result res;
+  char err[4096];
+  rc = bcg_train_run(cfg, &opt, &res, err, sizeof err);
+  rm_run_dir(tmpl);
+  bcg_config_free(cfg);
+  if (rc) return bcg_cli_error("%s", err);
+  if (res.iterations < c.last) return bcg_cli_error("bench --train: the run stopped after %lld iterations", (long long)res.iterations);
+
+  const bt_snap *a = &c.s[0], *b = &c.s[1];
+  double n = (double)iters, wall = b->t - a->t;
+  double part[6] = {(b->sim - a->sim) / n, (b->vjp - a->vjp) / n, (b->nn - a->nn) / n, (b->task - a->task) / n,
+                    (b->est - a->est) / n, 0};
+  double total = wall / n;
+  part[5] = total - part[0] - part[1] - part[2] - part[3] - part[4];
+  static const char *names[6] = {"physics forward", "physics adjoint", "networks", "task", "estimator",
+                                 "the rest"};
+  printf("threads: %d (OpenMP), OpenBLAS %d\n", c.threads, c.blas_threads);
+  printf("iterations: %ld measured after 1 warm-up, %.3f s\n\n", iters, wall);
+  printf("%-18s %12s %8s\n", "per iteration", "s", "share");
+  for (int k = 0; k < 6; k++) printf("%-18s %12.6f %7.1f%%\n", names[k], part[k], total > 0 ? 100 * part[k] / total : 0);
+  printf("%-18s %12.6f %7.1f%%\n", "total", total, 100.0);
+  double spi = (double)(b->samples - a->samples) / n;
+  printf("\nsamples: %.0f per iteration, %.0f samples/s\n", spi, wall > 0 ? spi * n / wall : 0);
+  printf("(the rest: the learner's own work: sampling, losses, advantages, gathers, Adam, normalisers; logging)\n");
+  return BCG_EXIT_OK;
+}
+
 int bcg_cmd_bench(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--train")) return bench_train(argc, argv);
   const char *model_path = NULL;
   double seconds = 1.0;
   int envs = 64;

@@ -75,10 +75,10 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
   printf("bcg: train: %s after %lld iterations, %llu samples, %.1f s; checkpoint %s\n",
          res.stopped ? (stop_requested ? "interrupted" : "stopped") : "finished", (long long)res.iterations,
          (unsigned long long)res.samples, res.wall, res.checkpoint);
-  double sess = res.time_sim + res.time_sim_vjp + res.time_nn; /* lower bound of this session's time */
+  double sess = res.time_sim + res.time_sim_vjp + res.time_nn + res.time_task + res.time_est; /* lower bound */
   printf("bcg: train: time in this session: physics forward %.1f s, physics adjoint %.1f s, networks %.1f s, "
-         "the rest (task, estimator and learner bookkeeping, optimiser, checkpoints) %.1f s\n",
-         res.time_sim, res.time_sim_vjp, res.time_nn, fmax(0, res.session_wall - sess));
+         "task %.1f s, estimator %.1f s, the rest (learner bookkeeping, optimiser, logging, checkpoints) %.1f s\n",
+         res.time_sim, res.time_sim_vjp, res.time_nn, res.time_task, res.time_est, fmax(0, res.session_wall - sess));
   fflush(stdout);
   return BCG_EXIT_OK;
 }

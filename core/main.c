@@ -1,6 +1,8 @@
 /* main.c - the bcg command: a dispatch table of subcommands (see cmd.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bcg/config.h"
 #include "bcg/real.h"
@@ -37,9 +39,15 @@ static const struct command {
      "--initial evaluates the untrained policy; --compare-initial both, with a one-line result and a verdict.\n"
      "--select-best (RUN_DIR): evaluates every checkpoint in bcg only and reports the one with the lowest E_fixed\n"
      "(learning is not monotone; MuJoCo plays no part in the choice)."},
-    {"bench", bcg_cmd_bench, "[--model MJCF] [--envs N] [--seconds S]", "physics steps/s beside MuJoCo mj_step",
+    {"bench", bcg_cmd_bench,
+     "[--model MJCF] [--envs N] [--seconds S] | --train CONFIG [--iterations N] [section.key=value ...]",
+     "physics steps/s beside MuJoCo mj_step; seconds per training iteration",
      "Physics steps per second (forward and forward+backward) per contact model on the CPU, one thread and all\n"
-     "threads, beside MuJoCo's mj_step on the same model and state measured in the same run, as ratios."},
+     "threads, beside MuJoCo's mj_step on the same model and state measured in the same run, as ratios.\n"
+     "--train CONFIG: 1 + N iterations (default N = 3) of the training CONFIG describes, in a temporary run\n"
+     "directory removed afterwards; over the N after the warm-up, seconds per iteration split into physics\n"
+     "forward, physics adjoint, networks, task, estimator and the rest, samples/s, the thread counts, the\n"
+     "machine (CPU, cores, load average) and the commit."},
     {"plugins", bcg_cmd_plugins, "", "list the plugins found",
      "Lists every plugin found on the search path ($BCG_PLUGIN_PATH, the build tree's\n"
      "plugins/, PREFIX/lib/bcg/plugins) with kind, name, file and description;\n"
@@ -114,7 +122,21 @@ static int help(const char *name) {
   return BCG_EXIT_OK;
 }
 
+/* OpenMP threads that wait for work sleep (OMP_WAIT_POLICY=passive) unless
+ * the caller chose a policy: libgomp's default spins after every parallel
+ * region, and with thousands of short regions per training iteration a
+ * spinning thread takes the core that another thread (another process, or
+ * this one's next region) needs: 2 threads on 2 cores with one of them busy
+ * ran 20x slower than 1 thread (docs/performance.md section 6). libgomp reads
+ * the policy once when it loads, so bcg sets it and starts itself again. */
+static void omp_passive(char **argv) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+  execv("/proc/self/exe", argv); /* returns only on failure: carry on as we are */
+}
+
 int main(int argc, char **argv) {
+  omp_passive(argv);
   if (argc < 2) {
     usage(stderr);
     return BCG_EXIT_USAGE;

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <ctype.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,53 @@
 #endif
 
 #define NO_OFF ((size_t)-1)
+
+/* ---- GEMM on the OpenMP threads -----------------------------------------------
+ *
+ * OpenBLAS runs single-threaded (set here at the first GEMM): its own
+ * pthread pool beside OpenMP's team oversubscribed the cores (its workers
+ * spin after each call while OpenMP's threads start the next physics
+ * region), and most of bcg's GEMMs are too small to be worth a thread. A
+ * GEMM of at least NN_PAR_MIN multiply-adds per thread is split here over
+ * OpenMP threads instead: C's rows (or its columns, when it has more of them)
+ * in contiguous blocks, one single-threaded GEMM per block. Each element of C
+ * is still one dot product over K in OpenBLAS's order, so the result does not
+ * depend on the split (and a given thread count gives the same bits every
+ * time). Inside a parallel region a GEMM stays on its thread. */
+#define NN_PAR_MIN (1 << 18)
+
+void openblas_set_num_threads(int n); /* libopenblas */
+static int blas_single; /* OpenBLAS set to one thread */
+
+static void nn_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, bcg_real alpha, const bcg_real *A,
+                    int lda, const bcg_real *B, int ldb, bcg_real beta, bcg_real *C, int ldc) {
+  if (!__atomic_load_n(&blas_single, __ATOMIC_RELAXED)) {
+    openblas_set_num_threads(1);
+    __atomic_store_n(&blas_single, 1, __ATOMIC_RELAXED);
+  }
+  double work = (double)M * (double)N * (double)K;
+  int split_rows = M >= N, D = split_rows ? M : N;
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (nt > work / NN_PAR_MIN) nt = (int)(work / NN_PAR_MIN);
+  if (nt > D / 4) nt = D / 4; /* blocks of at least 4 rows or columns */
+  if (nt <= 1) {
+    BCG_GEMM(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    int t = omp_get_thread_num(), n = omp_get_num_threads();
+    int lo = (int)((long)D * t / n), hi = (int)((long)D * (t + 1) / n);
+    if (hi > lo) {
+      if (split_rows) /* op(A) rows lo..hi: A's rows (NoTrans) or columns (Trans) */
+        BCG_GEMM(CblasRowMajor, ta, tb, hi - lo, N, K, alpha, ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo,
+                 lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);
+      else /* op(B) columns lo..hi: B's columns (NoTrans) or rows (Trans) */
+        BCG_GEMM(CblasRowMajor, ta, tb, M, hi - lo, K, alpha, A, lda,
+                 tb == CblasNoTrans ? B + lo : B + (size_t)lo * ldb, ldb, beta, C + lo, ldc);
+    }
+  }
+}
 
 const char *bcg_nn_strerror(int err) {
   switch (err) {
@@ -354,7 +402,7 @@ static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch
     const bcg_real *W = m->params + m->off_w[l], *bias = m->params + m->off_b[l];
     bcg_real *z = p.pre[l];
     for (int s = 0; s < batch; s++) memcpy(z + (size_t)s * no, bias, (size_t)no * sizeof(bcg_real));
-    BCG_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, batch, no, ni, 1, a, ni, W, ni, 1, z, no);
+    nn_gemm(CblasNoTrans, CblasTrans, batch, no, ni, 1, a, ni, W, ni, 1, z, no);
     int ln = has_ln(m, l) ? (int)m->cfg.layernorm : BCG_LN_NONE;
     const bcg_real *g = ln ? m->params + m->off_lng[l] : NULL;
     const bcg_real *gb = ln ? m->params + m->off_lnb[l] : NULL;
@@ -403,16 +451,14 @@ static int mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_rea
     /* d = dL/dz [batch][no]; a = layer input [batch][ni] */
     const bcg_real *a = l == 0 ? p.x : p.out[l - 1];
     if (grad) {
-      BCG_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, batch, 1, d, no, a, ni, 1,
-               grad + m->off_w[l], ni);
+      nn_gemm(CblasTrans, CblasNoTrans, no, ni, batch, 1, d, no, a, ni, 1, grad + m->off_w[l], ni);
       bcg_real *db = grad + m->off_b[l];
       for (int s = 0; s < batch; s++)
         for (int i = 0; i < no; i++) db[i] += d[(size_t)s * no + i];
     }
     bcg_real *da = l == 0 ? dx : e;
     if (da) {
-      BCG_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, ni, no, 1, d, no,
-               m->params + m->off_w[l], ni, 0, da, ni);
+      nn_gemm(CblasNoTrans, CblasNoTrans, batch, ni, no, 1, d, no, m->params + m->off_w[l], ni, 0, da, ni);
     }
     bcg_real *tmp = d;
     d = e;

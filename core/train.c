@@ -28,8 +28,7 @@
 #include "bcg/runlog.h"
 #include "bcg/train.h"
 #include "clock.h"
-
-void openblas_set_num_threads(int n); /* libopenblas */
+#include "session_time.h"
 
 static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void setf(char *err, size_t errlen, const char *fmt, ...) {
@@ -487,7 +486,7 @@ static int task_has_tracking(const bcg_task_ops *to) {
 }
 
 /* the process-wide stepper and network clocks (bcg_env_time, bcg_nn_time) */
-typedef struct { double sim, vjp, nn; } time_split;
+typedef struct { double sim, vjp, nn, task, est; } time_split;
 
 static time_split time_now(void) {
   time_split t;
@@ -495,6 +494,7 @@ static time_split time_now(void) {
   bcg_env_time(&t.sim, &t.vjp);
   bcg_nn_time(&f, &b);
   t.nn = f + b;
+  bcg_session_time(&t.task, &t.est);
   return t;
 }
 
@@ -528,6 +528,7 @@ void bcg_session_close(bcg_session *S) {
   if (S->est) S->est_ops->destroy(S->est);
   if (S->task) S->task_ops->destroy(S->task);
   bcg_env_free(S->env);
+  bcg_session_time_free(S);
   memset(S, 0, sizeof *S);
 }
 
@@ -548,8 +549,7 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   }
   long threads = bcg_config_get_int(cfg, "run", "threads");
   if (threads > 0) {
-    omp_set_num_threads((int)threads);
-    openblas_set_num_threads((int)threads);
+    omp_set_num_threads((int)threads); /* OpenBLAS stays single-threaded: core/nn.c splits GEMMs over these */
   }
   int nenv = (int)bcg_config_get_int(cfg, "run", "num_envs");
   S->env = bcg_env_create(cfg, nenv, err, errlen);
@@ -607,6 +607,10 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   S->tr.iteration = 0;
   S->tr.max_iterations = bcg_config_get_int(cfg, "run", "iterations");
   S->tr.threads = threads > 0 ? (int)threads : omp_get_max_threads();
+  if (bcg_session_time_wrap(S)) {
+    setf(err, errlen, "out of memory");
+    goto fail;
+  }
   S->lops = S->plearn->desc->ops;
   S->learner = S->lops->create(svc, lp, &S->tr, e2, sizeof e2);
   if (!S->learner) {
@@ -696,7 +700,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   st.mean_return = st.mean_ep_len = st.track_err = NAN;
   int tracking = task_has_tracking(L.S.task_ops);
   int64_t nan_iters = 0;
-  time_split tsum = {0, 0, 0};
+  time_split tsum = {0, 0, 0, 0, 0};
   for (;;) {
     double wall = L.wall0 + (now_s() - t0);
     if ((max_it > 0 && L.it >= max_it) || (max_s > 0 && L.samples >= max_s) || (max_t > 0 && wall >= max_t)) break;
@@ -714,15 +718,18 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
       rc = -1;
       break;
     }
-    if (L.S.task_ops->update && L.S.task_ops->update(L.S.task, L.it)) {
+    if (L.S.tr.task_ops->update && L.S.tr.task_ops->update(L.S.tr.task, L.it)) { /* timed (bcg_session_time) */
       setf(err, errlen, "[task] %s: update at iteration %" PRId64 " failed", L.S.ptask->desc->name, L.it);
       rc = -1;
       break;
     }
-    time_split tb = time_now(), dt = {tb.sim - ta.sim, tb.vjp - ta.vjp, tb.nn - ta.nn};
+    time_split tb = time_now(),
+               dt = {tb.sim - ta.sim, tb.vjp - ta.vjp, tb.nn - ta.nn, tb.task - ta.task, tb.est - ta.est};
     tsum.sim += dt.sim;
     tsum.vjp += dt.vjp;
     tsum.nn += dt.nn;
+    tsum.task += dt.task;
+    tsum.est += dt.est;
     L.it++;
     L.samples += st.samples;
     wall = L.wall0 + (now_s() - t0);
@@ -791,6 +798,8 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     res->time_sim = tsum.sim;
     res->time_sim_vjp = tsum.vjp;
     res->time_nn = tsum.nn;
+    res->time_task = tsum.task;
+    res->time_est = tsum.est;
     res->session_wall = now_s() - t0;
   }
   teardown(&L);

@@ -2,10 +2,12 @@
  * plugins, describe, check and train (up to the run directory). */
 #include <hdf5.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -586,6 +588,54 @@ static void test_nan_warning(void) {
   CU_ASSERT_PTR_NULL(strstr(out, "warning"));
 }
 
+/* bcg bench --train: seconds per iteration split into physics forward and
+ * adjoint, networks, task, estimator and the rest; the parts are disjoint
+ * (none negative) and add up to the total; the temporary run is removed. */
+static double bench_row(const char *name) {
+  char key[64];
+  snprintf(key, sizeof key, "\n%s ", name);
+  const char *l = strstr(out, key);
+  if (!l) return NAN;
+  l += strlen(key);
+  while (*l == ' ') l++;
+  return atof(l);
+}
+
+static void test_bench_train(void) {
+  setup();
+  char text[2048], tdir[PATH_MAX], cmd[PATH_MAX + 64];
+  snprintf(text, sizeof text, pend_ini, "bench", 4, 1000, tmpdir, "");
+  const char *p = write_ini("bench.ini", text);
+  snprintf(tdir, sizeof tdir, "%s/benchtmp", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(mkdir(tdir, 0755), 0);
+  setenv("TMPDIR", tdir, 1);
+  int rc = run_out("bench --train %s --iterations 2 learner.horizon=4", p);
+  unsetenv("TMPDIR");
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "machine: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "commit: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "threads: 1 (OpenMP)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "iterations: 2 measured after 1 warm-up"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "samples/s"));
+  static const char *parts[] = {"physics forward", "physics adjoint", "networks", "task", "estimator", "the rest"};
+  double sum = 0, total = bench_row("total");
+  CU_ASSERT(total > 0);
+  for (int k = 0; k < 6; k++) {
+    double v = bench_row(parts[k]);
+    CU_ASSERT(isfinite(v));
+    CU_ASSERT(v >= -2e-6); /* printed to 1e-6 */
+    sum += v;
+  }
+  CU_ASSERT(fabs(sum - total) <= 5e-6 + 1e-6 * total);
+  CU_ASSERT(bench_row("physics forward") > 0 && bench_row("physics adjoint") > 0 && bench_row("networks") > 0);
+  /* nothing left of the temporary run */
+  snprintf(cmd, sizeof cmd, "rmdir %s", tdir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  /* usage */
+  CU_ASSERT_EQUAL(run_err("bench --train"), 2);
+  CU_ASSERT_EQUAL(run_err("bench --train %s --iterations 0", p), 2);
+}
+
 /* A checkpoint copied out of its run directory: the message names the
  * checkpoint and the missing config (was "../config.ini: cannot open"). */
 static void test_checkpoint_elsewhere(void) {
@@ -650,6 +700,6 @@ BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
           {"sweep zip of unequal lengths", test_sweep_zip_lengths}, {"describe", test_describe}, {"check", test_check}, {"check compiles the model", test_check_model}, {"train", test_train},
           {"sweep, eval, gradstats", test_sweep_eval_gradstats},
           {"the shipped policy stands (make demo)", test_shipped_policy}, {"run paths absolute", test_run_paths},
-          {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning},
+          {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning}, {"bench --train", test_bench_train},
           {"checkpoint outside its run", test_checkpoint_elsewhere}, {"damaged checkpoint", test_damaged_checkpoint}, {"cleanup", test_cleanup});
 BCG_RUN("cli")

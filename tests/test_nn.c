@@ -3,6 +3,7 @@
  * tiny regression. FD checks are meant for the double build; the float build
  * runs them with a coarse step and a loose tolerance. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,58 @@ static void test_mlp_vjp_layernorm(void) {
 }
 
 /* Tapes are independent; backward is repeatable; grad == NULL skips params. */
+/* GEMMs large enough are split over the OpenMP threads (core/nn.c): the
+ * same thread count gives the same bits, and any count the same values (each
+ * element is one dot product in OpenBLAS's order; checked to 1e-13, not bits,
+ * since that order is OpenBLAS's business). Shapes split along rows (batch >
+ * width) and along columns (width > batch). */
+static void test_mlp_threads(void) {
+  static const int shapes[2][2] = {{512, 96}, {24, 600}}; /* batch, hidden width */
+  for (int sh = 0; sh < 2; sh++) {
+    int B = shapes[sh][0], H = shapes[sh][1], IN = 80, OUT = 7;
+    bcg_mlp_config c;
+    memset(&c, 0, sizeof c);
+    c.in_dim = IN;
+    c.out_dim = OUT;
+    c.nhidden = 2;
+    c.hidden[0] = c.hidden[1] = H;
+    c.hidden_act = BCG_ACT_ELU;
+    c.layernorm = BCG_LN_POST_ACT;
+    c.max_batch = B;
+    bcg_mlp m;
+    CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m, &c), 0);
+    bcg_mlp_init_params(&m, SEED, 3);
+    size_t np = m.nparams;
+    bcg_real *x = malloc(sizeof(bcg_real) * B * IN), *dy = malloc(sizeof(bcg_real) * B * OUT);
+    bcg_real *y[3], *g[3], *dx[3];
+    randn(x, B * IN, 20, 1);
+    randn(dy, B * OUT, 21, 1);
+    static const int thr[3] = {1, 3, 3};
+    int saved = omp_get_max_threads();
+    for (int r = 0; r < 3; r++) {
+      y[r] = malloc(sizeof(bcg_real) * B * OUT);
+      g[r] = calloc(np, sizeof(bcg_real));
+      dx[r] = malloc(sizeof(bcg_real) * B * IN);
+      omp_set_num_threads(thr[r]);
+      CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, B, y[r]), 0);
+      CU_ASSERT_EQUAL(bcg_mlp_backward(&m, NULL, dy, g[r], dx[r]), 0);
+    }
+    omp_set_num_threads(saved);
+    CU_ASSERT_EQUAL(memcmp(y[1], y[2], sizeof(bcg_real) * B * OUT), 0);
+    CU_ASSERT_EQUAL(memcmp(g[1], g[2], sizeof(bcg_real) * np), 0);
+    CU_ASSERT_EQUAL(memcmp(dx[1], dx[2], sizeof(bcg_real) * B * IN), 0);
+    double tol = sizeof(bcg_real) == sizeof(double) ? 1e-13 : 1e-5, e = 0;
+    for (int i = 0; i < B * OUT; i++) e = fmax(e, fabs((double)(y[0][i] - y[1][i])) / (1 + fabs((double)y[0][i])));
+    for (size_t i = 0; i < np; i++) e = fmax(e, fabs((double)(g[0][i] - g[1][i])) / (1 + fabs((double)g[0][i])));
+    for (int i = 0; i < B * IN; i++) e = fmax(e, fabs((double)(dx[0][i] - dx[1][i])) / (1 + fabs((double)dx[0][i])));
+    CU_ASSERT(e <= tol);
+    for (int r = 0; r < 3; r++) free(y[r]), free(g[r]), free(dx[r]);
+    free(x);
+    free(dy);
+    bcg_mlp_destroy(&m);
+  }
+}
+
 static void test_mlp_tapes(void) {
   enum { B = 6, IN = 4, OUT = 2 };
   bcg_mlp_config c;
@@ -602,7 +655,7 @@ static void test_regression_sin(void) {
 
 BCG_TESTS({"philox known answers", test_philox_kat}, {"rng streams", test_rng_streams},
           {"mlp vjp (no layernorm)", test_mlp_vjp_plain},
-          {"mlp vjp (layernorm pre/post)", test_mlp_vjp_layernorm}, {"mlp tapes", test_mlp_tapes},
+          {"mlp vjp (layernorm pre/post)", test_mlp_vjp_layernorm}, {"mlp tapes", test_mlp_tapes}, {"mlp split over threads", test_mlp_threads},
           {"mlp init", test_mlp_init}, {"normaliser statistics", test_normalizer_stats},
           {"normaliser vjp", test_normalizer_vjp}, {"gaussian vjps", test_gauss_vjp},
           {"adam", test_adam}, {"clip and polyak", test_clip},

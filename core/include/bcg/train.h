@@ -94,12 +94,23 @@ typedef struct bcg_train_result {
    * the optimiser, logging and checkpoints */
   double time_sim, time_sim_vjp, time_nn;
   double session_wall; /* wall time of this session (s) */
+  /* the task's and the estimator's own time, without the stepper and the
+   * networks they call (bcg_session_time); the rest is then the learner's
+   * bookkeeping, the optimiser, logging and checkpoints */
+  double time_task, time_est;
 } bcg_train_result;
 
 /* Run (or resume) training into opt->run_dir. Returns 0, or -1 with a
  * one-line message. res may be NULL. */
 int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train_result *res, char *err,
                   size_t errlen);
+
+/* Process-wide seconds spent in the task's and the estimator's calls made by
+ * learners of sessions (bcg_session_open), less the stepper's (bcg_env_time)
+ * and the networks' (bcg_nn_time) time inside those calls: with them, the
+ * parts of a training iteration that do not overlap. */
+void bcg_session_time(double *task_s, double *est_s);
+typedef struct bcg_session_timing bcg_session_timing;
 
 /* A training session without the loop: the env, task, estimator and learner
  * a config describes, as bcg_train_run builds them ([run] threads applied).
@@ -115,6 +126,7 @@ typedef struct bcg_session {
   const bcg_learner_ops *lops;
   void *learner;
   bcg_trainer tr;
+  bcg_session_timing *timing; /* tr's task and estimator are timing wrappers of task and est (bcg_session_time) */
 } bcg_session;
 
 int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t errlen);
