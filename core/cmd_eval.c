@@ -67,20 +67,29 @@ static int select_best(bcg_session *E, bcg_session *S, const bcg_eval_opts *o0, 
   qsort(ck, n, sizeof *ck, cmp_ckpt);
   bcg_eval_opts o = *o0;
   o.sims = BCG_EVAL_BCG;
-  double best = INFINITY;
+  double best = INFINITY, best_travel = -INFINITY;
   if (!(r = calloc(1, sizeof *r))) goto done;
-  printf("--select-best: E_fixed in bcg (%d episodes, %g s) of %zu checkpoints:\n", o.runs, o.seconds, n);
+  printf("--select-best: E_fixed in bcg (%d episodes, %g s) of %zu checkpoints (a task without a reference, such as\n"
+         "  locomotion, has no tracking error: its E_fixed counts only the steps after a fall, ties go to the longer\n"
+         "  root x travel):\n",
+         o.runs, o.seconds, n);
   for (size_t i = 0; i < n; i++) {
     char path[3 * PATH_MAX];
     snprintf(path, sizeof path, "%.*s/%.*s", PATH_MAX, dir, NAME_MAX, ck[i].name);
     if (bcg_session_load(S, path, NULL, NULL, NULL, NULL, err, errlen) ||
         bcg_eval(E, bcg_eval_learner_policy, S, &o, r, err, errlen))
       goto done;
-    const double e = r->stats[0].efixed_mean;
-    printf("  %-24s iteration %8lld  falls %d/%d  E_fixed %6.2f cm\n", ck[i].name, (long long)ck[i].it,
-           r->stats[0].falls, r->stats[0].n, e);
-    if ((e <= best || (!isfinite(best) && !isfinite(e))) && strlen(path) < ckptlen) {
+    /* without a reference E_fixed is NaN; the same formula with a zero
+     * error while up is the fallen share of the window times the penalty */
+    double e = r->stats[0].efixed_mean;
+    if (!isfinite(e)) e = 100 * r->penalty_m * (1 - r->stats[0].up_mean);
+    const double tr = r->stats[0].travel_mean;
+    printf("  %-24s iteration %8lld  falls %d/%d  E_fixed %6.2f cm  travel %6.2f m\n", ck[i].name, (long long)ck[i].it,
+           r->stats[0].falls, r->stats[0].n, e, tr);
+    const int better = isfinite(e) && (e < best - 1e-9 || (fabs(e - best) <= 1e-9 && tr >= best_travel));
+    if ((better || (!isfinite(best) && !isfinite(e))) && strlen(path) < ckptlen) {
       best = e;
+      best_travel = tr;
       memcpy(ckpt, path, strlen(path) + 1);
     }
   }

@@ -511,6 +511,29 @@ static const char *pend_ini =
     "[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 8\ncritic_layers = 8\n"
     "[task]\nplugin = learn_task\n%s";
 
+/* --select-best on a task without a reference (locomotion): E_fixed is NaN
+ * there, and every checkpoint used to tie at NaN (the last one won); it
+ * ranks by the fallen share of the window, ties by the root's travel */
+static void test_select_best_locomotion(void) {
+  setup();
+  char text[2048];
+  snprintf(text, sizeof text,
+           "[run]\nname = loco\nnum_envs = 2\niterations = 3\ncheckpoint_every = 1\nthreads = 1\nout_dir = %s/runs\n"
+           "[model]\npath = /usr/share/mujoco/model/humanoid/humanoid.xml\n[contact]\nplugin = smoothed_kappa\n[estimator]\nplugin = autodiff\n"
+           "[learner]\nplugin = shac\nhorizon = 4\nactor_layers = 8\ncritic_layers = 8\n"
+           "[task]\nplugin = locomotion\n",
+           tmpdir);
+  const char *p = write_ini("loco.ini", text);
+  CU_ASSERT_EQUAL_FATAL(run("train %s", p), 0);
+  char dir[PATH_MAX], rd[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/runs/loco", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(first_run(dir, rd, sizeof rd), 0);
+  CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --select-best --out - eval.fall_height=0", rd), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "travel"));
+  CU_ASSERT_PTR_NULL(strstr(out, "(E_fixed nan"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(E_fixed 0.00 cm in bcg)")); /* nothing falls in 0.5 s */
+}
+
 static void test_run_paths(void) {
   setup();
   char text[2048], cwd[PATH_MAX], want[PATH_MAX + 64];
@@ -700,6 +723,7 @@ BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
           {"sweep zip of unequal lengths", test_sweep_zip_lengths}, {"describe", test_describe}, {"check", test_check}, {"check compiles the model", test_check_model}, {"train", test_train},
           {"sweep, eval, gradstats", test_sweep_eval_gradstats},
           {"the shipped policy stands (make demo)", test_shipped_policy}, {"run paths absolute", test_run_paths},
+          {"select-best without a reference", test_select_best_locomotion},
           {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning}, {"bench --train", test_bench_train},
           {"checkpoint outside its run", test_checkpoint_elsewhere}, {"damaged checkpoint", test_damaged_checkpoint}, {"cleanup", test_cleanup});
 BCG_RUN("cli")
