@@ -985,6 +985,28 @@ static void test_clock_across_resets(void) {
   inst_free(&I);
 }
 
+/* humanoid locomotion with the extra task lines: the sum of the first n of
+ * 3 environments' rewards of the zero action at the reset of draw `draw`,
+ * done[0] into *done0; with fd_label, first the reward VJP's FD check */
+static double loco_rewards(const char *extra, uint64_t draw, int n, const char *fd_label, int *done0) {
+  inst I;
+  char lines[512];
+  snprintf(lines, sizeof lines, "plugin = locomotion\n%s", extra);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
+  if (fd_label) CU_ASSERT(fd_task(&I, 1, fd_label) < 1e-6);
+  int nx = I.env->nx, nu = I.env->nu, envs[3] = {0, 1, 2}, done[3];
+  bcg_real *x = calloc(3 * nx, sizeof *x), *a = calloc(3 * nu, sizeof *a), rew[3];
+  bcg_task_clock clk[3];
+  CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 3, draw, x, clk), 0);
+  I.ops->reward(I.task, x, a, a, clk, rew, done);
+  double sum = 0;
+  for (int e = 0; e < n; e++) sum += rew[e];
+  *done0 = done[0];
+  free(x), free(a);
+  inst_free(&I);
+  return sum;
+}
+
 static void test_locomotion_vjp(void) {
   inst I;
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
@@ -994,45 +1016,19 @@ static void test_locomotion_vjp(void) {
   inst_free(&I);
   /* the low-root penalty active (the standing root, about 1.3 m, inside the
    * last low_margin above fall_height) and not: the rewards must differ */
-  double rw[2];
-  for (int v = 0; v < 2; v++) {
-    CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID,
-                                    v ? "plugin = locomotion\nreset_noise = 0.2\nfall_height = 1.0\nlow_margin = 0.5\n"
-                                      : "plugin = locomotion\nreset_noise = 0.2\nfall_height = 1.0\nlow_margin = 0.0\n",
-                                    3),
-                          0);
-    if (v) CU_ASSERT(fd_task(&I, 1, "locomotion humanoid reward VJP vs FD, low-root penalty on (rel)") < 1e-6);
-    int nx = I.env->nx, nu = I.env->nu, envs[3] = {0, 1, 2}, done[3];
-    bcg_real *x = calloc(3 * nx, sizeof *x), *a = calloc(3 * nu, sizeof *a), rew[3];
-    bcg_task_clock clk[3];
-    CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 3, 0, x, clk), 0);
-    I.ops->reward(I.task, x, a, a, clk, rew, done);
-    rw[v] = rew[0];
-    CU_ASSERT_EQUAL(done[0], 0);
-    free(x), free(a);
-    inst_free(&I);
-  }
+  int done0;
+  double rw[2] = {loco_rewards("reset_noise = 0.2\nfall_height = 1.0\nlow_margin = 0.0\n", 0, 1, NULL, &done0), 0};
+  CU_ASSERT_EQUAL(done0, 0);
+  rw[1] = loco_rewards("reset_noise = 0.2\nfall_height = 1.0\nlow_margin = 0.5\n", 0, 1,
+                       "locomotion humanoid reward VJP vs FD, low-root penalty on (rel)", &done0);
+  CU_ASSERT_EQUAL(done0, 0);
   if (!(rw[1] < rw[0] - 1e-3)) fprintf(stderr, "low-root penalty: reward %.6g (on) vs %.6g (off)\n", rw[1], rw[0]);
   CU_ASSERT(rw[1] < rw[0] - 1e-3);
   /* the self-collision penalty: joint noise large enough that some capsules
    * of the robot overlap; FD check with it on, and it must lower the reward */
-  double sw[2] = {0, 0};
-  for (int v = 0; v < 2; v++) {
-    CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID,
-                                    v ? "plugin = locomotion\nreset_noise = 0.8\nfall_height = 0.1\nw_self = 1000\n"
-                                      : "plugin = locomotion\nreset_noise = 0.8\nfall_height = 0.1\nw_self = 0\n",
-                                    3),
-                          0);
-    if (v) CU_ASSERT(fd_task(&I, 1, "locomotion humanoid reward VJP vs FD, self-collision penalty on (rel)") < 1e-6);
-    int nx = I.env->nx, nu = I.env->nu, envs[3] = {0, 1, 2}, done[3];
-    bcg_real *x = calloc(3 * nx, sizeof *x), *a = calloc(3 * nu, sizeof *a), rew[3];
-    bcg_task_clock clk[3];
-    CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 3, 11, x, clk), 0);
-    I.ops->reward(I.task, x, a, a, clk, rew, done);
-    for (int e = 0; e < 3; e++) sw[v] += rew[e];
-    free(x), free(a);
-    inst_free(&I);
-  }
+  double sw[2] = {loco_rewards("reset_noise = 0.8\nfall_height = 0.1\nw_self = 0\n", 11, 3, NULL, &done0), 0};
+  sw[1] = loco_rewards("reset_noise = 0.8\nfall_height = 0.1\nw_self = 1000\n", 11, 3,
+                       "locomotion humanoid reward VJP vs FD, self-collision penalty on (rel)", &done0);
   if (!(sw[1] < sw[0] - 1e-3)) fprintf(stderr, "self-collision penalty: reward sum %.6g (on) vs %.6g (off)\n", sw[1], sw[0]);
   CU_ASSERT(sw[1] < sw[0] - 1e-3);
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
