@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/device_train.sh - the longer training runs of issue 7 on the device
+# bench/device_train.sh - the longer training runs on the device
 # machine's CPUs: SHAC+BCG and PPO on the jump clip with the paper's settings
 # (configs/experiments/jump_{shac_bcg,ppo}.ini), side by side with half the
 # cores each, for TRAIN_SECONDS of wall time each; then E_fixed in bcg (the

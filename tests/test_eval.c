@@ -1,4 +1,4 @@
-/* tests/test_eval.c - the transfer evaluation (bcg/eval.h, issue 9):
+/* tests/test_eval.c - the transfer evaluation (bcg/eval.h):
  * replaying the reference gives E_track = 0; a zero-action policy in MuJoCo
  * and in bcg from the same airborne state follows the same trajectory up to
  * the integrators' difference (which shrinks with the step); a deliberately

@@ -1,5 +1,5 @@
 /* tests/test_physics.c - physical behaviour of the contact models inside the
- * full stepper (issue 4): a dropped sphere comes to rest without bouncing; a
+ * full stepper: a dropped sphere comes to rest without bouncing; a
  * box on a slope sticks below the friction angle and slides with
  * a = g (sin - mu cos) above it; soft contact rests at m g / k_e; humanoid.xml
  * held in its default pose by PD carries its weight on the floor without
