@@ -29,8 +29,11 @@
  *   e_jpos = mean_j (q_j - q^_j)^2,  e_jvel = mean_j (u_j - u^_j)^2
  *   e_root = |p_r - p^_r|^2 + (3 - tr(R^_r^T R_r)) + 0.1 |v_r - v^_r|^2 + 0.1 |w_r - w^_r|^2
  *   r = sum_i w_i exp(-scale_i e_i) - w_action |a|^2 - w_action_rate |a - prev_a|^2
+ *       - w_self sum max(0, r1 + r2 - d)^2    overlap of the robot's own capsules
  * (prev_a: the previous action, zero after a reset, so the first step of an
- * episode pays w_action_rate |a|^2).
+ * episode pays w_action_rate |a|^2). The self-collision term (task_util.h:
+ * tu_self_penalty) stands in for the body-body contact that MuJoCo simulates
+ * and bcg does not: a policy that crosses its legs in bcg trips in MuJoCo.
  * Done: 1 when the root height < term_height or the tracking error
  * E = mean_b |p_b - p^_b| > max_error; 2 at episode_seconds or, without loop,
  * at the end of the clip.
@@ -80,7 +83,8 @@ typedef struct imit {
   bcg_motion mo;
   int nenv, nq, nv, nu, nx, odim, pdim;
   int loop, rsi, ep_steps;
-  double dt, w[5], sc[5], w_action, w_rate, term_h, max_err;
+  double dt, w[5], sc[5], w_action, w_rate, w_self, term_h, max_err;
+  tu_self self;
   int nf, fut[MAX_FUT], nk, key[MAX_KEY];
   ws *w_; /* [nenv] scratch (no state across calls) */
   /* ADD */
@@ -140,6 +144,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   }
   s->w_action = svc->get_real(p, "w_action");
   s->w_rate = svc->get_real(p, "w_action_rate");
+  s->w_self = svc->get_real(p, "w_self");
+  tu_self_init(&s->self, s->m);
   s->term_h = svc->get_real(p, "term_height");
   s->max_err = svc->get_real(p, "max_error");
   s->ep_steps = (int)ceil(svc->get_real(p, "episode_seconds") / s->dt - 1e-9);
@@ -179,6 +185,23 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   if (!s->w_) {
     bcg_motion_free(&s->mo), free(s);
     return snprintf(err, errlen, "out of memory"), NULL;
+  }
+  if (s->w_self > 0 && s->self.npair) { /* a clip whose own frames overlap the robot's capsules */
+    int nover = 0, worst = 0;
+    double pmax = 0;
+    for (int f = 0; f < s->mo.nframes; f++) {
+      bcg_real qf[BCG_MAX_Q];
+      for (int c = 0; c < s->nq; c++) qf[c] = (bcg_real)s->mo.qpos[(size_t)f * s->mo.nq + c];
+      bcg_kinematics(m, qf, &s->w_[0].k);
+      double pen = tu_self_penalty(&s->self, &s->w_[0].k, 0, NULL);
+      if (pen > 0) nover++;
+      if (pen > pmax) pmax = pen, worst = f;
+    }
+    if (nover)
+      svc->log(1, "[task] motion: %s: %d of %d frames overlap the robot's own capsules (worst: frame %d, "
+                  "sqrt of the summed squared overlaps %.1f mm); MuJoCo collides those bodies, and the "
+                  "self-collision penalty (w_self) pulls the policy away from the reference there",
+               path, nover, s->mo.nframes, worst + s->mo.first_frame, 1e3 * sqrt(pmax));
   }
   s->track = 1;
   s->add = svc->get_bool(p, "add");
@@ -492,6 +515,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
       aa += ae[i] * ae[i];
       da += d * d;
     }
+    if (s->w_self > 0) r -= s->w_self * tu_self_penalty(&s->self, &w->k, 0, NULL);
     rew[e] = (bcg_real)(r - s->w_action * aa - s->w_rate * da);
     double h = w->k.p[s->L.root][2] + w->k.o[2];
     if (!(h >= s->term_h) || !(et <= s->max_err)) done[e] = 1;
@@ -523,6 +547,7 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
   for (int i = 0; i < 5; i++) c[i] = s->track ? -g * s->w[i] * s->sc[i] * exp(-s->sc[i] * err[i]) : 0; /* dr/de_i */
   tu_adj_zero(A);
   if (dbar) add_delta_vjp(s, w, u, dbar, A);
+  if (s->w_self > 0) tu_self_penalty(&s->self, k, -g * s->w_self, A);
   for (int b = 1; b < m->nbody; b++) {
     real_t pa[3], pc[3], d[3], Rb[9];
     wpos(k, b, pa);
@@ -621,6 +646,9 @@ static const bcg_key_spec keys[] = {
     {"w_action_rate", BCG_KEY_REAL, "0", 0, 1e6, NULL,
      "weight of the action-rate penalty |a - prev_a|^2 (prev_a: the previous action, 0 after a reset; docs/design.md "
      "section 8.2; no published weight fits every action scale: off by default)"},
+    {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,
+     "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
+     "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
     {"term_height", BCG_KEY_REAL, "0.6", -1e6, 1e6, NULL,
      "terminate when the root origin is below this height (m)"},
     {"max_error", BCG_KEY_REAL, "0.5", 0, 1e6, NULL,

@@ -752,8 +752,10 @@ static void test_interpolation(void) {
 static void test_replay(void) {
   inst I;
   char lines[1024];
-  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nrsi = false\nloop = true\nepisode_seconds = 100\n",
-           motion_file("fight.csv"));
+  /* w_self = 0: the fight clip's right arm passes through the waist in 13
+   * frames, where the self-collision penalty lowers the reward below 1 */
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nrsi = false\nloop = true\nepisode_seconds = 100\n"
+           "w_self = 0\n", motion_file("fight.csv"));
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 2), 0);
   bcg_model *model = load_model(HUMANOID);
   bcg_motion mo;
@@ -899,6 +901,57 @@ static void test_imitation_vjp(void) {
   CU_ASSERT(fd_task(&I, 0, "imitation humanoid observe VJP vs FD (rel)") < 1e-6);
   CU_ASSERT(fd_task(&I, 1, "imitation humanoid reward VJP vs FD, action rate (rel)") < 1e-6);
   inst_free(&I);
+}
+
+/* the self-collision penalty of the imitation task: a clip of the standing
+ * pose with both hips adducted by 0.3 rad crosses the legs (MuJoCo reports
+ * thigh-thigh, thigh-shin and shin-shin contacts there); the reset states
+ * of that clip are perturbed by fd_task, so the FD check runs on overlapping
+ * capsules, and the penalty must lower the reward */
+static double imit_self_rewards(const char *clip, double w_self, const char *fd_label) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nw_self = %g\nmax_error = 10\nterm_height = 0\n", clip, w_self);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
+  if (fd_label) CU_ASSERT(fd_task(&I, 1, fd_label) < 1e-6);
+  int nx = I.env->nx, nu = I.env->nu, envs[3] = {0, 1, 2}, done[3];
+  bcg_real *x = calloc(3 * nx, sizeof *x), *a = calloc(3 * nu, sizeof *a), rew[3];
+  bcg_task_clock clk[3];
+  CU_ASSERT_EQUAL(I.ops->reset(I.task, envs, 3, 5, x, clk), 0);
+  I.ops->reward(I.task, x, a, a, clk, rew, done);
+  free(x), free(a);
+  inst_free(&I);
+  return rew[0] + rew[1] + rew[2];
+}
+
+static void test_imitation_self(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  char err[1024];
+  bcg_motion mo;
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("stand.csv"), 0, 0, err, sizeof err), 0);
+  int n = 31, nq = mo.nq, hips = 0;
+  double *Q = malloc(sizeof(double) * n * nq);
+  for (int i = 0; i < n; i++) memcpy(Q + (size_t)i * nq, mo.qpos, sizeof(double) * nq);
+  for (int j = 0; j < model->m.njnt; j++)
+    if (!strcmp(model->jnt_name[j], "right_hip_x") || !strcmp(model->jnt_name[j], "left_hip_x")) {
+      for (int i = 0; i < n; i++) Q[(size_t)i * nq + model->m.jnt_qposadr[j]] = 0.3;
+      hips++;
+    }
+  CU_ASSERT_EQUAL(hips, 2);
+  const char *clip = "/tmp/bcg_tt_crossed.csv";
+  write_csv(clip, model, Q, n, 0, 1, 0);
+  double off = imit_self_rewards(clip, 0, NULL);
+  double on = imit_self_rewards(clip, 1000, "imitation humanoid reward VJP vs FD, self-collision penalty on (rel)");
+  if (!(on < off - 1e-3)) fprintf(stderr, "self-collision penalty: reward sum %.6g (on) vs %.6g (off)\n", on, off);
+  CU_ASSERT(on < off - 1e-3);
+  /* the standing clip itself: no overlap, the penalty changes nothing */
+  CU_ASSERT_DOUBLE_EQUAL(imit_self_rewards(motion_file("stand.csv"), 0, NULL),
+                         imit_self_rewards(motion_file("stand.csv"), 1000, NULL), 0);
+  unlink(clip);
+  free(Q);
+  bcg_motion_free(&mo);
+  bcg_model_free(model);
 }
 
 /* the action-rate penalty: w |a - prev_a|^2 off the replayed reference's
@@ -1360,11 +1413,12 @@ static void test_add_discriminator(void) {
   add_free(&d);
 }
 
-/* rewards finite and within [0, -log(1e-4) scale], also far from the reference */
+/* rewards finite and within [0, -log(1e-4) scale], also far from the reference
+ * (w_self = 0: the self-collision penalty is not part of that bound) */
 static void test_add_bounded(void) {
   inst I;
   char lines[1024];
-  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nadd = true\nadd_only = true\nadd_reward_scale = 2\n"
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nadd = true\nadd_only = true\nadd_reward_scale = 2\nw_self = 0\n"
            "add_lr = 1e-2\nadd_batch = 32\nadd_grad_penalty = 0\n", motion_file("dance.csv"));
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 4), 0);
   add_warm(&I, 20);
@@ -1530,7 +1584,7 @@ BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_m
           {"motion_checks", test_motion_checks}, {"lafan_real_clip", test_lafan_real_clip},
           {"floor_required", test_floor_required},
           {"hdf5_attributes", test_hdf5_attributes},
-          {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp},
+          {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp}, {"imitation_self", test_imitation_self},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
           {"termination", test_termination}, {"shipped_motions", test_shipped_motions},
