@@ -120,7 +120,7 @@ static int opt_real(const char *s, double lo, double hi, double *v) {
 }
 
 int bcg_cmd_eval(int argc, char **argv) {
-  const char *target = NULL, *sim = NULL, *outpath = NULL;
+  const char *target = NULL, *sim = NULL, *outpath = NULL, *trace = NULL;
   int runs = 0, initial = 0, compare = 0, select = 0;
   double seconds = 0, penalty = 0;
   char *ov[270];
@@ -139,9 +139,10 @@ int bcg_cmd_eval(int argc, char **argv) {
       if (opt_real(argv[++i], 1e-9, 1e6, &penalty) || !(penalty > 0))
         return bcg_cli_usage("eval", "--fall-penalty '%s': must be a positive error in m (at most 1e6)", argv[i]);
     } else if ((!strcmp(a, "--runs") || !strcmp(a, "--seconds") || !strcmp(a, "--fall-penalty") ||
-                !strcmp(a, "--sim") || !strcmp(a, "--out")) && i + 1 == argc)
+                !strcmp(a, "--sim") || !strcmp(a, "--out") || !strcmp(a, "--trace")) && i + 1 == argc)
       return bcg_cli_usage("eval", "%s needs a value", a);
     else if (!strcmp(a, "--out") && i + 1 < argc) outpath = argv[++i];
+    else if (!strcmp(a, "--trace") && i + 1 < argc) trace = argv[++i];
     else if (!strcmp(a, "--initial")) initial = 1;
     else if (!strcmp(a, "--compare-initial")) compare = 1;
     else if (!strcmp(a, "--select-best")) select = 1;
@@ -261,10 +262,12 @@ int bcg_cmd_eval(int argc, char **argv) {
     rc = bcg_cli_error("%s", err);
     goto out;
   }
+  o.trace = trace; /* the final policy's episodes only (not the untrained's, not --select-best's scan) */
   if (!res || bcg_eval(E, bcg_eval_learner_policy, &S, &o, res, err, sizeof err)) {
     rc = bcg_cli_error("eval: %s", err);
     goto out;
   }
+  if (trace) printf("trace: %s\n", trace);
   printf("policy of %s (iteration %lld, %llu samples, %.0f s of training), %d episodes of up to %g s, fall below %g m:\n",
          ckpt, (long long)it, (unsigned long long)samples, wall, o.runs, o.seconds, o.fall_height);
   bcg_eval_print(res, stdout);

@@ -86,6 +86,38 @@ static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
   st->selfc_mean = mean[6]; st->selfc_std = sd[6];
 }
 
+static int write_trace(const char *path, const bcg_eval_result *res, int N, int steps, int nx, int nu, double **tr_x,
+                       double **tr_a, double **tr_r, const double *tr_self, const double *tr_pred,
+                       int tr_len[2][BCG_EVAL_MAX_RUNS],
+                       char *err, size_t errlen) {
+  bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, errlen);
+  if (!ck) return -1;
+  int64_t root = bcg_checkpoint_root(ck);
+  static const char *names[2] = {"bcg", "mujoco"};
+  int rc = 0;
+  for (int s = 0; s < 2 && !rc; s++) {
+    if (!res->have[s]) continue;
+    int64_t g = bcg_h5_group(root, names[s], 1, err, errlen);
+    if (g < 0) { rc = -1; break; }
+    size_t sx[3] = {(size_t)N, (size_t)steps + 1, (size_t)nx}, sa[3] = {(size_t)N, (size_t)steps, (size_t)nu};
+    size_t sr[2] = {(size_t)N, (size_t)steps}, sa2[3] = {(size_t)N, (size_t)steps, (size_t)nx};
+    int64_t len[BCG_EVAL_MAX_RUNS];
+    for (int r = 0; r < N; r++) len[r] = tr_len[s][r];
+    rc = bcg_h5_write_doubles_nd(g, "x", tr_x[s], 3, sx, err, errlen) ||
+         bcg_h5_write_doubles_nd(g, "action", tr_a[s], 3, sa, err, errlen) ||
+         bcg_h5_write_doubles_nd(g, "reward", tr_r[s], 2, sr, err, errlen) ||
+         (s == 1 && bcg_h5_write_doubles_nd(g, "self_contact", tr_self, 2, sr, err, errlen)) ||
+         (s == 1 && bcg_h5_write_doubles_nd(g, "bcg_next", tr_pred, 3, sa2, err, errlen)) ||
+         bcg_h5_write_i64(g, "length", len, N, err, errlen);
+    bcg_h5_group_close(g);
+  }
+  if (rc) {
+    bcg_checkpoint_abort(ck);
+    return -1;
+  }
+  return bcg_checkpoint_commit(ck, err, errlen);
+}
+
 int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *o, bcg_eval_result *res,
              char *err, size_t errlen) {
   bcg_env *env = S->env;
@@ -95,6 +127,8 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
   const bcg_task_ops *T = S->task_ops;
   int nenv = env->nenv, nx = env->nx, nu = env->nu, nq = env->nq, nv = env->nv;
   int N = o->runs;
+  double *tr_x[2] = {0}, *tr_a[2] = {0}, *tr_r[2] = {0}, *tr_self = NULL, *tr_pred = NULL;
+  int tr_len[2][BCG_EVAL_MAX_RUNS] = {{0}};
   memset(res, 0, sizeof *res);
   if (N < 1 || N > BCG_EVAL_MAX_RUNS || N > nenv) {
     snprintf(err, errlen, "%d episodes ([eval] episodes or --runs) must be in [1, min(%d, num_envs = %d)]", N,
@@ -142,6 +176,28 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
   }
   int steps = (int)nsteps;
   double P = o->fall_penalty > 0 ? o->fall_penalty : 1.0; /* E_fixed's penalty and clip (m) */
+  if (o->trace) {
+    if ((double)N * (steps + 1) * (nx + nu + 2) > 2e8) {
+      snprintf(err, errlen, "--trace: %d episodes of %d steps are too many to keep (at most 2e8 numbers)", N, steps);
+      goto out;
+    }
+    for (int si = 0; si < 2; si++) {
+      tr_x[si] = calloc((size_t)N * (steps + 1) * nx, sizeof(double));
+      tr_a[si] = calloc((size_t)N * steps * nu, sizeof(double));
+      tr_r[si] = calloc((size_t)N * steps, sizeof(double));
+      if (!tr_x[si] || !tr_a[si] || !tr_r[si]) {
+        setf(err, errlen, "--trace: out of memory");
+        goto out;
+      }
+    }
+    tr_self = calloc((size_t)N * steps, sizeof(double));
+    tr_pred = calloc((size_t)N * steps * nx, sizeof(double));
+    if (!tr_self || !tr_pred) {
+      setf(err, errlen, "--trace: out of memory");
+      goto out;
+    }
+  }
+#define TRX(si, r, t) (tr_x[si] + ((size_t)(r) * (steps + 1) + (t)) * nx)
   /* E_fixed's window: `steps`, or up to the step at which a run that is up
    * reaches the end of the clip or of the episode (done = 2): every run
    * starts at the same clip phase, so that step is the same for all */
@@ -167,6 +223,8 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
       root_pos(M, k, p0);
       x_start[r] = p0[0];
       res->run[si][r].travel_m = 0;
+      if (o->trace)
+        for (int i = 0; i < nx; i++) TRX(si, r, 0)[i] = x[(size_t)r * nx + i];
     }
     if (which == BCG_EVAL_MUJOCO) {
       double kp[BCG_MAX_ACT], kd[BCG_MAX_ACT], tm[BCG_MAX_ACT];
@@ -197,6 +255,11 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
       if (which == BCG_EVAL_BCG) {
         bcg_env_step(env, N, x, a, xn, NULL);
       } else {
+        if (tr_pred) { /* bcg's own step from MuJoCo's state: the one-step model mismatch */
+          bcg_env_step(env, N, x, a, xn, NULL);
+          for (int r = 0; r < N; r++)
+            for (int i = 0; i < nx; i++) tr_pred[((size_t)r * steps + step) * nx + i] = xn[(size_t)r * nx + i];
+        }
         for (int r = 0; r < N; r++) {
           if (!alive[r]) continue;
           double ctrl[BCG_MAX_ACT], qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
@@ -207,7 +270,9 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
                           : ai;
           }
           bcg_mjref_step(ref[r], ctrl, sp->substeps);
-          self_n[r] += bcg_mjref_self_contacts(ref[r]) > 0;
+          int sc = bcg_mjref_self_contacts(ref[r]) > 0;
+          self_n[r] += sc;
+          if (tr_self) tr_self[(size_t)r * steps + step] = sc;
           bcg_mjref_state(ref[r], qd, ud);
           for (int i = 0; i < nq; i++) xn[(size_t)r * nx + i] = (bcg_real)qd[i];
           for (int i = 0; i < nv; i++) xn[(size_t)r * nx + nq + i] = (bcg_real)ud[i];
@@ -220,6 +285,15 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
       }
       T->reward(S->task, xn, a, pa, clk, rew, done);
       if (T->tracking_error) T->tracking_error(S->task, xn, clk, et);
+      if (o->trace)
+        for (int r = 0; r < N; r++) {
+          if (alive[r]) {
+            tr_len[si][r] = step + 1;
+            tr_r[si][(size_t)r * steps + step] = rew[r];
+          }
+          for (int i = 0; i < nu; i++) tr_a[si][((size_t)r * steps + step) * nu + i] = alive[r] ? a[(size_t)r * nu + i] : 0;
+          for (int i = 0; i < nx; i++) TRX(si, r, step + 1)[i] = xn[(size_t)r * nx + i];
+        }
       for (int r = 0; r < N; r++) {
         if (!alive[r]) continue;
         const bcg_real *xr = xn + (size_t)r * nx;
@@ -266,9 +340,16 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
           T->tracking_error && window ? 100 * (fx_sum[r] + (double)(window - up) * P) / window : NAN;
     }
     summarise(res->run[si], N, &res->stats[si]);
+    if (o->trace) /* steps after the loop ended early (every run down) hold the last state */
+      for (int r = 0; r < N; r++)
+        for (int t = tr_len[si][r]; t < steps; t++) memcpy(TRX(si, r, t + 1), TRX(si, r, t), sizeof(double) * nx);
   }
+  if (o->trace && write_trace(o->trace, res, N, steps, nx, nu, tr_x, tr_a, tr_r, tr_self, tr_pred, tr_len, err, errlen)) goto out;
+#undef TRX
   rc = 0;
 out:
+  for (int si = 0; si < 2; si++) free(tr_x[si]), free(tr_a[si]), free(tr_r[si]);
+  free(tr_self), free(tr_pred);
   free(x0); free(x); free(xn); free(a); free(pa); free(obs); free(rew); free(et);
   free(done); free(envs); free(mask); free(clk0); free(clk); free(k);
   return rc;

@@ -27,7 +27,7 @@ static const struct command {
      "--resume RUN_DIR continues a run from its latest checkpoint (bit for bit on the CPU);\n"
      "overrides may extend run.iterations, run.samples, run.seconds or change\n"
      "run.checkpoint_every and run.threads."},
-    {"eval", bcg_cmd_eval, "RUN_DIR|CHECKPOINT [--sim mujoco|bcg|both] [--runs N] [--seconds S] [--fall-penalty M] [--out FILE|-] [--initial|--compare-initial] [--select-best] [section.key=value ...]",
+    {"eval", bcg_cmd_eval, "RUN_DIR|CHECKPOINT [--sim mujoco|bcg|both] [--runs N] [--seconds S] [--fall-penalty M] [--out FILE|-] [--trace FILE] [--initial|--compare-initial] [--select-best] [section.key=value ...]",
      "evaluate a trained policy in MuJoCo and bcg",
      "Runs the policy (mean action) of the latest checkpoint of RUN_DIR (or of CHECKPOINT) from the start of\n"
      "the task's reference with small seeded noise, in MuJoCo (libmujoco, PD servos with bcg's law, its own\n"
@@ -38,7 +38,9 @@ static const struct command {
      "comparable between policies. Writes RUN_DIR/eval.h5 (--out: another file; -: none).\n"
      "--initial evaluates the untrained policy; --compare-initial both, with a one-line result and a verdict.\n"
      "--select-best (RUN_DIR): evaluates every checkpoint in bcg only and reports the one with the lowest E_fixed\n"
-     "(learning is not monotone; MuJoCo plays no part in the choice)."},
+     "(learning is not monotone; MuJoCo plays no part in the choice).\n"
+     "--trace FILE: also writes every step of every episode (state, action, reward; MuJoCo's self-contacts) to\n"
+     "the HDF5 FILE, per simulator, to see where and how the two simulators part."},
     {"bench", bcg_cmd_bench,
      "[--model MJCF] [--envs N] [--seconds S] | --train CONFIG [--iterations N] [section.key=value ...]",
      "physics steps/s beside MuJoCo mj_step; seconds per training iteration",

@@ -204,12 +204,14 @@ static hid_t lcpl_intermediate(void) {
   return p;
 }
 
-static int write_array(hid_t loc, const char *name, hid_t filetype, hid_t memtype, const void *x, size_t n,
-                       char *err, size_t errlen) {
+static int write_array_nd(hid_t loc, const char *name, hid_t filetype, hid_t memtype, const void *x, int rank,
+                          const size_t *shape, char *err, size_t errlen) {
   if (H5Lexists(loc, name, H5P_DEFAULT) > 0 && H5Ldelete(loc, name, H5P_DEFAULT) < 0)
     return h5_fail(loc, name, "replacing dataset", err, errlen);
-  hsize_t dims[1] = {(hsize_t)n};
-  hid_t sp = H5Screate_simple(1, dims, NULL);
+  hsize_t dims[8];
+  size_t n = 1;
+  for (int i = 0; i < rank; i++) dims[i] = (hsize_t)shape[i], n *= shape[i];
+  hid_t sp = H5Screate_simple(rank, dims, NULL);
   hid_t lp = lcpl_intermediate();
   hid_t d = H5Dcreate2(loc, name, filetype, sp, lp, H5P_DEFAULT, H5P_DEFAULT);
   int rc = 0;
@@ -221,6 +223,11 @@ static int write_array(hid_t loc, const char *name, hid_t filetype, hid_t memtyp
   H5Pclose(lp);
   H5Sclose(sp);
   return rc;
+}
+
+static int write_array(hid_t loc, const char *name, hid_t filetype, hid_t memtype, const void *x, size_t n,
+                       char *err, size_t errlen) {
+  return write_array_nd(loc, name, filetype, memtype, x, 1, &n, err, errlen);
 }
 
 static long read_array(hid_t loc, const char *name, hid_t memtype, void *x, size_t cap, char *err, size_t errlen) {
@@ -272,6 +279,17 @@ long bcg_h5_read_reals(int64_t loc, const char *name, bcg_real *x, size_t cap, c
 int bcg_h5_write_doubles(int64_t loc, const char *name, const double *x, size_t n, char *err, size_t errlen) {
   H5_QUIET;
   int rc = write_array((hid_t)loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, n, err, errlen);
+  H5_LOUD;
+  return rc;
+}
+int bcg_h5_write_doubles_nd(int64_t loc, const char *name, const double *x, int rank, const size_t *shape, char *err,
+                            size_t errlen) {
+  if (rank < 1 || rank > 8) {
+    setf(err, errlen, "%s: rank %d (1 to 8)", name, rank);
+    return -1;
+  }
+  H5_QUIET;
+  int rc = write_array_nd((hid_t)loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, x, rank, shape, err, errlen);
   H5_LOUD;
   return rc;
 }

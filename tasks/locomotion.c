@@ -21,6 +21,7 @@
  * - w_low * min(h - fall_height - low_margin, 0)^2       h: root height
  * - w_self * sum max(0, r1 + r2 - d)^2                   overlap of the robot's own capsules
  * - w_action * |a|^2
+ * - w_action_rate * |a - prev_a|^2                         prev_a: 0 after a reset
  * - w_energy * sum_i |a_i * qvel[dof_i]|                   actuator i's dof
  * The energy term is a power proxy: under actuation = motor it is |torque *
  * velocity| / gear; under pd it weighs targets by velocities (set it to 0).
@@ -37,8 +38,10 @@
  * running gait learned in bcg crossed its feet, which trip it in MuJoCo
  * (docs/learning.md, rung 0).
  * Done: 1 when the root height < fall_height, 2 at episode_seconds.
- * The reward does not depend on the previous action (reward_vjp adds nothing
- * to prev_a_bar); the clock's phase is 0 (only its step count is used).
+ * The action-rate term (as the imitation task's) penalises a policy that
+ * chatters: a PD target that jumps every control step is a torque spike that
+ * each simulator's contact answers differently (docs/learning.md, rung 0).
+ * The clock's phase is 0 (only its step count is used).
  *
  * Reset: the model's qpos0 with seeded Gaussian noise (reset_noise) on joint
  * positions and all velocities, then the root is lowered or raised so that
@@ -59,7 +62,8 @@ typedef struct loco {
   const bcg_mdata *m;
   tu_layout L;
   int nenv, nq, nv, nu, nx, odim;
-  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_low, low_margin, w_self, w_action, w_energy, fall, noise;
+  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_low, low_margin, w_self, w_action, w_rate, w_energy,
+      fall, noise;
   int ep_steps;
   int zq;      /* qpos address that moves the root vertically, -1 if none */
   double zsgn; /* d(height)/d(q[zq]) */
@@ -91,6 +95,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->w_self = svc->get_real(p, "w_self");
   tu_self_init(&s->self, s->m);
   s->w_action = svc->get_real(p, "w_action");
+  s->w_rate = svc->get_real(p, "w_action_rate");
   s->w_energy = svc->get_real(p, "w_energy");
   s->fall = svc->get_real(p, "fall_height");
   s->noise = svc->get_real(p, "reset_noise");
@@ -206,18 +211,21 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++) {
     const bcg_real *q = x + (size_t)e * s->nx, *u = q + s->nq, *ae = a + (size_t)e * s->nu;
+    const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
     bcg_kin *k = &s->k[e];
     bcg_kinematics(m, q, k);
     real_t v[3], w[3];
     tu_root_vel(&s->L, k, u, v, w);
     double dv = v[0] - s->target, r = s->w_speed * exp(-s->speed_scale * dv * dv) + progress(s, v[0], NULL);
     r += s->w_upright * k->R[s->L.root][8] + s->w_alive;
-    double aa = 0, en = 0;
+    double aa = 0, da = 0, en = 0;
     for (int i = 0; i < s->nu; i++) {
+      double d = ae[i] - (pe ? pe[i] : 0);
       aa += ae[i] * ae[i];
+      da += d * d;
       en += fabs(ae[i] * u[m->act_dof[i]]);
     }
-    r -= s->w_action * aa + s->w_energy * en;
+    r -= s->w_action * aa + s->w_rate * da + s->w_energy * en;
     double h = k->p[s->L.root][2] + k->o[2], lo = h - s->fall - s->low_margin;
     if (lo < 0) r -= s->w_low * lo * lo;
     if (s->w_self > 0) r -= s->w_self * tu_self_penalty(&s->self, k, 0, NULL);
@@ -250,10 +258,12 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     double lo = k->p[s->L.root][2] + k->o[2] - s->fall - s->low_margin;
     if (lo < 0) A->pb[s->L.root][2] += g * (-2 * s->w_low * lo);
     if (s->w_self > 0) tu_self_penalty(&s->self, k, -g * s->w_self, A);
+    const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
     for (int i = 0; i < s->nu; i++) {
       int d = m->act_dof[i];
-      double sg = sgn(ae[i] * u[d]);
-      if (ab) ab[(size_t)e * s->nu + i] += g * (-2 * s->w_action * ae[i] - s->w_energy * sg * u[d]);
+      double sg = sgn(ae[i] * u[d]), da = ae[i] - (pe ? pe[i] : 0);
+      if (ab) ab[(size_t)e * s->nu + i] += g * (-2 * s->w_action * ae[i] - 2 * s->w_rate * da - s->w_energy * sg * u[d]);
+      if (pab) pab[(size_t)e * s->nu + i] += g * 2 * s->w_rate * da;
       A->ub[d] += g * (-s->w_energy * sg * ae[i]);
     }
     tu_adj_finish(&s->L, m, k, A, xb + (size_t)e * 2 * s->nv);
@@ -277,6 +287,8 @@ static const bcg_key_spec keys[] = {
      "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
      "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
     {"w_action", BCG_KEY_REAL, "0.01", 0, 1e6, NULL, "weight of the action cost |a|^2"},
+    {"w_action_rate", BCG_KEY_REAL, "0", 0, 1e6, NULL,
+     "weight of the action-rate cost |a - prev_a|^2 (prev_a = 0 after a reset): against a policy that chatters"},
     {"w_energy", BCG_KEY_REAL, "0.001", 0, 1e6, NULL,
      "weight of the power proxy sum |a_i qvel_i| over actuated dofs (meaningful with actuation = motor)"},
     {"fall_height", BCG_KEY_REAL, "0.8", 0, 10, NULL, "terminate when the root origin drops below this height (m)"},

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <hdf5.h>
 
 #include "bcg/config.h"
 #include "bcg/eval.h"
@@ -148,7 +149,7 @@ static void test_bad_policy_falls(void) {
   bcg_session S;
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
-  bcg_eval_opts o = {3, 4.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0};
+  bcg_eval_opts o = {3, 4.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, NULL};
   bcg_eval_result *res = calloc(1, sizeof *res);
   CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, res, err, sizeof err), 0);
   CU_ASSERT_EQUAL(res->stats[0].falls, 3);
@@ -166,6 +167,77 @@ static void test_bad_policy_falls(void) {
   bcg_config_free(cfg);
 }
 
+/* --trace: the episodes written step by step. Exact relations between the
+ * groups: both simulators start from the same states; bcg's first step from
+ * MuJoCo's first state (mujoco/bcg_next[:, 0]) is bcg's own first step
+ * (bcg/x[:, 1]), the policy being deterministic; the lengths are the
+ * simulated steps (the bad policy falls before the window's end, after which
+ * the state is held); the rewards are the task's */
+static double *read_all(hid_t f, const char *name, int rank, hsize_t *dims) {
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  if (d < 0) return NULL;
+  hid_t sp = H5Dget_space(d);
+  double *x = NULL;
+  if (H5Sget_simple_extent_ndims(sp) == rank) {
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    size_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    x = malloc(sizeof(double) * n);
+    if (H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0) free(x), x = NULL;
+  }
+  H5Sclose(sp);
+  H5Dclose(d);
+  return x;
+}
+
+static void test_trace(void) {
+  bcg_config *cfg = load_cfg("rsi = false\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  bcg_session S;
+  char err[2048], path[256];
+  CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
+  snprintf(path, sizeof path, "%s/trace.h5", tmpdir);
+  bcg_eval_opts o = {3, 1.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, path};
+  bcg_eval_result *res = calloc(1, sizeof *res);
+  CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, res, err, sizeof err), 0);
+  int nx = S.env->nx, nu = S.env->nu, T = 50;
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CU_ASSERT_FATAL(f >= 0);
+  hsize_t dx[3], dm[3], da[3], dp[3], dr[2], dl[1];
+  double *xb = read_all(f, "bcg/x", 3, dx), *xm = read_all(f, "mujoco/x", 3, dm), *ab = read_all(f, "bcg/action", 3, da);
+  double *pm = read_all(f, "mujoco/bcg_next", 3, dp), *rb = read_all(f, "bcg/reward", 2, dr);
+  double *lm = read_all(f, "mujoco/length", 1, dl);
+  CU_ASSERT_FATAL(xb && xm && ab && pm && rb && lm);
+  CU_ASSERT(dx[0] == 3 && dx[1] == (hsize_t)T + 1 && dx[2] == (hsize_t)nx);
+  CU_ASSERT(dm[0] == 3 && dm[1] == (hsize_t)T + 1 && dm[2] == (hsize_t)nx);
+  CU_ASSERT(da[0] == 3 && da[1] == (hsize_t)T && da[2] == (hsize_t)nu);
+  CU_ASSERT(dp[0] == 3 && dp[1] == (hsize_t)T && dp[2] == (hsize_t)nx);
+  double d0 = 0, d1 = 0, anorm = 0, rsum = 0;
+  for (int r = 0; r < 3; r++) {
+    for (int i = 0; i < nx; i++) {
+      d0 = fmax(d0, fabs(xb[((size_t)r * (T + 1)) * nx + i] - xm[((size_t)r * (T + 1)) * nx + i]));
+      d1 = fmax(d1, fabs(xb[((size_t)r * (T + 1) + 1) * nx + i] - pm[((size_t)r * T) * nx + i]));
+    }
+    for (int i = 0; i < nu; i++) anorm += fabs(ab[(size_t)r * T * nu + i]);
+    for (int t = 0; t < T; t++) rsum += fabs(rb[(size_t)r * T + t]);
+    int len = (int)lm[r];
+    CU_ASSERT(len >= 1 && len <= T);
+    CU_ASSERT(fabs(len * S.env->control_dt - res->run[1][r].length_s) < 1e-9);
+    if (len < T) /* held after the fall */
+      CU_ASSERT(memcmp(xm + ((size_t)r * (T + 1) + len) * nx, xm + ((size_t)r * (T + 1) + T) * nx, sizeof(double) * nx) == 0);
+  }
+  printf("\n  trace: initial states differ by %.3g, bcg's first step from MuJoCo's state vs bcg's own by %.3g", d0, d1);
+  CU_ASSERT_EQUAL(d0, 0);
+  CU_ASSERT_EQUAL(d1, 0);
+  CU_ASSERT(anorm > 0 && rsum > 0);
+  H5Fclose(f);
+  free(xb), free(xm), free(ab), free(pm), free(rb), free(lm);
+  unlink(path);
+  free(res);
+  bcg_session_close(&S);
+  bcg_config_free(cfg);
+}
+
 /* E_fixed (the fixed-window tracking error): a policy that folds up and falls
  * scores worse than the zero policy on the same short window in both
  * simulators, even where its E_track (averaged until the fall) is not worse;
@@ -177,7 +249,7 @@ static void test_fixed_window(void) {
   bcg_session S;
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
-  bcg_eval_opts o = {3, 2.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0};
+  bcg_eval_opts o = {3, 2.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, NULL};
   bcg_eval_result *bad = calloc(1, sizeof *bad), *zero = calloc(1, sizeof *zero);
   CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, bad, err, sizeof err), 0);
   CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, zero_policy, &S, &o, zero, err, sizeof err), 0);
@@ -228,5 +300,5 @@ static void test_fixed_window(void) {
 }
 
 BCG_TESTS({"replay_etrack_zero", test_replay_etrack_zero}, {"airborne_matches_mujoco", test_airborne_matches_mujoco},
-          {"bad_policy_falls", test_bad_policy_falls}, {"fixed_window", test_fixed_window});
+          {"bad_policy_falls", test_bad_policy_falls}, {"trace", test_trace}, {"fixed_window", test_fixed_window});
 BCG_RUN("eval")

@@ -1067,6 +1067,9 @@ static void test_locomotion_vjp(void) {
   CU_ASSERT(fd_task(&I, 0, "locomotion humanoid observe VJP vs FD (rel)") < 1e-6);
   CU_ASSERT(fd_task(&I, 1, "locomotion humanoid reward VJP vs FD (rel)") < 1e-6);
   inst_free(&I);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, "plugin = locomotion\nreset_noise = 0.2\nw_action_rate = 0.3\n", 3), 0);
+  CU_ASSERT(fd_task(&I, 1, "locomotion humanoid reward VJP vs FD, action rate (rel)") < 1e-6);
+  inst_free(&I);
   /* the low-root penalty active (the standing root, about 1.3 m, inside the
    * last low_margin above fall_height) and not: the rewards must differ */
   int done0;

@@ -51,6 +51,7 @@ typedef struct bcg_eval_opts {
   double noise_u;     /* std of the velocity noise of the initial state (rad/s, m/s) */
   int sims;           /* BCG_EVAL_BCG | BCG_EVAL_MUJOCO */
   double fall_penalty;/* E_fixed: the error (m) of a step after a fall, and the clip of every step's error; 0: 1 m */
+  const char *trace;  /* non-NULL: also write every step of every episode to this HDF5 file (see bcg_eval) */
 } bcg_eval_opts;
 
 typedef struct bcg_eval_run {
@@ -82,7 +83,17 @@ typedef struct bcg_eval_result {
 } bcg_eval_result;
 
 /* Evaluate policy in the simulators of opts->sims. S must be an open session
- * (its env, task and [sim] parameters are used; its learner is not). */
+ * (its env, task and [sim] parameters are used; its learner is not).
+ * With opts->trace, the episodes themselves go to that HDF5 file, one group
+ * per simulator (bcg, mujoco) with
+ *   x       [runs][steps + 1][nq + nv]  the state (qpos, qvel) before each step and after the last
+ *   action  [runs][steps][nu]          the policy's mean action
+ *   reward  [runs][steps]              the task's reward of each step
+ *   self_contact [runs][steps]         (mujoco) 1 where the step ended in a body-body contact
+ *   bcg_next [runs][steps][nq + nv]    (mujoco) bcg's step from MuJoCo's state under the same action:
+ *                                      with x[:, 1:] the one-step mismatch of the two simulators
+ *   length  [runs]                     steps simulated before the end or the fall
+ * steps = the evaluation's window; after a fall or the end the state is held. */
 int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *opts, bcg_eval_result *res,
              char *err, size_t errlen);
 

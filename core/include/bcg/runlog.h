@@ -111,6 +111,9 @@ long bcg_h5_read_reals(int64_t loc, const char *name, bcg_real *x, size_t cap, c
 int bcg_h5_write_doubles(int64_t loc, const char *name, const double *x, size_t n, char *err, size_t errlen);
 long bcg_h5_read_doubles(int64_t loc, const char *name, double *x, size_t cap, char *err, size_t errlen);
 int bcg_h5_write_i64(int64_t loc, const char *name, const int64_t *x, size_t n, char *err, size_t errlen);
+/* A C-ordered array of rank 1 to 8 with the given shape (readers above take 1-D only). */
+int bcg_h5_write_doubles_nd(int64_t loc, const char *name, const double *x, int rank, const size_t *shape, char *err,
+                            size_t errlen);
 long bcg_h5_read_i64(int64_t loc, const char *name, int64_t *x, size_t cap, char *err, size_t errlen);
 /* Elements of a named array, or -1 if absent. */
 long bcg_h5_length(int64_t loc, const char *name);
