@@ -30,6 +30,7 @@
  *   e_root = |p_r - p^_r|^2 + (3 - tr(R^_r^T R_r)) + 0.1 |v_r - v^_r|^2 + 0.1 |w_r - w^_r|^2
  *   r = sum_i w_i exp(-scale_i e_i) - w_action |a|^2 - w_action_rate |a - prev_a|^2
  *       - w_self sum max(0, r1 + r2 - d)^2    overlap of the robot's own capsules
+ *       - w_limit sum_j violation_j^2          joints beyond their ranges (task_util.h)
  * (prev_a: the previous action, zero after a reset, so the first step of an
  * episode pays w_action_rate |a|^2). The self-collision term (task_util.h:
  * tu_self_penalty) stands in for the body-body contact that MuJoCo simulates
@@ -83,7 +84,7 @@ typedef struct imit {
   bcg_motion mo;
   int nenv, nq, nv, nu, nx, odim, pdim;
   int loop, rsi, ep_steps;
-  double dt, w[5], sc[5], w_action, w_rate, w_self, term_h, max_err;
+  double dt, w[5], sc[5], w_action, w_rate, w_self, w_limit, term_h, max_err;
   tu_self self;
   int nf, fut[MAX_FUT], nk, key[MAX_KEY];
   ws *w_; /* [nenv] scratch (no state across calls) */
@@ -145,6 +146,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->w_action = svc->get_real(p, "w_action");
   s->w_rate = svc->get_real(p, "w_action_rate");
   s->w_self = svc->get_real(p, "w_self");
+  s->w_limit = svc->get_real(p, "w_limit");
   tu_self_init(&s->self, s->m);
   s->term_h = svc->get_real(p, "term_height");
   s->max_err = svc->get_real(p, "max_error");
@@ -516,6 +518,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
       da += d * d;
     }
     if (s->w_self > 0) r -= s->w_self * tu_self_penalty(&s->self, &w->k, 0, NULL);
+    if (s->w_limit > 0) r -= s->w_limit * tu_limit_penalty(s->m, q, 0, NULL);
     rew[e] = (bcg_real)(r - s->w_action * aa - s->w_rate * da);
     double h = w->k.p[s->L.root][2] + w->k.o[2];
     if (!(h >= s->term_h) || !(et <= s->max_err)) done[e] = 1;
@@ -548,6 +551,7 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
   tu_adj_zero(A);
   if (dbar) add_delta_vjp(s, w, u, dbar, A);
   if (s->w_self > 0) tu_self_penalty(&s->self, k, -g * s->w_self, A);
+  if (s->w_limit > 0) tu_limit_penalty(m, q, -g * s->w_limit, A->qb);
   for (int b = 1; b < m->nbody; b++) {
     real_t pa[3], pc[3], d[3], Rb[9];
     wpos(k, b, pa);
@@ -649,6 +653,9 @@ static const bcg_key_spec keys[] = {
     {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,
      "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
      "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
+    {"w_limit", BCG_KEY_REAL, "0", 0, 1e9, NULL,
+     "weight of the joint-limit penalty: sum over limited joints of the squared violation of the range (rad^2); "
+     "bcg's penalty limits and MuJoCo's constraint limits differ, a policy that leans on them transfers worse"},
     {"term_height", BCG_KEY_REAL, "0.6", -1e6, 1e6, NULL,
      "terminate when the root origin is below this height (m)"},
     {"max_error", BCG_KEY_REAL, "0.5", 0, 1e6, NULL,

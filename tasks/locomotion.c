@@ -20,6 +20,7 @@
  * + w_alive
  * - w_low * min(h - fall_height - low_margin, 0)^2       h: root height
  * - w_self * sum max(0, r1 + r2 - d)^2                   overlap of the robot's own capsules
+ * - w_limit * sum_j violation_j^2                          joints beyond their ranges
  * - w_action * |a|^2
  * - w_action_rate * |a - prev_a|^2                         prev_a: 0 after a reset
  * - w_energy * sum_i |a_i * qvel[dof_i]|                   actuator i's dof
@@ -62,8 +63,8 @@ typedef struct loco {
   const bcg_mdata *m;
   tu_layout L;
   int nenv, nq, nv, nu, nx, odim;
-  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_low, low_margin, w_self, w_action, w_rate, w_energy,
-      fall, noise;
+  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_low, low_margin, w_self, w_limit, w_action, w_rate,
+      w_energy, fall, noise;
   int ep_steps;
   int zq;      /* qpos address that moves the root vertically, -1 if none */
   double zsgn; /* d(height)/d(q[zq]) */
@@ -96,6 +97,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   tu_self_init(&s->self, s->m);
   s->w_action = svc->get_real(p, "w_action");
   s->w_rate = svc->get_real(p, "w_action_rate");
+  s->w_limit = svc->get_real(p, "w_limit");
   s->w_energy = svc->get_real(p, "w_energy");
   s->fall = svc->get_real(p, "fall_height");
   s->noise = svc->get_real(p, "reset_noise");
@@ -229,6 +231,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     double h = k->p[s->L.root][2] + k->o[2], lo = h - s->fall - s->low_margin;
     if (lo < 0) r -= s->w_low * lo * lo;
     if (s->w_self > 0) r -= s->w_self * tu_self_penalty(&s->self, k, 0, NULL);
+    if (s->w_limit > 0) r -= s->w_limit * tu_limit_penalty(m, q, 0, NULL);
     rew[e] = (bcg_real)r;
     done[e] = !(h >= s->fall) ? 1 : (clk[e].t >= s->ep_steps ? 2 : 0);
   }
@@ -258,6 +261,7 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     double lo = k->p[s->L.root][2] + k->o[2] - s->fall - s->low_margin;
     if (lo < 0) A->pb[s->L.root][2] += g * (-2 * s->w_low * lo);
     if (s->w_self > 0) tu_self_penalty(&s->self, k, -g * s->w_self, A);
+    if (s->w_limit > 0) tu_limit_penalty(m, q, -g * s->w_limit, A->qb);
     const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
     for (int i = 0; i < s->nu; i++) {
       int d = m->act_dof[i];
@@ -286,6 +290,9 @@ static const bcg_key_spec keys[] = {
     {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,
      "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
      "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
+    {"w_limit", BCG_KEY_REAL, "0", 0, 1e9, NULL,
+     "weight of the joint-limit penalty: sum over limited joints of the squared violation of the range (rad^2); "
+     "bcg's penalty limits and MuJoCo's constraint limits differ, a policy that leans on them transfers worse"},
     {"w_action", BCG_KEY_REAL, "0.01", 0, 1e6, NULL, "weight of the action cost |a|^2"},
     {"w_action_rate", BCG_KEY_REAL, "0", 0, 1e6, NULL,
      "weight of the action-rate cost |a - prev_a|^2 (prev_a = 0 after a reset): against a policy that chatters"},

@@ -232,6 +232,29 @@ BCG_HD void tu_proprio_vjp(const tu_layout *L, const bcg_mdata *m, const bcg_kin
  * segments. Its gradient is exact (the closest points are an optimum, so
  * only their explicit dependence on the endpoints counts). Box corners
  * (radius 0) are left out. */
+/* Joint-limit penalty: sum over the limited hinge and slide joints of the
+ * squared violation max(0, lo - q)^2 + max(0, q - hi)^2 (rad^2, m^2). bcg
+ * models a limit as a smooth penalty force, MuJoCo as a soft constraint;
+ * a policy that presses a joint into its limit (a knee locked straight, a
+ * hip held at its extension limit) behaves differently in the two, so the
+ * tasks can make that cost something. With qb non-NULL, qb[dof] += g * its
+ * gradient (C1: the square of a ramp). */
+BCG_HD real_t tu_limit_penalty(const bcg_mdata *m, const real_t *q, real_t g, real_t *qb) {
+  real_t tot = 0;
+  for (int j = 0; j < m->njnt; j++) {
+    if (!m->jnt_limited[j] || (m->jnt_type[j] != BCG_JNT_HINGE && m->jnt_type[j] != BCG_JNT_SLIDE)) continue;
+    real_t x = q[m->jnt_qposadr[j]], lo = m->jnt_range[j][0] - x, hi = x - m->jnt_range[j][1];
+    if (lo > 0) {
+      tot += lo * lo;
+      if (qb) qb[m->jnt_dofadr[j]] -= 2 * g * lo;
+    } else if (hi > 0) {
+      tot += hi * hi;
+      if (qb) qb[m->jnt_dofadr[j]] += 2 * g * hi;
+    }
+  }
+  return tot;
+}
+
 #define TU_MAX_SEG 64
 typedef struct tu_self {
   int nseg, npair;

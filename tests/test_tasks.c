@@ -908,10 +908,11 @@ static void test_imitation_vjp(void) {
  * thigh-thigh, thigh-shin and shin-shin contacts there); the reset states
  * of that clip are perturbed by fd_task, so the FD check runs on overlapping
  * capsules, and the penalty must lower the reward */
-static double imit_self_rewards(const char *clip, double w_self, const char *fd_label) {
+static double imit_pen_rewards(const char *clip, double w_self, double w_limit, const char *fd_label) {
   inst I;
   char lines[1024];
-  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nw_self = %g\nmax_error = 10\nterm_height = 0\n", clip, w_self);
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nw_self = %g\nw_limit = %g\nmax_error = 10\nterm_height = 0\n",
+           clip, w_self, w_limit);
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
   if (fd_label) CU_ASSERT(fd_task(&I, 1, fd_label) < 1e-6);
   int nx = I.env->nx, nu = I.env->nu, envs[3] = {0, 1, 2}, done[3];
@@ -922,6 +923,10 @@ static double imit_self_rewards(const char *clip, double w_self, const char *fd_
   free(x), free(a);
   inst_free(&I);
   return rew[0] + rew[1] + rew[2];
+}
+
+static double imit_self_rewards(const char *clip, double w_self, const char *fd_label) {
+  return imit_pen_rewards(clip, w_self, 0, fd_label);
 }
 
 static void test_imitation_self(void) {
@@ -945,6 +950,10 @@ static void test_imitation_self(void) {
   double on = imit_self_rewards(clip, 1000, "imitation humanoid reward VJP vs FD, self-collision penalty on (rel)");
   if (!(on < off - 1e-3)) fprintf(stderr, "self-collision penalty: reward sum %.6g (on) vs %.6g (off)\n", on, off);
   CU_ASSERT(on < off - 1e-3);
+  /* the same clip's hips are 0.21 rad beyond their range: the joint-limit penalty */
+  double lon = imit_pen_rewards(clip, 0, 100, "imitation humanoid reward VJP vs FD, joint-limit penalty on (rel)");
+  if (!(lon < off - 1e-3)) fprintf(stderr, "joint-limit penalty: reward sum %.6g (on) vs %.6g (off)\n", lon, off);
+  CU_ASSERT(lon < off - 1e-3);
   /* the standing clip itself: no overlap, the penalty changes nothing */
   CU_ASSERT_DOUBLE_EQUAL(imit_self_rewards(motion_file("stand.csv"), 0, NULL),
                          imit_self_rewards(motion_file("stand.csv"), 1000, NULL), 0);
@@ -1087,6 +1096,13 @@ static void test_locomotion_vjp(void) {
                        "locomotion humanoid reward VJP vs FD, self-collision penalty on (rel)", &done0);
   if (!(sw[1] < sw[0] - 1e-3)) fprintf(stderr, "self-collision penalty: reward sum %.6g (on) vs %.6g (off)\n", sw[1], sw[0]);
   CU_ASSERT(sw[1] < sw[0] - 1e-3);
+  /* the joint-limit penalty: reset noise of 0.3 rad puts joints beyond their
+   * ranges (a knee's upper limit is 2 degrees from the default pose) */
+  double lw[2] = {loco_rewards("reset_noise = 0.3\nfall_height = 0.1\nw_limit = 0\n", 5, 3, NULL, &done0), 0};
+  lw[1] = loco_rewards("reset_noise = 0.3\nfall_height = 0.1\nw_limit = 100\n", 5, 3,
+                       "locomotion humanoid reward VJP vs FD, joint-limit penalty on (rel)", &done0);
+  if (!(lw[1] < lw[0] - 1e-3)) fprintf(stderr, "joint-limit penalty: reward sum %.6g (on) vs %.6g (off)\n", lw[1], lw[0]);
+  CU_ASSERT(lw[1] < lw[0] - 1e-3);
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
   CU_ASSERT_EQUAL(I.ops->obs_dim(I.task), 13 + 12 + 6);
   CU_ASSERT(fd_task(&I, 0, "locomotion biped2d observe VJP vs FD (rel)") < 1e-6);
