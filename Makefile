@@ -6,6 +6,8 @@
 #   make deps            install the Debian packages bcg needs (only the missing ones)
 #   make test            deps + build + every CUnit suite (a few minutes on 2 cores)
 #   make test-asan       the same suites under AddressSanitizer + UBSan
+#   make fuzz            libFuzzer harnesses (tests/fuzz/), each run FUZZ_SECONDS (default 60)
+#   make fuzz-ci         the same, about 20 s each (CI); fails on any crash, leak or sanitizer report
 #   make demo            deps + build + the main job on configs/demo.ini
 #   make bench           the benchmarks (bcg bench)
 #   make bench-gpu       build/bench/gpu_bench: CUDA vs CPU stepper rates (bench/device_run.sh)
@@ -156,7 +158,7 @@ motions: $(BUILD)/motiongen
 	$(BUILD)/motiongen /usr/share/mujoco/model/humanoid/humanoid.xml models/motions
 
 DEBIAN_PACKAGES := libmujoco-dev libmujoco-samples libiniparser-dev libhdf5-dev hdf5-tools \
-  libcunit1-dev libopenblas-dev pkg-config valgrind
+  libcunit1-dev libopenblas-dev pkg-config valgrind clang libclang-rt-14-dev libomp-dev
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
@@ -176,6 +178,30 @@ test-asan: deps
 	$(MAKE) BUILD=build-asan OPT=-O1 SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" tests-build
 	@BCG_ASAN=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  BUILD=build-asan sh tests/run.sh $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
+
+# make fuzz: libFuzzer harnesses of every reader of outside input (tests/fuzz/,
+# docs/testing.md): libbcg, the plugins and the harnesses built by clang with
+# -fsanitize=fuzzer,address,undefined into $(FUZZ_BUILD)/, then each harness
+# run for FUZZ_SECONDS from its seed corpus tests/fuzz/corpus/<target>/ (new
+# inputs go to $(FUZZ_BUILD)/corpus/<target>/, crashes to
+# $(FUZZ_BUILD)/artifacts/). make fuzz-ci: the same for FUZZ_CI_SECONDS each.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TARGETS := config model motion_csv
+FUZZ_SECONDS ?= 60
+FUZZ_CI_SECONDS ?= 20
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_BINS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+.PHONY: fuzz fuzz-ci fuzz-build fuzz-harnesses
+fuzz-build: deps
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 OPT=-O1 SANITIZE="$(FUZZ_SAN)" all fuzz-harnesses
+fuzz-harnesses: $(FUZZ_BINS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h tests/fuzz/fuzz_motion.h tasks/motion.h $(LIB) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE)
+fuzz: fuzz-build
+	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+fuzz-ci: fuzz-build
+	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_CI_SECONDS) $(FUZZ_TARGETS)
 
 # make demo: train SHAC+BCG to stand on humanoid.xml (configs/demo.ini, about
 # 7 min on 2 cores), then evaluate the untrained and the trained policy in
@@ -243,6 +269,6 @@ install-built:
 	  > $(PREFIX)/lib/pkgconfig/bcg.pc
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(FUZZ_BUILD)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

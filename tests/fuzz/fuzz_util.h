@@ -1,0 +1,85 @@
+/* tests/fuzz/fuzz_util.h - shared helpers of the libFuzzer harnesses.
+ *
+ * Every harness runs from the repository root (make fuzz does), finds the
+ * repository's models there, then works inside its own empty temporary
+ * directory (removed at exit): the fuzzed bytes are written to a file in it
+ * and the reader under test opens that file, as bcg would. */
+#ifndef BCG_FUZZ_UTIL_H
+#define BCG_FUZZ_UTIL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char fz_root[PATH_MAX]; /* the repository root (absolute) */
+static char fz_dir[PATH_MAX];  /* this process's temporary directory (absolute) */
+
+static int fz_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  remove(p);
+  return 0;
+}
+static inline void fz_cleanup(void) {
+  if (fz_dir[0]) nftw(fz_dir, fz_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static inline void fz_die(const char *what) {
+  fprintf(stderr, "fuzz harness: %s\n", what);
+  abort();
+}
+
+/* Find the repository root (the working directory: make fuzz runs there),
+ * create the temporary directory and, when enter != 0, make it the working
+ * directory (relative paths in the fuzzed input then reach only it). */
+static inline void fz_init(int enter) {
+  if (fz_dir[0]) return;
+  if (!getcwd(fz_root, sizeof fz_root)) fz_die("getcwd failed");
+  char probe[PATH_MAX + 32];
+  snprintf(probe, sizeof probe, "%s/models/biped2d.xml", fz_root);
+  if (access(probe, R_OK) != 0) fz_die("run from the repository root (models/biped2d.xml not found)");
+  const char *t = getenv("TMPDIR");
+  snprintf(fz_dir, sizeof fz_dir, "%s/bcg_fuzz_XXXXXX", t && *t ? t : "/tmp");
+  if (!mkdtemp(fz_dir)) fz_die("mkdtemp failed");
+  atexit(fz_cleanup);
+  if (enter && chdir(fz_dir) != 0) fz_die("chdir to the temporary directory failed");
+}
+
+/* path of a repository file, e.g. fz_repo("models/biped2d.xml") */
+static inline const char *fz_repo(const char *rel, char *buf, size_t len) {
+  snprintf(buf, len, "%s/%s", fz_root, rel);
+  return buf;
+}
+
+/* Write bytes to NAME inside the temporary directory; its path into buf. */
+static inline const char *fz_write(const char *name, const uint8_t *data, size_t size, char *buf, size_t len) {
+  snprintf(buf, len, "%s/%s", fz_dir, name);
+  int fd = open(buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) fz_die("cannot create the input file");
+  while (size > 0) {
+    ssize_t w = write(fd, data, size);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fz_die("cannot write the input file");
+    }
+    data += w, size -= (size_t)w;
+  }
+  close(fd);
+  return buf;
+}
+
+/* an error message must be one non-empty line */
+static inline void fz_check_msg(const char *err) {
+  if (!err[0]) fz_die("failed without a message");
+  if (strchr(err, '\n')) {
+    fprintf(stderr, "message: %s\n", err);
+    fz_die("message spans lines");
+  }
+}
+
+#endif
