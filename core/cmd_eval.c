@@ -26,11 +26,6 @@ typedef struct ckpt_name {
   char name[NAME_MAX + 1];
 } ckpt_name;
 
-static int cmp_ckpt(const void *a, const void *b) {
-  const int64_t x = ((const ckpt_name *)a)->it, y = ((const ckpt_name *)b)->it;
-  return (x > y) - (x < y);
-}
-
 /* --select-best: every checkpoint of run_dir/checkpoints (the names
  * bcg_train_latest_checkpoint recognises), in iteration order, evaluated in
  * bcg only (the training simulator: MuJoCo plays no part in the choice); the
@@ -39,32 +34,22 @@ static int select_best(bcg_session *E, bcg_session *S, const bcg_eval_opts *o0, 
                        size_t ckptlen, char *err, size_t errlen) {
   char dir[2 * PATH_MAX];
   snprintf(dir, sizeof dir, "%.*s/checkpoints", PATH_MAX, run_dir);
-  DIR *d = opendir(dir);
-  if (!d) return snprintf(err, errlen, "%.1000s: cannot open", dir), -1;
-  ckpt_name *ck = NULL;
-  size_t n = 0, cap = 0;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    const int64_t it = bcg_train_checkpoint_iteration(de->d_name);
-    if (it < 0) continue;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 64;
-      ckpt_name *nc = realloc(ck, cap * sizeof *ck);
-      if (!nc) break;
-      ck = nc;
-    }
-    ck[n].it = it;
-    snprintf(ck[n].name, sizeof ck[n].name, "%s", de->d_name);
-    n++;
+  int64_t *its; /* ascending (core/train.c) */
+  size_t n = 0;
+  if (bcg_train_checkpoints(run_dir, &its, &n)) return snprintf(err, errlen, "%.1000s: cannot open", dir), -1;
+  ckpt_name *ck = calloc(n ? n : 1, sizeof *ck);
+  for (size_t i = 0; ck && i < n; i++) {
+    ck[i].it = its[i];
+    snprintf(ck[i].name, sizeof ck[i].name, "ckpt_%09lld.h5", (long long)its[i]);
   }
-  closedir(d);
+  free(its);
+  if (!ck) return snprintf(err, errlen, "out of memory"), -1;
   int rc = -1;
   bcg_eval_result *r = NULL;
   if (n == 0) {
     snprintf(err, errlen, "%.1000s: no checkpoint", dir);
     goto done;
   }
-  qsort(ck, n, sizeof *ck, cmp_ckpt);
   bcg_eval_opts o = *o0;
   o.sims = BCG_EVAL_BCG;
   double best = INFINITY, best_travel = -INFINITY;

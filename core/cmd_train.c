@@ -5,8 +5,9 @@
  * config.ini (resolved) and checkpoints/, and runs the training loop
  * (core/train.c), which writes log.h5 and the checkpoints. --resume reloads
  * RUN_DIR/config.ini and the latest checkpoint and continues; overrides on
- * resume may change only the [run] budget keys (iterations, samples,
- * seconds, checkpoint_every, threads) and are written back to config.ini.
+ * resume may change only the [run] budget and bookkeeping keys (iterations,
+ * samples, seconds, checkpoint_every, keep_last, keep_every, threads) and
+ * are written back to config.ini.
  *
  * SIGINT (Ctrl-C) and SIGTERM (what schedulers send before killing a job)
  * finish the current iteration, write a checkpoint and exit 0; a second one
@@ -87,7 +88,7 @@ static int resume(int argc, char **argv) {
   if (argc < 3) return bcg_cli_usage(argv[0], "--resume needs RUN_DIR");
   const char *dir = argv[2];
   static const char *allowed[] = {"run.iterations", "run.samples", "run.seconds", "run.checkpoint_every",
-                                  "run.threads"};
+                                  "run.keep_last",  "run.keep_every", "run.threads"};
   for (int i = 3; i < argc; i++) {
     const char *eq = strchr(argv[i], '=');
     if (!eq) return bcg_cli_usage(argv[0], "'%s' is not an override section.key=value", argv[i]);
@@ -97,7 +98,7 @@ static int resume(int argc, char **argv) {
     if (!ok)
       return bcg_cli_usage(argv[0],
                            "'%.*s' cannot change on resume (only run.iterations, run.samples, run.seconds, "
-                           "run.checkpoint_every, run.threads)",
+                           "run.checkpoint_every, run.keep_last, run.keep_every, run.threads)",
                            (int)(eq - argv[i]), argv[i]);
   }
   char path[PATH_MAX + 32];

@@ -30,6 +30,12 @@ static const bcg_key_spec run_keys[] = {
      "on the CPU (one GPU thread per environment leaves small batches latency-bound; 1: all on the GPU)"},
     {"checkpoint_every", BCG_KEY_INT, "50", 0, 1e9, NULL,
      "write a checkpoint every this many iterations (0: only at the end)"},
+    {"keep_last", BCG_KEY_INT, "10", 0, 1e9, NULL,
+     "keep the newest this many checkpoints and delete older ones once a new one is on disk, except those "
+     "keep_every keeps (0: keep every checkpoint)"},
+    {"keep_every", BCG_KEY_INT, "500", 0, 1e9, NULL,
+     "also keep the checkpoints of iterations that are multiples of this, for eval --select-best and later "
+     "comparisons (0: none beyond keep_last)"},
     {"out_dir", BCG_KEY_STRING, "runs", 0, 0, NULL, "runs go to out_dir/<name>/<UTC stamp>/"},
 };
 

@@ -22,11 +22,12 @@ static const struct command {
      "with config.ini (the resolved configuration), log.h5 and checkpoints/, then runs\n"
      "the learner until the first [run] budget (iterations, samples, seconds) is spent.\n"
      "Each iteration appends its curves to log.h5 and prints a progress line; a checkpoint\n"
-     "is written every [run] checkpoint_every iterations and at the end.\n"
+     "is written every [run] checkpoint_every iterations and at the end; older ones are\n"
+     "deleted except the newest [run] keep_last and those of multiples of keep_every.\n"
      "Ctrl-C finishes the iteration, writes a checkpoint and exits 0 (twice: at once).\n"
      "--resume RUN_DIR continues a run from its latest checkpoint (bit for bit on the CPU);\n"
      "overrides may extend run.iterations, run.samples, run.seconds or change\n"
-     "run.checkpoint_every and run.threads."},
+     "run.checkpoint_every, run.keep_last, run.keep_every and run.threads."},
     {"eval", bcg_cmd_eval, "RUN_DIR|CHECKPOINT [--sim mujoco|bcg|both] [--runs N] [--seconds S] [--fall-penalty M] [--out FILE|-] [--trace FILE] [--initial|--compare-initial] [--select-best] [section.key=value ...]",
      "evaluate a trained policy in MuJoCo and bcg",
      "Runs the policy (mean action) of the latest checkpoint of RUN_DIR (or of CHECKPOINT) from the start of\n"

@@ -49,56 +49,78 @@ int64_t bcg_train_checkpoint_iteration(const char *name) {
   return sscanf(name, "ckpt_%lld.h5%n", &it, &n) == 1 && n > 0 && name[n] == 0 && it >= 0 ? (int64_t)it : -1;
 }
 
-int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len) {
+void bcg_train_checkpoint_path(const char *run_dir, int64_t it, char *buf, size_t len) {
+  snprintf(buf, len, "%s/checkpoints/ckpt_%09lld.h5", run_dir, (long long)it);
+}
+
+static int cmp_asc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The one scan of a run's checkpoints (resume, the rotation, eval's
+ * RUN_DIR and --select-best): only the names the loop writes
+ * (bcg_train_checkpoint_path), so every iteration listed has one file. */
+int bcg_train_checkpoints(const char *run_dir, int64_t **its, size_t *n) {
+  *its = NULL;
+  *n = 0;
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
   DIR *d = opendir(dir);
   if (!d) return -1;
-  long long best = -1;
+  size_t cap = 0;
+  int rc = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
     const int64_t it = bcg_train_checkpoint_iteration(de->d_name);
-    if (it > best) best = it;
+    char canon[64];
+    if (it < 0 || (snprintf(canon, sizeof canon, "ckpt_%09lld.h5", (long long)it), strcmp(canon, de->d_name)))
+      continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 64;
+      int64_t *t = realloc(*its, cap * sizeof **its);
+      if (!t) {
+        rc = -1;
+        break;
+      }
+      *its = t;
+    }
+    (*its)[(*n)++] = it;
   }
   closedir(d);
-  if (best >= 0 && buf) snprintf(buf, len, "%s/ckpt_%09lld.h5", dir, best);
-  return (int64_t)best;
+  if (rc) {
+    free(*its);
+    *its = NULL;
+    *n = 0;
+    return -1;
+  }
+  if (*n) qsort(*its, *n, sizeof **its, cmp_asc);
+  return 0;
 }
 
-static int cmp_desc(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? 1 : x > y ? -1 : 0;
+int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len) {
+  int64_t *its;
+  size_t n;
+  if (bcg_train_checkpoints(run_dir, &its, &n) || n == 0) return -1;
+  const int64_t best = its[n - 1];
+  free(its);
+  if (buf) bcg_train_checkpoint_path(run_dir, best, buf, len);
+  return best;
 }
 
 /* The newest checkpoint of run_dir whose format and checksum are intact
  * (bcg_checkpoint_verify); every damaged newer one is a warning on stderr.
  * Returns its iteration (path in buf) or -1 with the reason in err. */
 static int64_t newest_good_checkpoint(const char *run_dir, char *buf, size_t len, char *err, size_t errlen) {
-  char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
-  DIR *d = opendir(dir);
-  if (!d) return setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir), -1;
-  int64_t *its = NULL;
-  size_t n = 0, cap = 0;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    const int64_t it = bcg_train_checkpoint_iteration(de->d_name);
-    if (it < 0) continue;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 64;
-      int64_t *t = realloc(its, cap * sizeof *its);
-      if (!t) break;
-      its = t;
-    }
-    its[n++] = it;
-  }
-  closedir(d);
-  if (n) qsort(its, n, sizeof *its, cmp_desc);
+  int64_t *its;
+  size_t n;
+  if (bcg_train_checkpoints(run_dir, &its, &n))
+    return setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir), -1;
   int64_t found = -1;
   char first[2048] = "";
-  for (size_t i = 0; i < n && found < 0; i++) {
+  for (size_t i = n; i-- > 0 && found < 0;) {
     char p[PATH_MAX + 64], why[2048];
-    snprintf(p, sizeof p, "%s/ckpt_%09lld.h5", dir, (long long)its[i]);
+    bcg_train_checkpoint_path(run_dir, its[i], p, sizeof p);
     if (bcg_checkpoint_verify(p, why, sizeof why) == 0) {
       found = its[i];
       snprintf(buf, len, "%s", p);
@@ -179,8 +201,38 @@ static const char *plugin_name(const bcg_config *cfg, bcg_kind k) {
 #define TASK_HAS_IO(o)                                                                              \
   ((o)->size >= offsetof(bcg_task_ops, load) + sizeof((o)->load) && (o)->save && (o)->load)
 
+/* [run] keep_last and keep_every: once checkpoint L->it is committed (its
+ * data fsynced, renamed into place and the rename made durable), the older
+ * checkpoints that neither keeps are deleted, so a crash at any point leaves
+ * the new checkpoint, or the old ones, to resume from. keep_last counts the
+ * new one, so the checkpoint --resume would take is never deleted. Newer
+ * checkpoints than L->it (left by a session that resumed from an older,
+ * intact one) are not touched: the loop replaces them when it gets there.
+ * A checkpoint that cannot be deleted is a warning, not an error. */
+static void rotate_checkpoints(loop *L) {
+  const long keep_last = bcg_config_get_int(L->cfg, "run", "keep_last");
+  const long keep_every = bcg_config_get_int(L->cfg, "run", "keep_every");
+  if (keep_last <= 0) return;
+  int64_t *its;
+  size_t n, m = 0;
+  if (bcg_train_checkpoints(L->opt->run_dir, &its, &n)) {
+    fprintf(stderr, "bcg: warning: %s/checkpoints: cannot list the checkpoints to rotate them: %s\n", L->opt->run_dir,
+            strerror(errno));
+    return;
+  }
+  while (m < n && its[m] <= L->it) m++; /* its[0, m): this checkpoint and the older ones, ascending */
+  for (size_t i = 0; i + (size_t)keep_last < m; i++) {
+    if (keep_every > 0 && its[i] % keep_every == 0) continue;
+    char p[PATH_MAX + 64];
+    bcg_train_checkpoint_path(L->opt->run_dir, its[i], p, sizeof p);
+    if (unlink(p) != 0 && errno != ENOENT)
+      fprintf(stderr, "bcg: warning: checkpoint rotation: cannot delete %s: %s\n", p, strerror(errno));
+  }
+  free(its);
+}
+
 static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, char *err, size_t errlen) {
-  snprintf(path, pathlen, "%s/checkpoints/ckpt_%09" PRId64 ".h5", L->opt->run_dir, L->it);
+  bcg_train_checkpoint_path(L->opt->run_dir, L->it, path, pathlen);
   bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, errlen);
   if (!ck) return -1;
   int64_t root = bcg_checkpoint_root(ck);
@@ -229,7 +281,9 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
       goto fail;
     }
   }
-  return bcg_checkpoint_commit(ck, err, errlen);
+  if (bcg_checkpoint_commit(ck, err, errlen)) return -1;
+  rotate_checkpoints(L); /* only now that the new checkpoint is on disk */
+  return 0;
 fail:
   bcg_checkpoint_abort(ck);
   return -1;

@@ -139,6 +139,14 @@ void bcg_session_close(bcg_session *S);
 /* The iteration of a checkpoint file name "ckpt_<iteration>.h5", or -1 when
  * the name is not one. */
 int64_t bcg_train_checkpoint_iteration(const char *name);
+/* The path of a run's checkpoint of iteration it:
+ * RUN_DIR/checkpoints/ckpt_<it, nine digits or more>.h5. */
+void bcg_train_checkpoint_path(const char *run_dir, int64_t it, char *buf, size_t len);
+/* The checkpoints of a run directory: the iterations of its files named as
+ * bcg_train_checkpoint_path names them, ascending, in a malloc'd *its (free
+ * it; NULL when there are none) and their count in *n. Returns 0, or -1 when
+ * RUN_DIR/checkpoints cannot be read. */
+int bcg_train_checkpoints(const char *run_dir, int64_t **its, size_t *n);
 /* The latest checkpoint of a run directory: its path into buf and its
  * iteration count, or -1 when there is none. */
 int64_t bcg_train_latest_checkpoint(const char *run_dir, char *buf, size_t len);
