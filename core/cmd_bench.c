@@ -121,7 +121,9 @@ static int time_sim(bcg_sim *sim, const bcg_model *model, int n, double seconds,
 }
 
 static int make_config(const char *contact, const char *model_path, bcg_config **cfg, char *err, size_t errlen) {
-  char path[] = "/tmp/bcg_bench_XXXXXX";
+  char path[PATH_MAX];
+  const char *td = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/bcg_bench_XXXXXX", td && td[0] ? td : "/tmp");
   int fd = mkstemp(path);
   if (fd < 0) return snprintf(err, errlen, "cannot create a temporary config"), -1;
   FILE *f = fdopen(fd, "w");

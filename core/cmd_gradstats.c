@@ -172,7 +172,9 @@ int bcg_cmd_gradstats(int argc, char **argv) {
   }
   row rows[256];
   int nrow = 0;
-  char vpath[] = "/tmp/bcg_gradstats_XXXXXX";
+  char vpath[PATH_MAX];
+  const char *td = getenv("TMPDIR");
+  snprintf(vpath, sizeof vpath, "%s/bcg_gradstats_XXXXXX", td && td[0] ? td : "/tmp");
   int fd = mkstemp(vpath);
   if (fd < 0) return bcg_cli_error("cannot create a temporary config");
   close(fd);

@@ -2,6 +2,19 @@
 # Runs every CUnit suite given on the command line, prints each suite's CUnit
 # summary, then one closing line "N passed, N failed" over all tests.
 # Exits non-zero if any suite failed or crashed.
+#
+# Temporary files: the suites run with BCG_TEST_TMP and TMPDIR pointing at a
+# directory made for this run under ${TMPDIR:-/tmp}; each suite makes its own
+# directory in it (tests/testutil.h, bcg_test_tmpdir) and removes it when it
+# exits. A suite that leaves anything in the run's directory, or a new entry
+# named bcg* in ${TMPDIR:-/tmp} itself, fails the run (the entries are
+# listed). BCG_KEEP_TMP=1 keeps the files and skips the check.
+base=${TMPDIR:-/tmp}
+listbcg() { (cd "$base" && ls -d bcg* 2>/dev/null | grep -v '^bcg_tests_' | sort); }
+seen=$(listbcg)
+run_tmp=$(mktemp -d "$base/bcg_tests_XXXXXX") || { echo "!!! cannot make a directory in $base"; exit 1; }
+export BCG_TEST_TMP="$run_tmp" TMPDIR="$run_tmp"
+
 passed=0; failed=0; bad=""
 for t in "$@"; do
   name=$(basename "$t")
@@ -9,6 +22,22 @@ for t in "$@"; do
   out=$("$t" 2>&1); rc=$?
   echo "$out"
   line=$(echo "$out" | grep '^BCGSUITE' | tail -n 1)
+  leaked=""
+  if [ -z "$BCG_KEEP_TMP" ]; then
+    left=$(ls -A "$run_tmp")
+    if [ -n "$left" ]; then
+      echo "!!! $name left files in $run_tmp:"; echo "$left" | sed 's/^/    /'
+      rm -rf "$run_tmp"/* "$run_tmp"/.[!.]* 2>/dev/null
+      leaked=1
+    fi
+    now=$(listbcg)
+    new=$(printf '%s\n' "$now" | grep -vxF "$(printf '%s\n' "$seen")" | grep .)
+    if [ -n "$new" ]; then
+      echo "!!! $name left new entries in $base:"; echo "$new" | sed 's/^/    /'
+      leaked=1
+    fi
+    seen=$now
+  fi
   if [ -z "$line" ]; then
     echo "!!! $name crashed or printed no summary (exit $rc)"
     failed=$((failed + 1)); bad="$bad $name"; continue
@@ -16,11 +45,12 @@ for t in "$@"; do
   n=$(echo "$line" | sed 's/.*tests=\([0-9]*\).*/\1/')
   f=$(echo "$line" | sed 's/.*failed=\([0-9]*\) .*/\1/')
   passed=$((passed + n - f)); failed=$((failed + f))
-  if [ "$rc" != 0 ]; then
+  if [ "$rc" != 0 ] || [ -n "$leaked" ]; then
     [ "$f" = 0 ] && failed=$((failed + 1))
     bad="$bad $name"
   fi
 done
+if [ -n "$BCG_KEEP_TMP" ]; then echo "kept $run_tmp (BCG_KEEP_TMP)"; else rm -rf "$run_tmp"; fi
 echo
 [ -n "$bad" ] && echo "failing suites:$bad"
 echo "$passed passed, $failed failed"

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "bcg/runlog.h"
+#include "bcg/train.h"
 #include "bcg/version.h"
+#include "h5same.h"
 #include "testutil.h"
 
 static char out[1 << 16];
@@ -20,9 +22,7 @@ static char tmpdir[256];
 static char extra_plugin_dir[512]; /* searched before the test plugins when set */
 
 static void setup(void) {
-  if (tmpdir[0]) return;
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/bcg_test_cli_XXXXXX");
-  if (!mkdtemp(tmpdir)) abort();
+  if (!tmpdir[0]) snprintf(tmpdir, sizeof tmpdir, "%s", bcg_test_tmpdir()); /* removed at exit */
 }
 
 /* Run bcg with the test plugins on the path; stdout+stderr into out (mode 0),
@@ -712,10 +712,74 @@ static void test_damaged_checkpoint(void) {
   CU_ASSERT_EQUAL(run_err("eval %s --runs 2 --seconds 0.2 --out - eval.fall_height=0", rd), 0);
 }
 
-static void test_cleanup(void) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  CU_ASSERT_EQUAL(system(cmd), 0);
+/* the checkpoint iterations of a run directory as "1 2 3" */
+static const char *ckpts_of(const char *rd) {
+  static char buf[512];
+  int64_t *its;
+  size_t n;
+  buf[0] = 0;
+  if (bcg_train_checkpoints(rd, &its, &n)) return "(none)";
+  for (size_t i = 0; i < n; i++)
+    snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%lld", i ? " " : "", (long long)its[i]);
+  free(its);
+  return buf;
+}
+
+/* Checkpoint rotation ([run] keep_last, keep_every). A run of 12 iterations
+ * with a checkpoint every iteration keeps all 12 with keep_last = 0; with
+ * keep_last = 3 and keep_every = 5 a run stopped at 7 keeps 5 6 7 (stopped
+ * by [run] samples: [run] iterations sets the learning-rate schedule). Its
+ * resume skips a damaged newer checkpoint 9 (what a crashed session can
+ * leave behind) and leaves it alone while rotating (5 6 7 8 9), the next
+ * resume replaces it and ends with 5 10 11 12; those checkpoints and log.h5
+ * equal the uninterrupted run's bit for bit (wall-clock time aside). */
+static void test_checkpoint_rotation(void) {
+  setup();
+  char text[2048], dir[PATH_MAX], ref[PATH_MAX], rd[PATH_MAX], bad[PATH_MAX + 64];
+  snprintf(text, sizeof text, pend_ini, "rot", 4, 12, tmpdir, "");
+  const char *p = write_ini("rot.ini", text);
+  CU_ASSERT_EQUAL_FATAL(run("train %s run.name=rot_all run.checkpoint_every=1 run.keep_last=0", p), 0);
+  snprintf(dir, sizeof dir, "%s/runs/rot_all", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(first_run(dir, ref, sizeof ref), 0);
+  CU_ASSERT_STRING_EQUAL(ckpts_of(ref), "1 2 3 4 5 6 7 8 9 10 11 12");
+  const char *fin = strstr(out, "bcg: train: finished after 12 iterations, ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fin);
+  const long per_it = atol(fin + strlen("bcg: train: finished after 12 iterations, ")) / 12; /* samples */
+  CU_ASSERT_FATAL(per_it > 0);
+
+  CU_ASSERT_EQUAL_FATAL(
+      run("train %s run.name=rot run.samples=%ld run.checkpoint_every=1 run.keep_last=3 run.keep_every=5", p,
+          7 * per_it),
+      0);
+  snprintf(dir, sizeof dir, "%s/runs/rot", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(first_run(dir, rd, sizeof rd), 0);
+  CU_ASSERT_STRING_EQUAL(ckpts_of(rd), "5 6 7");
+  bcg_train_checkpoint_path(rd, 9, bad, sizeof bad);
+  FILE *f = fopen(bad, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("not a checkpoint\n", f);
+  fclose(f);
+  CU_ASSERT_EQUAL(run_err("train --resume %s run.samples=%ld run.keep_every=5", rd, 8 * per_it), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ckpt_000000007.h5, the newest intact checkpoint"));
+  CU_ASSERT_STRING_EQUAL(ckpts_of(rd), "5 6 7 8 9");
+  CU_ASSERT_EQUAL(run("train --resume %s run.samples=0", rd), 0);
+  CU_ASSERT_STRING_EQUAL(ckpts_of(rd), "5 10 11 12");
+
+  static const int its[] = {5, 10, 11, 12};
+  for (int i = 0; i < 4; i++) {
+    char a[PATH_MAX + 64], b[PATH_MAX + 64];
+    bcg_train_checkpoint_path(ref, its[i], a, sizeof a);
+    bcg_train_checkpoint_path(rd, its[i], b, sizeof b);
+    int n = 0;
+    CU_ASSERT_EQUAL(h5same(a, b, h5same_skip_ckpt, "rotation", &n), 0);
+    CU_ASSERT(n >= 10);
+  }
+  char la[PATH_MAX + 16], lb[PATH_MAX + 16];
+  snprintf(la, sizeof la, "%s/log.h5", ref);
+  snprintf(lb, sizeof lb, "%s/log.h5", rd);
+  int n = 0;
+  CU_ASSERT_EQUAL(h5same(la, lb, h5same_skip_log, "rotation", &n), 0);
+  CU_ASSERT(n >= 10);
 }
 
 BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
@@ -725,5 +789,6 @@ BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
           {"the shipped policy stands (make demo)", test_shipped_policy}, {"run paths absolute", test_run_paths},
           {"select-best without a reference", test_select_best_locomotion},
           {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning}, {"bench --train", test_bench_train},
-          {"checkpoint outside its run", test_checkpoint_elsewhere}, {"damaged checkpoint", test_damaged_checkpoint}, {"cleanup", test_cleanup});
+          {"checkpoint outside its run", test_checkpoint_elsewhere}, {"damaged checkpoint", test_damaged_checkpoint},
+          {"checkpoint rotation", test_checkpoint_rotation});
 BCG_RUN("cli")

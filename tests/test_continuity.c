@@ -45,7 +45,8 @@ static double urand(void) {
 static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 static bcg_env *make_env(const char *contact_lines, bcg_config **cfgout) {
-  char path[] = "/tmp/bcg_continuity_XXXXXX";
+  char path[1024];
+  snprintf(path, sizeof path, "%s", bcg_test_tmp_path("cfg_XXXXXX"));
   int fd = mkstemp(path);
   if (fd < 0) return NULL;
   FILE *f = fdopen(fd, "w");

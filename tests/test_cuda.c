@@ -447,8 +447,7 @@ static char ttmp[256];
 
 static int train_setup(void) {
   if (treg) return 0;
-  snprintf(ttmp, sizeof ttmp, "/tmp/bcg_test_cuda_XXXXXX");
-  if (!mkdtemp(ttmp)) return -1;
+  snprintf(ttmp, sizeof ttmp, "%s", bcg_test_tmpdir()); /* removed at exit */
   treg = bcg_registry_new();
   if (train_registry_hook) train_registry_hook(treg);
   char dir[PATH_MAX];

@@ -271,10 +271,7 @@ static void test_reproducible(void) {
 /* ---- configs -------------------------------------------------------------------------- */
 static char tmpdir[128];
 static bcg_env *env_from_ini(const char *ini, int nenv, bcg_config **cfgout) {
-  if (!tmpdir[0]) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/bcg_dr_XXXXXX");
-    if (!mkdtemp(tmpdir)) return NULL;
-  }
+  if (!tmpdir[0]) snprintf(tmpdir, sizeof tmpdir, "%s", bcg_test_tmpdir()); /* removed at exit */
   char path[256];
   snprintf(path, sizeof path, "%s/run.ini", tmpdir);
   FILE *f = fopen(path, "w");

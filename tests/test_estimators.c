@@ -58,7 +58,8 @@ static const char *contact_extra = "";
 
 /* A config with the common sections and the given [estimator] body. */
 static bcg_config *load_cfg(const char *estimator) {
-  char path[] = "/tmp/bcg_test_estimators_XXXXXX";
+  char path[1024];
+  snprintf(path, sizeof path, "%s", bcg_test_tmp_path("cfg_XXXXXX"));
   int fd = mkstemp(path);
   if (fd < 0) return NULL;
   FILE *f = fdopen(fd, "w");

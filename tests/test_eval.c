@@ -20,10 +20,7 @@
 static char tmpdir[128];
 
 static bcg_config *load_cfg(const char *extra) {
-  if (!tmpdir[0]) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/bcg_eval_XXXXXX");
-    if (!mkdtemp(tmpdir)) return NULL;
-  }
+  if (!tmpdir[0]) snprintf(tmpdir, sizeof tmpdir, "%s", bcg_test_tmpdir()); /* removed at exit */
   char path[256];
   snprintf(path, sizeof path, "%s/eval.ini", tmpdir);
   FILE *f = fopen(path, "w");

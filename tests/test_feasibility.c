@@ -275,10 +275,7 @@ static char tmpdir[128];
 static const char *tmp_path(const char *name) {
   static char p[4][256];
   static int k;
-  if (!tmpdir[0]) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/bcg_test_feas_XXXXXX");
-    if (!mkdtemp(tmpdir)) abort();
-  }
+  if (!tmpdir[0]) snprintf(tmpdir, sizeof tmpdir, "%s", bcg_test_tmpdir()); /* removed at exit */
   char *s = p[k++ % 4];
   snprintf(s, 256, "%s/%s", tmpdir, name);
   return s;

@@ -68,9 +68,10 @@ static void test_missing_and_not_elf(void) {
   bcg_registry *r = bcg_registry_new();
   CU_ASSERT_EQUAL(bcg_registry_load_file(r, "/nonexistent/x.so", err, sizeof err), -1);
   CU_ASSERT_STRING_EQUAL(err, "/nonexistent/x.so: cannot load: No such file or directory");
-  char dir[] = "/tmp/bcg_test_loader_XXXXXX";
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s", bcg_test_tmp_path("loader_XXXXXX"));
   CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
-  char p[256];
+  char p[300];
   snprintf(p, sizeof p, "%s/x.so", dir);
   FILE *f = fopen(p, "w");
   fputs("this is not an ELF file, just some text that is long enough to have a header\n", f);
@@ -120,7 +121,8 @@ static void copy_prefix(const char *src, const char *dst, long n) {
  * or corrupt ELF file (...)", and scanning its folder must still load the
  * good plugin beside it. */
 static void test_truncated(void) {
-  char dir[] = "/tmp/bcg_test_trunc_XXXXXX";
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", bcg_test_tmp_path("trunc_XXXXXX"));
   CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
   const char *src = plug("test_contact");
   struct stat st;
@@ -384,7 +386,8 @@ static void test_use_plugins(void) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s/tests/plugins", bcg_test_build_dir());
   bcg_registry_scan_dir(r, dir, 1);
-  char path[] = "/tmp/bcg_test_loader_cfg_XXXXXX";
+  char path[512];
+  snprintf(path, sizeof path, "%s", bcg_test_tmp_path("cfg_XXXXXX"));
   int fd = mkstemp(path);
   CU_ASSERT_FATAL(fd >= 0);
   const char *text =

@@ -17,18 +17,10 @@
 #define BIPED "models/biped2d.xml"
 #define QUADRUPED "models/quadruped.xml"
 
-static char tmpdir[256];
 static char errbuf[2048];
 
-static const char *tmp_path(const char *name) {
-  static char p[512];
-  if (!tmpdir[0]) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/bcg_test_model_XXXXXX");
-    if (!mkdtemp(tmpdir)) tmpdir[0] = 0;
-  }
-  snprintf(p, sizeof p, "%s/%s", tmpdir, name);
-  return p;
-}
+/* a file in the suite's scratch directory (removed at exit) */
+static const char *tmp_path(const char *name) { return bcg_test_tmp_path(name); }
 
 /* Write an MJCF into the temp dir and return its path. */
 static const char *write_xml(const char *name, const char *xml) {
@@ -604,17 +596,6 @@ static void test_mjref(void) {
   bcg_model_free(model);
 }
 
-static void cleanup(void) {
-  if (!tmpdir[0]) return;
-  static const char *files[] = {"pairing.xml", "frictionless.xml", "broken.xml", "tendon.xml", "equality.xml",
-                                "ellipsoid.xml", "unnamed_cyl.xml", "tilted.xml", "upside_down.xml", "servo.xml",
-                                "site_act.xml", "ball_act.xml", "static_box.xml", "many_bodies.xml", "many_cps.xml"};
-  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(tmp_path(files[i]));
-  rmdir(tmpdir);
-  CU_PASS("cleanup");
-}
-
 BCG_TESTS({"error_labels", test_error_labels}, {"pd_gains", test_pd_gains}, {"humanoid", test_humanoid}, {"own_models", test_own_models}, {"contact_rules", test_contact_rules},
-          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref},
-          {"cleanup", cleanup});
+          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref});
 BCG_RUN("model")

@@ -26,10 +26,7 @@ static const char *tmpfile_with(const char *name, const char *text) {
   static char paths[4][256];
   static int next;
   char *path = paths[next++ % 4];
-  if (!tmpdir[0]) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/bcg_physics_XXXXXX");
-    if (!mkdtemp(tmpdir)) return NULL;
-  }
+  if (!tmpdir[0]) snprintf(tmpdir, sizeof tmpdir, "%s", bcg_test_tmpdir()); /* removed at exit */
   snprintf(path, 256, "%s/%s", tmpdir, name);
   FILE *f = fopen(path, "w");
   if (!f) return NULL;

@@ -36,16 +36,9 @@
  * that runs this suite */
 #define CLEAN_ENV "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES"
 
-static char tmp[256];       /* the install prefix and scratch space */
+static char tmp[256];       /* the install prefix and scratch space (removed at exit) */
 static int installed, built; /* steps done so far */
 static char out[65536];
-
-static void cleanup(void) {
-  if (!tmp[0] || getenv("BCG_KEEP_TMP")) return;
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
-}
 
 static int exists(const char *rel) {
   char p[1024];
@@ -77,9 +70,7 @@ static int sh(const char *fmt, ...) {
 
 static void test_install(void) {
   CU_ASSERT_FATAL(access("Makefile", R_OK) == 0 && access("plugins/example/Makefile", R_OK) == 0);
-  snprintf(tmp, sizeof tmp, "/tmp/bcg_test_sdk_XXXXXX");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmp));
-  atexit(cleanup);
+  snprintf(tmp, sizeof tmp, "%s", bcg_test_tmpdir());
   int rc = sh(CLEAN_ENV " make -s --no-print-directory install-built PREFIX='%s' BUILD='%s'", tmp,
               bcg_test_build_dir());
   CU_ASSERT_EQUAL_FATAL(rc, 0);

@@ -57,7 +57,8 @@ static void inst_free(inst *I) {
 /* task_lines: the [task] section's body. Returns 0 or -1 with I->err. */
 static int inst_make(inst *I, const char *model, const char *task_lines, int nenv) {
   memset(I, 0, sizeof *I);
-  char dir[1024], mp[1024], path[] = "/tmp/bcg_test_tasks_XXXXXX.ini";
+  char dir[1024], mp[1024], path[1024];
+  snprintf(path, sizeof path, "%s", bcg_test_tmp_path("tasks_XXXXXX.ini"));
   I->reg = bcg_registry_new();
   snprintf(dir, sizeof dir, "%s/plugins", bcg_test_build_dir());
   bcg_registry_scan_dir(I->reg, dir, 1);
@@ -130,7 +131,7 @@ static void test_csv_quat_orders(void) {
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
   int n = 20, nq = model->m.nq;
-  const char *pw = "/tmp/bcg_tt_wxyz.csv", *px = "/tmp/bcg_tt_xyzw.csv", *pn = "/tmp/bcg_tt_xyzw_nohdr.csv";
+  const char *pw = bcg_test_tmp_path("wxyz.csv"), *px = bcg_test_tmp_path("xyzw.csv"), *pn = bcg_test_tmp_path("xyzw_nohdr.csv");
   write_csv(pw, model, mo.qpos, n, 0, 1, 1);
   write_csv(px, model, mo.qpos, n, 1, 1, 0);
   write_csv(pn, model, mo.qpos, n, 1, 0, 1);
@@ -163,7 +164,7 @@ static void test_csv_quat_orders(void) {
 }
 
 static void test_csv_mismatch(void) {
-  const char *p = "/tmp/bcg_tt_bad.csv";
+  const char *p = bcg_test_tmp_path("bad.csv");
   /* a biped2d clip (9 columns) given to the humanoid: error names file and line */
   FILE *f = fopen(p, "w");
   fprintf(f, "# fps=30\n# a comment\n0,1.2,0,0,0,0,0,0,0\n");
@@ -254,7 +255,7 @@ static void test_lafan_format(void) {
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&ref, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
   CU_ASSERT_EQUAL(ref.format, BCG_MOTION_BCG);
   int n = 60, nq = model->m.nq;
-  const char *p = "/tmp/bcg_tt_lafan.csv";
+  const char *p = bcg_test_tmp_path("lafan.csv");
   write_lafan(p, model, ref.qpos, n);
   /* auto: a bare CSV is LAFAN (30 fps, x y z w) */
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, p, 0, BCG_QUAT_FILE, err, sizeof err), 0);
@@ -280,7 +281,7 @@ static void test_lafan_format(void) {
   snprintf(want, sizeof want, "%s:1: a header or comment line, but the LAFAN format has none", motion_file("run.csv"));
   CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
   /* ... and on HDF5 */
-  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, "/tmp/x.h5", &o, err, sizeof err), 0);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load_opts(&mo, model, bcg_test_tmp_path("missing.h5"), &o, err, sizeof err), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "lafan reads CSV files"));
   /* a G1 clip (36 columns) given to the humanoid: the message names the LAFAN layout */
   FILE *f = fopen(p, "w");
@@ -318,7 +319,7 @@ static void test_motion_segment(void) {
   char err[2048], want[512];
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&ref, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
   int n = 90, nq = model->m.nq;
-  const char *p = "/tmp/bcg_tt_lafan_seg.csv";
+  const char *p = bcg_test_tmp_path("lafan_seg.csv");
   write_lafan(p, model, ref.qpos, n);
   bcg_motion_opts o = {BCG_MOTION_AUTO, 0, BCG_QUAT_FILE, 1.0, 2.01};
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load_opts(&mo, model, p, &o, err, sizeof err), 0);
@@ -378,7 +379,7 @@ static void test_motion_checks(void) {
   char err[2048], want[512], wl[3][1600];
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&ref, model, motion_file("run.csv"), 0, 0, err, sizeof err), 0);
   int n = 40, nq = m->nq;
-  const char *p = "/tmp/bcg_tt_lafan_chk.csv";
+  const char *p = bcg_test_tmp_path("lafan_chk.csv");
   double *Q = malloc(sizeof(double) * (size_t)n * nq);
   CU_ASSERT_PTR_NOT_NULL_FATAL(Q);
   /* clean: nothing to say */
@@ -497,7 +498,7 @@ static void test_lafan_real_clip(void) {
 /* A task that stands on a floor refuses a model without one, naming the
  * config's [model] path, unless [model] allow_no_floor = true. */
 static void test_floor_required(void) {
-  const char *xml = "/tmp/bcg_tt_nofloor.xml";
+  const char *xml = bcg_test_tmp_path("nofloor.xml");
   FILE *f = fopen(xml, "w");
   fprintf(f, "<mujoco><worldbody><body name='torso' pos='0 0 1'><freejoint/><geom name='t' size='.1'/>\n"
              "<body name='leg' pos='0 0 -.3'><joint name='hip' axis='0 1 0'/><geom name='foot' size='.05'/></body>\n"
@@ -521,7 +522,8 @@ static void test_floor_required(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(I.err, "the floor has no contact points"));
   inst_free(&I);
   /* allowed explicitly */
-  char dir[1024], path[] = "/tmp/bcg_tt_floor_XXXXXX.ini", e[2048];
+  char dir[1024], path[1024], e[2048];
+  snprintf(path, sizeof path, "%s", bcg_test_tmp_path("floor_XXXXXX.ini"));
   bcg_registry *reg = bcg_registry_new();
   snprintf(dir, sizeof dir, "%s/plugins", bcg_test_build_dir());
   bcg_registry_scan_dir(reg, dir, 1);
@@ -547,7 +549,7 @@ static void test_hdf5(void) {
   bcg_motion mo, h;
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("jump.csv"), 0, 0, err, sizeof err), 0);
-  const char *p = "/tmp/bcg_tt_motion.h5";
+  const char *p = bcg_test_tmp_path("motion.h5");
   hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   hsize_t dims[2] = {(hsize_t)mo.nframes, (hsize_t)mo.nq}, one = 1;
   hid_t sp = H5Screate_simple(2, dims, NULL);
@@ -629,7 +631,7 @@ static void test_hdf5_attributes(void) {
   bcg_motion mo, h;
   char err[2048], want[512];
   CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("jump.csv"), 0, 0, err, sizeof err), 0);
-  const char *p = "/tmp/bcg_tt_attrs.h5";
+  const char *p = bcg_test_tmp_path("attrs.h5");
   const int counts[] = {100, 3};
   for (int i = 0; i < 2; i++) {
     write_h5_motion(p, &mo, 0, counts[i], 30, 0, NULL);
@@ -672,7 +674,7 @@ static void test_hdf5_attributes(void) {
     CU_ASSERT_STRING_EQUAL(err, want);
   }
   /* a CSV's fps out of range names the file and line */
-  const char *pc = "/tmp/bcg_tt_fps.csv";
+  const char *pc = bcg_test_tmp_path("fps.csv");
   write_csv(pc, model, mo.qpos, 3, 0, 0, 0);
   static char body[1 << 16];
   FILE *f = fopen(pc, "r");
@@ -944,7 +946,7 @@ static void test_imitation_self(void) {
       hips++;
     }
   CU_ASSERT_EQUAL(hips, 2);
-  const char *clip = "/tmp/bcg_tt_crossed.csv";
+  const char *clip = bcg_test_tmp_path("crossed.csv");
   write_csv(clip, model, Q, n, 0, 1, 0);
   double off = imit_self_rewards(clip, 0, NULL);
   double on = imit_self_rewards(clip, 1000, "imitation humanoid reward VJP vs FD, self-collision penalty on (rel)");
@@ -1279,7 +1281,7 @@ static void test_shipped_motions(void) {
 /* ---- another robot: a retargeted clip for biped2d --------------------------------------------------- */
 
 static void test_biped2d_clip(void) {
-  const char *p = "/tmp/bcg_tt_biped.csv";
+  const char *p = bcg_test_tmp_path("biped.csv");
   FILE *f = fopen(p, "w");
   fprintf(f, "# fps=25 quat=wxyz (no quaternion on this model)\n");
   fprintf(f, "rootx,rootz,rooty,right_hip,right_knee,right_ankle,left_hip,left_knee,left_ankle\n");
@@ -1467,7 +1469,8 @@ static void test_add_bounded(void) {
  * trains on identically afterwards (params, Adam, mean |Delta|, replay) */
 static void test_add_save_load(void) {
   inst A, B;
-  char lines[1024], path[] = "/tmp/bcg_test_add_XXXXXX.h5", err[512];
+  char lines[1024], path[1024], err[512];
+  snprintf(path, sizeof path, "%s", bcg_test_tmp_path("add_XXXXXX.h5"));
   snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nadd = true\nadd_batch = 32\nadd_lr = 3e-3\n",
            motion_file("run.csv"));
   CU_ASSERT_EQUAL_FATAL(inst_make(&A, HUMANOID, lines, 3), 0);
@@ -1523,7 +1526,7 @@ static int add_train(bcg_registry *reg, const char *ini, int nov, char **ov, cha
   char err[2048];
   bcg_config *cfg = NULL;
   if (bcg_config_load_with(&cfg, reg, ini, nov, ov, err, sizeof err)) return fprintf(stderr, "%s\n", err), -1;
-  if (!resume && bcg_rundir_create("/tmp", "bcg_test_add_run", dir, 1024, err, sizeof err))
+  if (!resume && bcg_rundir_create(bcg_test_tmpdir(), "add_run", dir, 1024, err, sizeof err))
     return bcg_config_free(cfg), fprintf(stderr, "%s\n", err), -1;
   bcg_train_options opt;
   memset(&opt, 0, sizeof opt);
@@ -1548,7 +1551,8 @@ static long add_ck_reals(const char *path, const char *group, const char *name, 
 
 static void test_add_resume(void) {
   bcg_registry *reg = bcg_registry_new();
-  char dir[1024], ini[] = "/tmp/bcg_test_add_XXXXXX.ini", mp[1024], d1[1024], d2[1024];
+  char dir[1024], ini[1024], mp[1024], d1[1024], d2[1024];
+  snprintf(ini, sizeof ini, "%s", bcg_test_tmp_path("add_XXXXXX.ini"));
   snprintf(dir, sizeof dir, "%s/plugins", bcg_test_build_dir());
   bcg_registry_scan_dir(reg, dir, 1);
   int fd = mkstemps(ini, 4);

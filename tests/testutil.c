@@ -1,10 +1,15 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* nftw, mkdtemp (bench/emu builds this file without the Makefile's flags) */
+#endif
 #include "testutil.h"
 
 #include <CUnit/Basic.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_REPORTS 64
 static struct {
@@ -23,6 +28,52 @@ void bcg_test_report(const char *what, double value) {
     snprintf(reports[nreports].what, sizeof reports[nreports].what, "%s", what);
     reports[nreports++].value = value;
   }
+}
+
+/* ---- the suite's scratch directory ---- */
+
+static const char *suite_name = "suite";
+static char scratch[512];
+static pid_t scratch_owner; /* the process that made it (a forked child's exit leaves it) */
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  if (remove(path) != 0) fprintf(stderr, "testutil: cannot remove %s\n", path);
+  return 0;
+}
+
+static void remove_scratch(void) {
+  if (!scratch[0] || getpid() != scratch_owner) return;
+  if (getenv("BCG_KEEP_TMP")) {
+    fprintf(stderr, "testutil: kept %s (BCG_KEEP_TMP)\n", scratch);
+    return;
+  }
+  nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  scratch[0] = 0;
+}
+
+const char *bcg_test_tmpdir(void) {
+  if (scratch[0]) return scratch;
+  const char *base = getenv("BCG_TEST_TMP");
+  if (!base || !*base) base = getenv("TMPDIR");
+  if (!base || !*base) base = "/tmp";
+  snprintf(scratch, sizeof scratch, "%s/bcg_test_%s_XXXXXX", base, suite_name);
+  if (!mkdtemp(scratch)) {
+    perror(scratch);
+    abort();
+  }
+  scratch_owner = getpid();
+  static int registered;
+  if (!registered++) atexit(remove_scratch);
+  return scratch;
+}
+
+const char *bcg_test_tmp_path(const char *name) {
+  static char paths[16][1024];
+  static int k;
+  char *p = paths[k++ % 16];
+  snprintf(p, sizeof paths[0], "%s/%s", bcg_test_tmpdir(), name);
+  return p;
 }
 
 const char *bcg_test_build_dir(void) {
@@ -47,6 +98,7 @@ double bcg_vec_relerr(const double *a, const double *b, int n) {
 }
 
 int bcg_test_main(const char *suite, const bcg_test *tests, int ntests) {
+  suite_name = suite;
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite s = CU_add_suite(suite, NULL, NULL);
   if (!s) return 2;

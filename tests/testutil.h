@@ -17,6 +17,17 @@ int bcg_test_main(const char *suite, const bcg_test *tests, int ntests);
 /* Path of the build tree (the BUILD env var the runner sets, else "build"). */
 const char *bcg_test_build_dir(void);
 
+/* This suite's scratch directory, made on first use as
+ * <base>/bcg_test_<suite>_XXXXXX, where base is $BCG_TEST_TMP (tests/run.sh
+ * points it at a directory of its own for the run), else $TMPDIR, else /tmp.
+ * It is removed with everything in it when the suite's process exits
+ * (atexit, so also after failed assertions; not by forked children), unless
+ * BCG_KEEP_TMP is set. Aborts when it cannot be made. */
+const char *bcg_test_tmpdir(void);
+
+/* <bcg_test_tmpdir()>/<name>, in one of 16 rotating static buffers. */
+const char *bcg_test_tmp_path(const char *name);
+
 /* Relative error |a-b| / max(|a|,|b|,floor). */
 double bcg_relerr(double a, double b, double floor);
 
