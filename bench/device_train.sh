@@ -77,7 +77,8 @@ for spec in "${SPEC[@]}"; do
   extra="$PO"; th=$T2
   [ $first = 1 ] && extra="$SO" && th=$T1
   first=0
-  $B train "$cfg" run.name=$name run.seconds=$S run.threads=$th run.out_dir=$R $ovs $extra >/tmp/bcg-$name.log 2>&1 &
+  # keep_last=0: every checkpoint stays for the E_fixed curve below (no rotation)
+  $B train "$cfg" run.name=$name run.seconds=$S run.threads=$th run.out_dir=$R run.keep_last=0 $ovs $extra >/tmp/bcg-$name.log 2>&1 &
   pids="$pids $!"
   names="$names $name"
 done
