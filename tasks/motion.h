@@ -25,6 +25,9 @@
  *
  * A file's own fps must be finite and within [BCG_MOTION_FPS_MIN,
  * BCG_MOTION_FPS_MAX]; an attribute holding more than one value is an error.
+ * A clip holds at most BCG_MOTION_MAX_FRAMES frames, and qpos and fps must
+ * have a number type (float or integer, at most 16 bytes): a damaged file
+ * that declares more is refused before anything is allocated for it.
  *
  * LAFAN format (the public LAFAN1 retargeting data set's CSVs, read as they
  * are): no header and no comment lines, one frame per line at 30 fps, nq
@@ -84,6 +87,15 @@ typedef struct bcg_motion_opts {
 #define BCG_MOTION_FPS_MIN 1.0
 #define BCG_MOTION_FPS_MAX 10000.0
 static inline int mo_fps_ok(double fps) { return isfinite(fps) && fps >= BCG_MOTION_FPS_MIN && fps <= BCG_MOTION_FPS_MAX; }
+/* frames a clip may hold (28 hours at 10 fps, 100 s at the highest rate;
+ * 640 MB of qpos for the largest model) */
+#define BCG_MOTION_MAX_FRAMES 1000000
+/* a number type of a file (float or integer, 1 to 16 bytes per value) */
+static inline int mo_h5_number_type(hid_t t) {
+  H5T_class_t c = H5Tget_class(t);
+  size_t sz = H5Tget_size(t);
+  return (c == H5T_FLOAT || c == H5T_INTEGER) && sz >= 1 && sz <= 16;
+}
 
 typedef struct bcg_motion {
   int nframes, nq;
@@ -336,6 +348,10 @@ static inline int mo_load_csv(bcg_motion *mo, const bcg_model *model, const char
       continue;
     }
     seen_data = 1;
+    if (n == BCG_MOTION_MAX_FRAMES) {
+      snprintf(err, errlen, "%s:%d: more than BCG_MOTION_MAX_FRAMES = %d frames", path, line, BCG_MOTION_MAX_FRAMES);
+      goto done;
+    }
     if (n == cap) {
       cap *= 2;
       double *nqp = realloc(q, sizeof(double) * nq * cap);
@@ -412,9 +428,9 @@ static inline int mo_h5_read_real_attr(hid_t obj, const char *name, const char *
   int rc = mo_h5_attr_open(obj, name, where, path, &a, err, errlen);
   if (rc) return rc;
   hid_t t = H5Aget_type(a);
-  H5T_class_t c = H5Tget_class(t);
-  H5Tclose(t);
-  if ((c != H5T_FLOAT && c != H5T_INTEGER) || H5Aread(a, H5T_NATIVE_DOUBLE, out) < 0) {
+  int num = t >= 0 && mo_h5_number_type(t);
+  if (t >= 0) H5Tclose(t);
+  if (!num || H5Aread(a, H5T_NATIVE_DOUBLE, out) < 0) {
     snprintf(err, errlen, "%s: attribute '%s' of %s is not a number", path, name, where);
     rc = -2;
   }
@@ -441,8 +457,9 @@ static inline int mo_h5_read_str_attr(hid_t obj, const char *name, const char *w
       }
       if (s) H5free_memory(s);
     } else {
+      /* a quat value is a few characters: a damaged size is not allocated */
       size_t sz = H5Tget_size(t);
-      char *s = calloc(sz + 1, 1);
+      char *s = sz > 0 && sz <= 4096 ? calloc(sz + 1, 1) : NULL;
       if (s && H5Aread(a, mt, s) >= 0) {
         snprintf(out, len, "%s", mo_trim(s));
         rc = 0;
@@ -481,14 +498,30 @@ static inline int bcg_motion_load_h5(bcg_motion *mo, const bcg_model *model, con
     snprintf(err, errlen, "%s: dataset 'qpos' is not 2-D ([frames][nq])", path);
     goto done;
   }
-  if ((int)dims[1] != m->nq) {
-    snprintf(err, errlen, "%s: dataset 'qpos' has %d columns, but model %s has nq = %d", path, (int)dims[1],
-             model->path, m->nq);
+  if (dims[1] != (hsize_t)m->nq) {
+    snprintf(err, errlen, "%s: dataset 'qpos' has %llu columns, but model %s has nq = %d", path,
+             (unsigned long long)dims[1], model->path, m->nq);
     goto done;
   }
   if (dims[0] < 2) {
     snprintf(err, errlen, "%s: dataset 'qpos' has %d frames (need at least 2)", path, (int)dims[0]);
     goto done;
+  }
+  if (dims[0] > BCG_MOTION_MAX_FRAMES) {
+    snprintf(err, errlen, "%s: dataset 'qpos' has %llu frames, more than BCG_MOTION_MAX_FRAMES = %d", path,
+             (unsigned long long)dims[0], BCG_MOTION_MAX_FRAMES);
+    goto done;
+  }
+  {
+    hid_t t = H5Dget_type(d);
+    int num = t >= 0 && mo_h5_number_type(t);
+    size_t tsz = t >= 0 ? H5Tget_size(t) : 0;
+    if (t >= 0) H5Tclose(t);
+    if (!num) {
+      snprintf(err, errlen, "%s: dataset 'qpos' does not hold numbers (its type has %zu-byte values; need float or "
+               "integer values of at most 16 bytes)", path, tsz);
+      goto done;
+    }
   }
   q = malloc(sizeof(double) * dims[0] * dims[1]);
   if (!q || H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, q) < 0) {

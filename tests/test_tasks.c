@@ -621,6 +621,71 @@ static void write_h5_motion(const char *p, const bcg_motion *mo, int xyzw, int n
   free(q);
 }
 
+/* qpos [frames][cols] of file type t declared without data (HDF5 stores
+ * nothing for it, so the file is small whatever the shape), fps 30. */
+static void write_h5_declared(const char *p, hsize_t frames, hsize_t cols, hid_t t) {
+  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t dims[2] = {frames, cols};
+  hid_t sp = H5Screate_simple(2, dims, NULL);
+  hid_t d = H5Dcreate2(f, "qpos", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t as = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(d, "fps", H5T_IEEE_F64LE, as, H5P_DEFAULT, H5P_DEFAULT);
+  double fps = 30;
+  H5Awrite(a, H5T_NATIVE_DOUBLE, &fps);
+  H5Aclose(a), H5Sclose(as), H5Dclose(d), H5Sclose(sp), H5Fclose(f);
+}
+
+/* Sizes a damaged (or crafted) motion file declares are checked before
+ * anything is allocated for them (found by tests/fuzz/fuzz_motion_h5): 2e8
+ * frames made the reader allocate 45 GB, 2^32 + 28 columns passed as 28 (an
+ * int cast) and allocated 68 GB, and a float type of 1 MB per value made
+ * libhdf5 allocate conversion buffers of that many bytes per value. A CSV
+ * holds at most as many frames. */
+static void test_motion_declared_sizes(void) {
+  bcg_model *model = load_model(HUMANOID), *biped = load_model("models/biped2d.xml");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(biped);
+  bcg_motion h;
+  char err[2048], want[2048];
+  const char *p = bcg_test_tmp_path("declared.h5");
+  write_h5_declared(p, 200000000, 28, H5T_IEEE_F64LE);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s: dataset 'qpos' has 200000000 frames, more than BCG_MOTION_MAX_FRAMES = 1000000", p);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  write_h5_declared(p, 3, ((hsize_t)1 << 32) + 28, H5T_IEEE_F64LE);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s: dataset 'qpos' has 4294967324 columns, but model %s has nq = 28", p, model->path);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  hid_t big = H5Tcopy(H5T_IEEE_F64LE);
+  CU_ASSERT_FATAL(H5Tset_size(big, 1 << 20) >= 0);
+  write_h5_declared(p, 3, 28, big);
+  H5Tclose(big);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s: dataset 'qpos' does not hold numbers (its type has 1048576-byte values; need float "
+           "or integer values of at most 16 bytes)", p);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  hid_t str = H5Tcopy(H5T_C_S1);
+  H5Tset_size(str, 8);
+  write_h5_declared(p, 3, 28, str);
+  H5Tclose(str);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "dataset 'qpos' does not hold numbers (its type has 8-byte values"));
+  unlink(p);
+  /* a CSV of 1000001 frames of biped2d (no quaternion) */
+  const char *pc = bcg_test_tmp_path("long.csv");
+  FILE *f = fopen(pc, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "# fps=1000\n");
+  for (int i = 0; i <= 1000000; i++) fputs("0,0,0,0,0,0,0,0,0\n", f);
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, biped, pc, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s:1000002: more than BCG_MOTION_MAX_FRAMES = 1000000 frames", pc);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  unlink(pc);
+  bcg_model_free(model);
+  bcg_model_free(biped);
+}
+
 /* Attributes as other tools write them: an fps array (was a stack overflow
  * with 100 values, silently the first of 3), an fps out of range (1e300 made
  * every transition a NaN reset), h5py's variable-length UTF-8 quat (was
@@ -1606,7 +1671,7 @@ BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_m
           {"lafan_format", test_lafan_format}, {"motion_segment", test_motion_segment},
           {"motion_checks", test_motion_checks}, {"lafan_real_clip", test_lafan_real_clip},
           {"floor_required", test_floor_required},
-          {"hdf5_attributes", test_hdf5_attributes},
+          {"hdf5_attributes", test_hdf5_attributes}, {"motion_declared_sizes", test_motion_declared_sizes},
           {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp}, {"imitation_self", test_imitation_self},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
