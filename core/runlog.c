@@ -230,13 +230,26 @@ static int write_array(hid_t loc, const char *name, hid_t filetype, hid_t memtyp
   return write_array_nd(loc, name, filetype, memtype, x, 1, &n, err, errlen);
 }
 
+/* a number type (float or integer of 1 to 16 bytes): what the readers
+ * convert; HDF5 would allocate a conversion buffer of whatever size a
+ * damaged file gives its values */
+static int number_type(hid_t t) {
+  H5T_class_t c = H5Tget_class(t);
+  size_t sz = H5Tget_size(t);
+  return (c == H5T_FLOAT || c == H5T_INTEGER) && sz >= 1 && sz <= 16;
+}
+
 static long read_array(hid_t loc, const char *name, hid_t memtype, void *x, size_t cap, char *err, size_t errlen) {
   hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
   if (d < 0) return h5_fail(loc, name, "opening dataset", err, errlen);
-  hid_t sp = H5Dget_space(d);
+  hid_t sp = H5Dget_space(d), t = H5Dget_type(d);
   long rc = -1;
   hsize_t dims[1] = {0};
-  if (H5Sget_simple_extent_ndims(sp) != 1) {
+  if (t < 0 || !number_type(t)) {
+    char f[PATH_MAX];
+    setf(err, errlen, "%s: %s: not an array of numbers (its values have %zu bytes)", h5_file(loc, f, sizeof f), name,
+         t < 0 ? (size_t)0 : H5Tget_size(t));
+  } else if (H5Sget_simple_extent_ndims(sp) != 1) {
     char f[PATH_MAX];
     setf(err, errlen, "%s: %s: not a 1-D array", h5_file(loc, f, sizeof f), name);
   } else {
@@ -251,6 +264,7 @@ static long read_array(hid_t loc, const char *name, hid_t memtype, void *x, size
       rc = (long)dims[0];
     }
   }
+  if (t >= 0) H5Tclose(t);
   H5Sclose(sp);
   H5Dclose(d);
   return rc;
@@ -699,7 +713,13 @@ typedef struct crc_ctx {
   uint32_t crc;
   long ndsets;
   char bad[256]; /* the dataset that could not be read */
+  char why[128]; /* why not, when not a read error */
 } crc_ctx;
+
+/* The largest dataset a checkpoint holds is a learner's or a task's buffer
+ * (the discriminator's replay: at most tens of MB); a file declaring more is
+ * damaged, and is refused before its size is allocated. */
+#define CK_MAX_DATASET_BYTES ((size_t)1 << 30)
 
 static herr_t crc_cb(hid_t obj, const char *name, const ck_obj_info *info, void *data) {
   crc_ctx *c = data;
@@ -708,18 +728,28 @@ static herr_t crc_cb(hid_t obj, const char *name, const ck_obj_info *info, void 
   c->ndsets++;
   hid_t d = H5Dopen2(obj, name, H5P_DEFAULT);
   if (d < 0) return snprintf(c->bad, sizeof c->bad, "%s", name), -1;
-  hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
+  hid_t t = H5Dget_type(d), sp = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
   hssize_t np = H5Sget_simple_extent_npoints(sp);
   size_t ts = H5Tget_size(t);
   int rc = 0;
   if (np < 0 || H5Tdetect_class(t, H5T_VLEN) > 0 || H5Tis_variable_str(t) > 0) {
     rc = np < 0 ? -1 : 0; /* variable-length data: the name only */
+  } else if (np > 0 && (ts == 0 || (size_t)np > CK_MAX_DATASET_BYTES / ts)) {
+    snprintf(c->why, sizeof c->why, "declares %llu values of %zu bytes (more than %zu MiB)", (unsigned long long)np,
+             ts, CK_MAX_DATASET_BYTES >> 20);
+    rc = -1;
+  } else if (np > 0 && dcpl >= 0 && H5Pget_nfilters(dcpl) == 0 && H5Dget_storage_size(d) < (hsize_t)np * ts) {
+    /* unfiltered data is stored whole: less is a damaged (or forged) size */
+    snprintf(c->why, sizeof c->why, "declares %llu bytes but the file stores %llu",
+             (unsigned long long)((hsize_t)np * ts), (unsigned long long)H5Dget_storage_size(d));
+    rc = -1;
   } else if (np > 0) {
     char *buf = malloc((size_t)np * ts);
     if (!buf || H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) rc = -1;
     else c->crc = crc32_update(c->crc, buf, (size_t)np * ts);
     free(buf);
   }
+  if (dcpl >= 0) H5Pclose(dcpl);
   H5Sclose(sp);
   H5Tclose(t);
   H5Dclose(d);
@@ -747,9 +777,11 @@ static int checkpoint_verify(hid_t f, const char *path, char *err, size_t errlen
                 path, (long long)fmt, BCG_CHECKPOINT_FORMAT), -1;
   if (read_i64_root(f, "checksum_crc32", &stored))
     return setf(err, errlen, "checkpoint %s: damaged: no readable checksum_crc32", path), -1;
-  crc_ctx c = {0, 0, ""};
+  crc_ctx c = {0, 0, "", ""};
   if (CK_VISIT(f, crc_cb, &c) < 0) {
-    if (c.bad[0]) return setf(err, errlen, "checkpoint %s: damaged: dataset '%s' cannot be read", path, c.bad), -1;
+    if (c.bad[0])
+      return setf(err, errlen, "checkpoint %s: damaged: dataset '%s' %s", path, c.bad,
+                  c.why[0] ? c.why : "cannot be read"), -1;
     return setf(err, errlen, "checkpoint %s: damaged: its groups cannot be read", path), -1;
   }
   if ((uint32_t)stored != c.crc)
@@ -841,7 +873,7 @@ int bcg_checkpoint_commit(bcg_checkpoint *ck, char *err, size_t errlen) {
   int rc = -1;
   char *image = NULL;
   ssize_t size = -1;
-  crc_ctx cc = {0, 0, ""};
+  crc_ctx cc = {0, 0, "", ""};
   if (CK_VISIT(ck->file, crc_cb, &cc) < 0 || write_i64_attr(ck->file, "format_version", BCG_CHECKPOINT_FORMAT) ||
       write_i64_attr(ck->file, "checksum_crc32", (int64_t)cc.crc)) {
     setf(err, errlen, "checkpoint %s: building the file failed: %s; the previous checkpoint is unchanged", ck->path,
@@ -928,11 +960,11 @@ int bcg_checkpoint_seal(const char *path, char *err, size_t errlen) {
   int rc = -1;
   char c[512];
   hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-  crc_ctx cc = {0, 0, ""};
+  crc_ctx cc = {0, 0, "", ""};
   if (f < 0)
     setf(err, errlen, "checkpoint %s: cannot open for writing: %s", path, h5_cause(c));
   else if (CK_VISIT(f, crc_cb, &cc) < 0)
-    setf(err, errlen, "checkpoint %s: damaged: dataset '%s' cannot be read", path, cc.bad);
+    setf(err, errlen, "checkpoint %s: damaged: dataset '%s' %s", path, cc.bad, cc.why[0] ? cc.why : "cannot be read");
   else if (write_i64_attr(f, "format_version", BCG_CHECKPOINT_FORMAT) ||
            write_i64_attr(f, "checksum_crc32", (int64_t)cc.crc))
     setf(err, errlen, "checkpoint %s: writing the checksum failed: %s", path, h5_cause(c));

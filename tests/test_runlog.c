@@ -482,7 +482,66 @@ static void test_checkpoint_integrity(void) {
   bcg_checkpoint_close(h);
 }
 
+/* A checkpoint file with root attributes format_version 2 (the checksum's
+ * value does not matter here) and one dataset "x" of n values of type t,
+ * declared only (no data: HDF5 stores nothing for it). */
+static void write_declared(const char *path, hid_t t, hsize_t n) {
+  hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t sp = H5Screate(H5S_SCALAR);
+  const char *names[2] = {"format_version", "checksum_crc32"};
+  int64_t v[2] = {2, 0};
+  for (int i = 0; i < 2; i++) {
+    hid_t a = H5Acreate2(f, names[i], H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT64, &v[i]);
+    H5Aclose(a);
+  }
+  H5Sclose(sp);
+  sp = H5Screate_simple(1, &n, NULL);
+  hid_t d = H5Dcreate2(f, "x", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dclose(d), H5Sclose(sp), H5Fclose(f);
+}
+
+/* Sizes a damaged (or forged) checkpoint declares are checked before they
+ * are allocated (found by tests/fuzz/fuzz_checkpoint): the checksum read a
+ * dataset of 2^34 doubles declared without data into one malloc (128 GiB;
+ * under ASan an abort), and the array readers converted values of any
+ * size (a 1 GiB float read back as 0). */
+static void test_checkpoint_declared_sizes(void) {
+  setup();
+  char path[512], want[1400];
+  snprintf(path, sizeof path, "%s/declared.h5", tmpdir);
+  write_declared(path, H5T_IEEE_F64LE, (hsize_t)1 << 34);
+  CU_ASSERT_EQUAL(bcg_checkpoint_open(path, err, sizeof err), -1);
+  snprintf(want, sizeof want, "checkpoint %s: damaged: dataset 'x' declares 17179869184 values of 8 bytes (more than "
+           "1024 MiB)", path);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  CU_ASSERT_EQUAL(bcg_checkpoint_seal(path, err, sizeof err), -1);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  /* within the limit, but not stored */
+  write_declared(path, H5T_IEEE_F64LE, 1000);
+  CU_ASSERT_EQUAL(bcg_checkpoint_open(path, err, sizeof err), -1);
+  snprintf(want, sizeof want, "checkpoint %s: damaged: dataset 'x' declares 8000 bytes but the file stores 0", path);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  /* a format-1 file (no checksum) with one float of 1 GiB */
+  hid_t big = H5Tcopy(H5T_IEEE_F64LE);
+  CU_ASSERT_FATAL(H5Tset_size(big, (size_t)1 << 30) >= 0);
+  hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t one = 1;
+  hid_t sp = H5Screate_simple(1, &one, NULL);
+  hid_t d = H5Dcreate2(f, "x", big, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dclose(d), H5Sclose(sp), H5Tclose(big), H5Fclose(f);
+  int64_t h = bcg_checkpoint_open(path, err, sizeof err);
+  CU_ASSERT_FATAL(h >= 0);
+  double x[4];
+  CU_ASSERT_EQUAL(bcg_h5_read_doubles(h, "x", x, 4, err, sizeof err), -1);
+  snprintf(want, sizeof want, "%s: x: not an array of numbers (its values have 1073741824 bytes)", path);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  bcg_checkpoint_close(h);
+  unlink(path);
+}
+
 BCG_TESTS({"run directory", test_rundir}, {"log", test_log}, {"writer killed midway", test_killed_writer},
           {"checkpoint", test_checkpoint}, {"checkpoint on a full disk", test_checkpoint_full_disk},
-          {"log on a full disk", test_log_full_disk}, {"checkpoint format and checksum", test_checkpoint_integrity}, {"log read while written", test_log_live_reader});
+          {"log on a full disk", test_log_full_disk}, {"checkpoint format and checksum", test_checkpoint_integrity}, {"log read while written", test_log_live_reader},
+          {"checkpoint declared sizes", test_checkpoint_declared_sizes});
 BCG_RUN("runlog")

@@ -17,8 +17,12 @@
  * file is removed and PATH is left as it was. A checkpoint carries root
  * attributes format_version (BCG_CHECKPOINT_FORMAT) and checksum_crc32 (a
  * CRC-32 over every dataset's path and stored bytes); opening one checks
- * them and refuses a damaged file or a newer format with a message. Files
- * of format 1 (no format_version: written before checksums) open unchecked.
+ * them and refuses a damaged file or a newer format with a message. Sizes
+ * are checked before anything is allocated for them: a dataset that
+ * declares more than 1 GiB, or (unfiltered) more bytes than the file stores,
+ * is damaged. Files of format 1 (no format_version: written before
+ * checksums) open unchecked; the array readers below take only number
+ * types (float or integer, at most 16 bytes a value) in any case.
  *
  * HDF5 handles appear as int64_t (hid_t) so that this header does not need
  * hdf5.h. Every function returns errors as one line in err; none prints. */
