@@ -186,7 +186,7 @@ test-asan: deps
 # inputs go to $(FUZZ_BUILD)/corpus/<target>/, crashes to
 # $(FUZZ_BUILD)/artifacts/). make fuzz-ci: the same for FUZZ_CI_SECONDS each.
 FUZZ_BUILD ?= build-fuzz
-FUZZ_TARGETS := config model motion_csv
+FUZZ_TARGETS := config model motion_csv motion_h5 checkpoint
 FUZZ_SECONDS ?= 60
 FUZZ_CI_SECONDS ?= 20
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -195,7 +195,7 @@ FUZZ_BINS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 fuzz-build: deps
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 OPT=-O1 SANITIZE="$(FUZZ_SAN)" all fuzz-harnesses
 fuzz-harnesses: $(FUZZ_BINS)
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h tests/fuzz/fuzz_motion.h tasks/motion.h $(LIB) $(FLAGS_STAMP)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h tests/fuzz/fuzz_motion.h tests/fuzz/fuzz_h5desc.h tasks/motion.h $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE)
 fuzz: fuzz-build

@@ -119,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   bcg_config *cfg = NULL;
   const bcg_registry *reg = bcg_registry_global();
   if (bcg_config_load_with(&cfg, reg, path, nov, ov, err, sizeof err)) {
+    fz_say("refused", err);
     fz_check_msg(err);
     free(ovtext);
     return 0;

@@ -34,6 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_write("model.xml", data, size, path, sizeof path);
   bcg_model *model = bcg_model_load(path, err, sizeof err);
   if (!model) {
+    fz_say("refused", err);
     fz_check_msg(err);
     if (strncmp(err, path, strlen(path)) != 0) {
       fprintf(stderr, "message: %s\n", err);

@@ -2,7 +2,9 @@
  * (fuzz_motion_csv.c, fuzz_motion_h5.c): the reference-motion reader of
  * tasks/motion.h as the imitation task uses it.
  *
- * Input: one options byte, then the file's bytes.
+ * Input: one options byte, then the file: the CSV text, or for HDF5 the
+ * file's description (tests/fuzz/fuzz_h5desc.h; the file's bytes instead
+ * with BCG_FUZZ_H5_RAW=1).
  *   bits 0-1  motion_format: auto, bcg, lafan, auto
  *   bit  2    model: MuJoCo's humanoid.xml (free root, nq 28) or
  *             models/biped2d.xml (slide root, nq 9)
@@ -25,6 +27,7 @@
 #include <string.h>
 
 #include "../../tasks/motion.h"
+#include "fuzz_h5desc.h"
 #include "fuzz_util.h"
 
 static bcg_model *fm_models[2];
@@ -37,7 +40,7 @@ static void fm_init(void) {
     if (!(fm_models[i] = bcg_model_load(paths[i], err, sizeof err))) fz_die(err);
 }
 
-static void fm_run(const uint8_t *data, size_t size, const char *name) {
+static void fm_run(const uint8_t *data, size_t size, const char *name, int h5) {
   if (size < 1 || size > (1u << 17)) return;
   const unsigned o = data[0];
   const bcg_model *model = fm_models[(o >> 2) & 1];
@@ -51,9 +54,16 @@ static void fm_run(const uint8_t *data, size_t size, const char *name) {
   opt.start = (o >> 6) & 1 ? 0.1 : 0;
   opt.end = (o >> 7) & 1 ? 0.2 : 0;
   char path[PATH_MAX + 32], err[2048];
-  fz_write(name, data + 1, size - 1, path, sizeof path);
+  if (!h5 || h5d_is_raw(data + 1, size - 1)) {
+    if (h5 && !h5d_raw_enabled()) return;
+    fz_write(name, data + 1, size - 1, path, sizeof path);
+  } else {
+    snprintf(path, sizeof path, "%s/%s", fz_dir, name);
+    if (h5d_build(path, data + 1, size - 1)) fz_die("cannot create the HDF5 file");
+  }
   bcg_motion mo;
   if (bcg_motion_load_opts(&mo, model, path, &opt, err, sizeof err)) {
+    fz_say("refused", err);
     fz_check_msg(err);
     if (strncmp(err, path, strlen(path)) != 0) {
       fprintf(stderr, "message: %s\n", err);
@@ -63,6 +73,8 @@ static void fm_run(const uint8_t *data, size_t size, const char *name) {
     return;
   }
   const bcg_mdata *m = &model->m;
+  snprintf(err, sizeof err, "%d frames at %g fps", mo.nframes, mo.fps);
+  fz_say("loaded", err);
   if (mo.nframes < 2 || mo.nq != m->nq || !(mo.fps > 0) || !isfinite(mo.fps)) fz_die("loaded clip is malformed");
   for (long i = 0; i < (long)mo.nframes * mo.nq; i++)
     if (!isfinite(mo.qpos[i])) fz_die("loaded clip holds a non-finite value");

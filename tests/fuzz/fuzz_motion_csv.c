@@ -10,6 +10,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  fm_run(data, size, "motion.csv");
+  fm_run(data, size, "motion.csv", 0);
   return 0;
 }

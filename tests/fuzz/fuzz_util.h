@@ -73,6 +73,14 @@ static inline const char *fz_write(const char *name, const uint8_t *data, size_t
   return buf;
 }
 
+/* BCG_FUZZ_VERBOSE=1: the harness prints what bcg answered (to read a seed's
+ * or an artifact's outcome: build-fuzz/fuzz/fuzz_X FILE) */
+static inline void fz_say(const char *what, const char *msg) {
+  static int v = -1;
+  if (v < 0) v = getenv("BCG_FUZZ_VERBOSE") && getenv("BCG_FUZZ_VERBOSE")[0] == '1';
+  if (v) fprintf(stderr, "fuzz: %s: %s\n", what, msg);
+}
+
 /* an error message must be one non-empty line */
 static inline void fz_check_msg(const char *err) {
   if (!err[0]) fz_die("failed without a message");
