@@ -169,6 +169,55 @@ BCG_HD void pgs_inv3(const real *A, int ld, real Ai[9]) {
     for (int b = 0; b < 3; b++) Ai[3 * a + b] = C[3 * b + a] * id;
 }
 
+/* Directions in which a contact cannot move at all: a planar model (its
+ * root a chain of slides and hinges in the x-z plane, models/biped2d.xml)
+ * has contact Jacobian rows that are exactly zero across the plane, so the
+ * diagonal block G_ii has a zero row and column and no inverse. Such a
+ * direction (its diagonal entry at most 1e-14 of the block's largest) gets
+ * no impulse: the block is inverted on the other directions and Gi is zero
+ * in its row and column (the pseudo-inverse; exact for the adjoint too,
+ * since G has no dependence there). Blocks without one take the usual path
+ * unchanged. */
+BCG_HD int pgs_block_has_null(const real *A, int ld) {
+  const real d0 = A[0], d1 = A[ld + 1], d2 = A[2 * ld + 2];
+  const real mx = d0 > d1 ? (d0 > d2 ? d0 : d2) : (d1 > d2 ? d1 : d2);
+  const real tol = (real)1e-14 * mx;
+  return d0 <= tol || d1 <= tol || d2 <= tol;
+}
+
+/* Gi = the inverse of A on its directions with a diagonal above the
+ * tolerance of pgs_block_has_null, zero elsewhere; split: normal and
+ * tangential parts separately (blockdiag(1 / G_nn, (G_tt)^-1)). */
+BCG_HD void pgs_inv_null(const real *A, int ld, int split, real Gi[9]) {
+  const real d[3] = {A[0], A[ld + 1], A[2 * ld + 2]};
+  const real mx = d[0] > d[1] ? (d[0] > d[2] ? d[0] : d[2]) : (d[1] > d[2] ? d[1] : d[2]);
+  const real tol = (real)1e-14 * mx;
+  for (int k = 0; k < 9; k++) Gi[k] = 0;
+  int act[3], na = 0;
+  for (int a = 0; a < 3; a++)
+    if (d[a] > tol) act[na++] = a;
+  /* groups inverted together: all active directions, or (split) the normal
+   * alone and the active tangents */
+  int grp[2][3], ng[2] = {0, 0}, ngrp = split ? 2 : 1;
+  for (int k = 0; k < na; k++) {
+    int g = split && act[k] > 0 ? 1 : 0;
+    grp[g][ng[g]++] = act[k];
+  }
+  for (int g = 0; g < ngrp; g++) {
+    const int *ix = grp[g];
+    if (ng[g] == 1) {
+      Gi[3 * ix[0] + ix[0]] = (real)1 / A[ix[0] * ld + ix[0]];
+    } else if (ng[g] == 2) {
+      const real a = A[ix[0] * ld + ix[0]], b = A[ix[0] * ld + ix[1]], c = A[ix[1] * ld + ix[0]],
+                 e = A[ix[1] * ld + ix[1]], id = (real)1 / (a * e - b * c);
+      Gi[3 * ix[0] + ix[0]] = e * id;
+      Gi[3 * ix[0] + ix[1]] = -b * id;
+      Gi[3 * ix[1] + ix[0]] = -c * id;
+      Gi[3 * ix[1] + ix[1]] = a * id;
+    }
+  }
+}
+
 /* The position correction added to the normal residual: the solve asks for an
  * end-of-substep normal velocity of at least -erp g / dt, so a penetrating
  * contact (g < 0) is pushed out by the fraction erp of its depth per substep
@@ -291,8 +340,13 @@ BCG_HD void pgs_split_fwd(const real *Gii, int ld, const real *Gi, real mu, cons
   st->q[0] = pn;
   st->q[1] = pi[1] - st->u[0];
   st->q[2] = pi[2] - st->u[1];
-  /* the Newton step outside the disc: sliding (the same test as contact_proj's) */
-  st->slide = pn > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * pn;
+  /* the Newton step outside the disc: sliding (the same test as contact_proj's).
+   * With a tangent direction that cannot move (pgs_inv_null: its row of Gi is
+   * zero, and so is its q) the disc is an interval, where the exact sliding
+   * solution is contact_proj's clamp of q: no Newton step (whose A = G_tt
+   * would be singular) */
+  const int null_t = (Gi[4] == 0 && Gi[5] == 0) || (Gi[7] == 0 && Gi[8] == 0);
+  st->slide = !null_t && pn > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * pn;
   if (st->slide) {
     st->A[0] = Gii[ld + 1]; st->A[1] = Gii[ld + 2];
     st->A[2] = Gii[2 * ld + 1]; st->A[3] = Gii[2 * ld + 2];
@@ -368,7 +422,10 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, real mar
     pgs_weight(cf, gap[i], margin, &w->s[i], &w->ds[i]);
     const real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
     real *Gi = w->Gi + 9 * i;
-    if (cf->solver == PGS_SPLIT) {
+    if (pgs_block_has_null(Gii, ld)) {
+      pgs_inv_null(Gii, ld, cf->solver == PGS_SPLIT, Gi);
+      if (cf->solver == PGS_SPLIT) w->r[i] = 0;
+    } else if (cf->solver == PGS_SPLIT) {
       const real idt = (real)1 / (Gii[ld + 1] * Gii[2 * ld + 2] - Gii[ld + 2] * Gii[2 * ld + 1]);
       Gi[0] = (real)1 / Gii[0];
       Gi[1] = Gi[2] = Gi[3] = Gi[6] = 0;

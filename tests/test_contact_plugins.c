@@ -134,6 +134,11 @@ static double urand(void) {
 }
 static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
+/* planar problems: the second tangent direction of every contact cannot
+ * move (its Jacobian row is zero, as for models/biped2d.xml's feet across
+ * its plane), so G has zero rows and columns there */
+static int g_planar;
+
 /* G = J M^-1 J^T with M = L L^T (diag of L in [0.3, 6]: M from ~0.1 to ~40, a
  * 40 kg body with light distal links); J entries ~ lever arms of 0.5 m. */
 static void random_delassus(double *G, int na, int ld) {
@@ -144,7 +149,7 @@ static void random_delassus(double *G, int na, int ld) {
   /* X = L^-1 J^T column by column (J random) */
   for (int r = 0; r < m; r++) {
     double jr[NV];
-    for (int k = 0; k < NV; k++) jr[k] = 0.5 * nrand();
+    for (int k = 0; k < NV; k++) jr[k] = g_planar && r % 3 == 2 ? 0 : 0.5 * nrand();
     for (int i = 0; i < NV; i++) {
       double s = jr[i];
       for (int k = 0; k < i; k++) s -= L[i * NV + k] * X[k * m + r];
@@ -182,6 +187,7 @@ static void random_prob(prob *P, int na, int ncon, int scen) {
     P->v0[3 * i] = -0.05 + 0.1 * nrand();
     P->v0[3 * i + 1] = (sliding ? 1.0 : 0.02) * nrand();
     P->v0[3 * i + 2] = (sliding ? 1.0 : 0.02) * nrand();
+    if (g_planar) P->c[3 * i + 2] = P->v0[3 * i + 2] = 0;
   }
 }
 
@@ -276,6 +282,10 @@ static int fd_sample(const plug *P, prob *pr, const char *label, fdstats *st) {
         const int r = k / (3 * na), cc = k % (3 * na);
         x = &pr->G[r * ld + cc];
         a = Gb[r * ld + cc];
+        if (g_planar && (r % 3 == 2 || cc % 3 == 2)) { /* structurally zero: not a direction of G */
+          an[g][k] = f1[g][k] = f2[g][k] = 0;
+          continue;
+        }
       }
       an[g][k] = a;
       f1[g][k] = fd(P, pr, lb, x, 1e-6);
@@ -350,6 +360,36 @@ static void test_fd_erp(void) {
   fd_plugin("hard", "erp", "0.2", "solver", "block", "hard block erp=0.2");
   fd_plugin("hard", "erp", "0.5", "solver", "reference", "hard reference erp=0.5");
 }
+/* planar problems (zero rows in G): finite, no impulse across the plane,
+ * and the VJP against FD on every entry that exists */
+static void fd_planar(const char *name, const char *k1, const char *v1, const char *solver, const char *label) {
+  g_planar = 1;
+  plug P;
+  CU_ASSERT_FATAL(plug_open(&P, name, k1, v1, "solver", solver) == 0);
+  static prob pr;
+  int finite = 1;
+  double across = 0;
+  for (int na = 1; na <= 8; na++)
+    for (int scen = 0; scen < 4; scen++) {
+      random_prob(&pr, na, na, scen);
+      double lam[3 * NCMAX];
+      solve1(&P, &pr, lam, NULL);
+      for (int i = 0; i < 3 * na; i++) finite &= isfinite(lam[i]) != 0;
+      for (int i = 0; i < na; i++) across = fmax(across, fabs(lam[3 * i + 2]));
+    }
+  plug_close(&P);
+  CU_ASSERT(finite);
+  CU_ASSERT_EQUAL(across, 0);
+  fd_plugin(name, k1, v1, "solver", solver, label);
+  g_planar = 0;
+}
+static void test_fd_planar(void) {
+  fd_planar("smoothed_kappa", "kappa", "300", "split", "planar kappa=300 split");
+  fd_planar("smoothed_kappa", "kappa", "300", "block", "planar kappa=300 block");
+  fd_planar("smoothed_kappa", "kappa", "300", "reference", "planar kappa=300 reference");
+  fd_planar("hard", NULL, NULL, "split", "planar hard split");
+}
+
 static void test_fd_hard_block(void) { fd_plugin("hard", "solver", "block", NULL, NULL, "hard block"); }
 static void test_fd_hard_ref(void) { fd_plugin("hard", "solver", "reference", NULL, NULL, "hard reference"); }
 static void test_fd_sk30_block(void) { fd_plugin("smoothed_kappa", "kappa", "30", "solver", "block", "kappa=30 block"); }
@@ -1315,6 +1355,7 @@ BCG_TESTS({"descriptors and keys", test_descriptors},
           {"FD: hard reference", test_fd_hard_ref},
           {"FD: smoothed_kappa 30 split", test_fd_sk30_split},
           {"FD: smoothed_kappa 300 split", test_fd_sk300_split},
+          {"FD: planar problems (zero rows in G), smoothed_kappa and hard", test_fd_planar},
           {"FD: position correction erp (split, block, reference)", test_fd_erp},
           {"FD: smoothed_kappa 3000 split", test_fd_sk3000_split},
           {"FD: smoothed_kappa 30 block", test_fd_sk30_block},

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_REPORTS 64
+#define MAX_REPORTS 256
 static struct {
   char what[96];
   double value;
