@@ -186,7 +186,7 @@ test-asan: deps
 # inputs go to $(FUZZ_BUILD)/corpus/<target>/, crashes to
 # $(FUZZ_BUILD)/artifacts/). make fuzz-ci: the same for FUZZ_CI_SECONDS each.
 FUZZ_BUILD ?= build-fuzz
-FUZZ_TARGETS := config model motion_csv motion_h5 checkpoint
+FUZZ_TARGETS := config model motion_csv motion_h5 checkpoint cli
 FUZZ_SECONDS ?= 60
 FUZZ_CI_SECONDS ?= 20
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer

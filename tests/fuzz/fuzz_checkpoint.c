@@ -41,7 +41,7 @@ static void open_session(int i) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  fz_init(0);
+  fz_init();
   char err[4096];
   for (int i = 0; i < 2; i++) {
     if (bcg_config_load_with(&cfg[i], bcg_registry_global(), ini[i], 0, NULL, err, sizeof err)) fz_die(err);
@@ -76,10 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (bcg_session_load(&S[which], path, &it, &samples, &wall, &logit, err, sizeof err)) {
     fz_say("refused", err);
     fz_check_msg(err);
-    if (!strstr(err, path)) {
-      fprintf(stderr, "message: %s\n", err);
-      fz_die("the message does not name the file");
-    }
+    if (!strstr(err, path)) fz_die2("the message does not name the file", err);
     return 0;
   }
   snprintf(err, sizeof err, "iteration %lld, %llu samples", (long long)it, (unsigned long long)samples);

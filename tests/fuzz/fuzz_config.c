@@ -70,8 +70,10 @@ static void same_values(const bcg_config *a, const bcg_config *b) {
     for (int k = 0; k < nk; k++) {
       const char *va = bcg_params_value(p, keys[k].name), *vb = bcg_params_value(q, keys[k].name);
       if (!va || !vb || strcmp(va, vb) != 0) {
-        fprintf(stderr, "[%s] %s: '%s' became '%s'\n", secs[s], keys[k].name, va ? va : "(null)", vb ? vb : "(null)");
-        fz_die("resolved text does not load back to the same values");
+        char d[2400];
+        snprintf(d, sizeof d, "[%s] %s: '%.1100s' became '%.1100s'", secs[s], keys[k].name, va ? va : "(null)",
+                 vb ? vb : "(null)");
+        fz_die2("resolved text does not load back to the same values", d);
       }
     }
   }
@@ -82,16 +84,17 @@ static void same_values(const bcg_config *a, const bcg_config *b) {
       fz_die("resolved text: a sweep entry differs");
     for (int j = 0; j < bcg_config_sweep_nvalues(a, i); j++)
       if (strcmp(bcg_config_sweep_value(a, i, j), bcg_config_sweep_value(b, i, j))) {
-        fprintf(stderr, "[sweep] %s: value %d '%s' became '%s'\n", bcg_config_sweep_key(a, i), j,
-                bcg_config_sweep_value(a, i, j), bcg_config_sweep_value(b, i, j));
-        fz_die("resolved text: a sweep value differs");
+        char d[2400];
+        snprintf(d, sizeof d, "[sweep] %s: value %d '%.1000s' became '%.1000s'", bcg_config_sweep_key(a, i), j,
+                 bcg_config_sweep_value(a, i, j), bcg_config_sweep_value(b, i, j));
+        fz_die2("resolved text: a sweep value differs", d);
       }
   }
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  fz_init(0);
+  fz_init();
   (void)bcg_registry_global(); /* scan the plugins once, outside the measured runs */
   return 0;
 }
@@ -133,10 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (bcg_config_resolved_write(cfg, f)) fz_die("bcg_config_resolved_write failed");
   fclose(f);
   bcg_config *back = NULL;
-  if (bcg_config_load_with(&back, reg, rpath, 0, NULL, err, sizeof err)) {
-    fprintf(stderr, "reloading the resolved text: %s\n", err);
-    fz_die("the resolved text does not load");
-  }
+  if (bcg_config_load_with(&back, reg, rpath, 0, NULL, err, sizeof err)) fz_die2("the resolved text does not load", err);
   same_values(cfg, back);
   bcg_config_free(back);
   bcg_config_free(cfg);

@@ -3,8 +3,8 @@
  * converted into bcg_mdata).
  *
  * Input: the MJCF text (at most 32 KiB), written to model.xml in the
- * harness's temporary directory, which is also the working directory (an
- * <include> or mesh file names a file there or an absolute path). libmujoco
+ * harness's temporary directory (an <include> or mesh file names a file
+ * there, relative to the model, or an absolute path). libmujoco
  * itself is not instrumented: coverage guides the search through bcg's
  * conversion, and ASan still sees libmujoco's heap through its interceptors.
  *
@@ -24,7 +24,7 @@
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  fz_init(1);
+  fz_init();
   return 0;
 }
 
@@ -36,10 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!model) {
     fz_say("refused", err);
     fz_check_msg(err);
-    if (strncmp(err, path, strlen(path)) != 0) {
-      fprintf(stderr, "message: %s\n", err);
-      fz_die("the message does not name the file");
-    }
+    if (strncmp(err, path, strlen(path)) != 0) fz_die2("the message does not name the file", err);
     return 0;
   }
   const bcg_mdata *m = &model->m;

@@ -33,7 +33,7 @@
 static bcg_model *fm_models[2];
 
 static void fm_init(void) {
-  fz_init(0);
+  fz_init();
   char p[PATH_MAX + 32], err[2048];
   const char *paths[2] = {"/usr/share/mujoco/model/humanoid/humanoid.xml", fz_repo("models/biped2d.xml", p, sizeof p)};
   for (int i = 0; i < 2; i++)
@@ -65,10 +65,7 @@ static void fm_run(const uint8_t *data, size_t size, const char *name, int h5) {
   if (bcg_motion_load_opts(&mo, model, path, &opt, err, sizeof err)) {
     fz_say("refused", err);
     fz_check_msg(err);
-    if (strncmp(err, path, strlen(path)) != 0) {
-      fprintf(stderr, "message: %s\n", err);
-      fz_die("the message does not name the file");
-    }
+    if (strncmp(err, path, strlen(path)) != 0) fz_die2("the message does not name the file", err);
     if (mo.qpos) fz_die("a failed load left frames allocated");
     return;
   }

@@ -1,9 +1,9 @@
 /* tests/fuzz/fuzz_util.h - shared helpers of the libFuzzer harnesses.
  *
  * Every harness runs from the repository root (make fuzz does), finds the
- * repository's models there, then works inside its own empty temporary
- * directory (removed at exit): the fuzzed bytes are written to a file in it
- * and the reader under test opens that file, as bcg would. */
+ * repository's models there, and has its own temporary directory (removed
+ * at exit): the fuzzed bytes are written to a file in it and the reader
+ * under test opens that file, as bcg would. */
 #ifndef BCG_FUZZ_UTIL_H
 #define BCG_FUZZ_UTIL_H
 
@@ -29,15 +29,20 @@ static inline void fz_cleanup(void) {
   if (fz_dir[0]) nftw(fz_dir, fz_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static inline void fz_die(const char *what) {
-  fprintf(stderr, "fuzz harness: %s\n", what);
+/* A failed check: the message goes where the sanitizers report (stderr may
+ * be closed: run.sh passes -close_fd_mask=3), then abort() (a crash). */
+void __sanitizer_report_error_summary(const char *error_summary);
+static inline void fz_die2(const char *what, const char *detail) {
+  char msg[6000];
+  snprintf(msg, sizeof msg, "fuzz harness: %.1000s%s%.4500s", what, detail ? ": " : "", detail ? detail : "");
+  __sanitizer_report_error_summary(msg);
   abort();
 }
+static inline void fz_die(const char *what) { fz_die2(what, NULL); }
 
-/* Find the repository root (the working directory: make fuzz runs there),
- * create the temporary directory and, when enter != 0, make it the working
- * directory (relative paths in the fuzzed input then reach only it). */
-static inline void fz_init(int enter) {
+/* Find the repository root (the working directory: make fuzz runs there)
+ * and create the temporary directory. */
+static inline void fz_init(void) {
   if (fz_dir[0]) return;
   if (!getcwd(fz_root, sizeof fz_root)) fz_die("getcwd failed");
   char probe[PATH_MAX + 32];
@@ -47,7 +52,16 @@ static inline void fz_init(int enter) {
   snprintf(fz_dir, sizeof fz_dir, "%s/bcg_fuzz_XXXXXX", t && *t ? t : "/tmp");
   if (!mkdtemp(fz_dir)) fz_die("mkdtemp failed");
   atexit(fz_cleanup);
-  if (enter && chdir(fz_dir) != 0) fz_die("chdir to the temporary directory failed");
+}
+
+/* Work inside the temporary directory (relative paths in the input reach
+ * only it), and back: libFuzzer reads its own paths relative to where it
+ * started. */
+static inline void fz_enter(void) {
+  if (chdir(fz_dir) != 0) fz_die("chdir to the temporary directory failed");
+}
+static inline void fz_leave(void) {
+  if (chdir(fz_root) != 0) fz_die("chdir back to the repository root failed");
 }
 
 /* path of a repository file, e.g. fz_repo("models/biped2d.xml") */
@@ -84,10 +98,7 @@ static inline void fz_say(const char *what, const char *msg) {
 /* an error message must be one non-empty line */
 static inline void fz_check_msg(const char *err) {
   if (!err[0]) fz_die("failed without a message");
-  if (strchr(err, '\n')) {
-    fprintf(stderr, "message: %s\n", err);
-    fz_die("message spans lines");
-  }
+  if (strchr(err, '\n')) fz_die2("message spans lines", err);
 }
 
 #endif
