@@ -6,16 +6,17 @@
 # Temporary files: the suites run with BCG_TEST_TMP and TMPDIR pointing at a
 # directory made for this run under ${TMPDIR:-/tmp}; each suite makes its own
 # directory in it (tests/testutil.h, bcg_test_tmpdir) and removes it when it
-# exits. A suite that leaves anything in the run's directory, or a new entry
-# named bcg* in ${TMPDIR:-/tmp} itself, fails the run (the entries are
-# listed). BCG_KEEP_TMP=1 keeps the files and skips the check.
+# exits. A suite fails when it leaves anything in the run's directory, or
+# when a new entry named bcg* appears in ${TMPDIR:-/tmp} itself while it runs
+# and is still there at the end (one that went away again belonged to some
+# other process). BCG_KEEP_TMP=1 keeps the files and skips the check.
 base=${TMPDIR:-/tmp}
 listbcg() { (cd "$base" && ls -d bcg* 2>/dev/null | grep -v '^bcg_tests_' | sort); }
 seen=$(listbcg)
 run_tmp=$(mktemp -d "$base/bcg_tests_XXXXXX") || { echo "!!! cannot make a directory in $base"; exit 1; }
 export BCG_TEST_TMP="$run_tmp" TMPDIR="$run_tmp"
 
-passed=0; failed=0; bad=""
+passed=0; failed=0; bad=""; appeared=""
 for t in "$@"; do
   name=$(basename "$t")
   echo "=== $name"
@@ -32,10 +33,8 @@ for t in "$@"; do
     fi
     now=$(listbcg)
     new=$(printf '%s\n' "$now" | grep -vxF "$(printf '%s\n' "$seen")" | grep .)
-    if [ -n "$new" ]; then
-      echo "!!! $name left new entries in $base:"; echo "$new" | sed 's/^/    /'
-      leaked=1
-    fi
+    [ -n "$new" ] && appeared="$appeared$(printf '%s\n' "$new" | sed "s|\$| $name|")
+"
     seen=$now
   fi
   if [ -z "$line" ]; then
@@ -51,6 +50,17 @@ for t in "$@"; do
   fi
 done
 if [ -n "$BCG_KEEP_TMP" ]; then echo "kept $run_tmp (BCG_KEEP_TMP)"; else rm -rf "$run_tmp"; fi
+# new bcg* entries of $base that are still there, with the suite that ran when each appeared
+left=$(printf '%s' "$appeared" | while read -r entry suite; do
+  [ -n "$entry" ] && [ -e "$base/$entry" ] && echo "$entry $suite"
+done)
+if [ -n "$left" ]; then
+  echo "!!! new entries left in $base (the suite that ran when each appeared):"
+  echo "$left" | sed 's/^/    /'
+  for s in $(echo "$left" | cut -d' ' -f2 | sort -u); do
+    case " $bad " in *" $s "*) ;; *) bad="$bad $s"; failed=$((failed + 1)) ;; esac
+  done
+fi
 echo
 [ -n "$bad" ] && echo "failing suites:$bad"
 echo "$passed passed, $failed failed"
