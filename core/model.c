@@ -4,7 +4,10 @@
  * Everything bcg cannot represent is refused with a one-line message that
  * names the file and the offending element by name and index ("geom 'x'
  * (#3) of body 'y'", "joint 'j' (#5) of body 'b'"; index only when unnamed);
- * geoms and joints always with their body, actuators with their joint. */
+ * geoms and joints always with their body, actuators with their joint.
+ * Names longer than bcg keeps (BCG_NAME_LEN - 1 characters) are refused too,
+ * and the message is one line whatever the names hold (a control character
+ * in a name, e.g. an XML &#10;, is shown as '?'). */
 #include "bcg/model.h"
 
 #include <errno.h>
@@ -35,6 +38,8 @@ static int fail(conv *c, const char *fmt, ...) {
     vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
     va_end(ap);
   }
+  for (char *p = c->err; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
   return -1;
 }
 
@@ -80,6 +85,16 @@ static void copy_name(char *dst, const mjModel *m, int type, int id) {
   snprintf(dst, BCG_NAME_LEN, "%s", name ? name : "");
 }
 
+/* A name bcg keeps must fit its BCG_NAME_LEN field whole: a cut one would
+ * not match the file's own (a motion file's column names, messages). */
+static int name_fits(conv *c, int type, int id, const char *what) {
+  const char *name = mj_id2name(c->mj, type, id);
+  if (name && strlen(name) >= BCG_NAME_LEN)
+    return fail(c, "%s: name longer than %d characters (bcg keeps names of at most %d)", what, BCG_NAME_LEN - 1,
+                BCG_NAME_LEN - 1);
+  return 0;
+}
+
 /* v_out = R(q) v for a unit quaternion q = (w, x, y, z). */
 static void quat_rot(const mjtNum *q, const mjtNum *v, mjtNum *o) {
   mjtNum mat[9];
@@ -122,6 +137,7 @@ static int add_cp(conv *c, int g, const mjtNum *pos, mjtNum radius, mjtNum frict
   if (d->ncp >= BCG_MAX_CP)
     return fail(c, "%s: too many contact points (more than BCG_MAX_CP = %d)", glabel(m, g, lb, sizeof lb),
                 BCG_MAX_CP);
+  if (name_fits(c, mjOBJ_GEOM, g, glabel(m, g, lb, sizeof lb))) return -1;
   int k = d->ncp++;
   d->cp_body[k] = m->geom_bodyid[g];
   d->cp_geom[k] = g;
@@ -190,6 +206,8 @@ static int convert_bodies(conv *c) {
       d->body_iquat[b][i] = (bcg_real)m->body_iquat[4 * b + i];
     }
     d->body_mass[b] = (bcg_real)m->body_mass[b];
+    char lb[96];
+    if (name_fits(c, mjOBJ_BODY, b, label(m, mjOBJ_BODY, "body", b, lb, sizeof lb))) return -1;
     copy_name(c->out->body_name[b], m, mjOBJ_BODY, b);
   }
   return 0;
@@ -220,6 +238,7 @@ static int convert_joints(conv *c) {
     d->jnt_range[j][0] = (bcg_real)m->jnt_range[2 * j];
     d->jnt_range[j][1] = (bcg_real)m->jnt_range[2 * j + 1];
     d->jnt_stiffness[j] = nopassive ? 0 : (bcg_real)m->jnt_stiffness[j];
+    if (name_fits(c, mjOBJ_JOINT, j, jlabel(m, j, lb, sizeof lb))) return -1;
     copy_name(c->out->jnt_name[j], m, mjOBJ_JOINT, j);
   }
   for (int v = 0; v < m->nv; v++) {
@@ -268,6 +287,7 @@ static int convert_actuators(conv *c) {
     d->act_ctrllimited[a] = m->actuator_ctrllimited[a];
     d->act_ctrlrange[a][0] = (bcg_real)m->actuator_ctrlrange[2 * a];
     d->act_ctrlrange[a][1] = (bcg_real)m->actuator_ctrlrange[2 * a + 1];
+    if (name_fits(c, mjOBJ_ACTUATOR, a, lb)) return -1;
     copy_name(c->out->act_name[a], m, mjOBJ_ACTUATOR, a);
   }
   return 0;
@@ -379,12 +399,14 @@ static int convert_contacts(conv *c) {
   return 0;
 }
 
-/* MuJoCo's messages may span lines; make them one line. */
+/* MuJoCo's messages may span lines (and quote the file's text); make them
+ * one line. */
 static void one_line(char *s) {
   size_t n = strlen(s);
   while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = 0;
   for (char *p = s; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';
+    else if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
 }
 
 bcg_model *bcg_model_load(const char *path, char *err, size_t errlen) {

@@ -474,6 +474,34 @@ static void test_error_labels(void) {
                NULL);
 }
 
+/* Names bcg cannot keep whole are refused, and names in messages cannot
+ * break the one-line rule (found by tests/fuzz/fuzz_model): a joint name of
+ * 60 characters was cut to 47, so a motion file's column of that name no
+ * longer matched it; a name holding a newline (XML &#10;) split the error
+ * message. */
+static void test_names(void) {
+  const char *p = write_xml("long_name.xml",
+    "<mujoco><worldbody><body name='pole' pos='0 0 1'>\n"
+    "<joint name='joint_with_a_really_long_name_that_exceeds_forty_seven_chars'/><geom size='.1'/></body>\n"
+    "</worldbody></mujoco>\n");
+  expect_error(p, "joint 'joint_with_a_really_long_name_that_exceeds_forty_seven_chars' (#0) of body 'pole': name "
+               "longer than 47 characters (bcg keeps names of at most 47)", NULL);
+  /* 47 characters fit */
+  p = write_xml("name47.xml",
+    "<mujoco><worldbody><body name='b2345678901234567890123456789012345678901234567' pos='0 0 1'>\n"
+    "<joint/><geom size='.1'/></body></worldbody></mujoco>\n");
+  bcg_model *m = load_ok(p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(bcg_model_body_id(m, m->body_name[1]), 1);
+  bcg_model_free(m);
+  p = write_xml("newline_name.xml",
+    "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
+    "<body name='a&#10;b' pos='0 0 1'><freejoint/><geom name='c&#10;d' type='cylinder' size='.1 .2'/></body>\n"
+    "</worldbody></mujoco>\n");
+  expect_error(p, "geom 'c?d' (#1) of body 'a?b': cylinder collision geom", NULL);
+  CU_ASSERT_PTR_NULL(strchr(errbuf, '\n'));
+}
+
 /* bcg_pd_check_gains: humanoid.xml's default gains (kp = 500: the stiffest
  * joint 600 N m/rad) hold it (M g h about 340); kp = 200 (240) and a
  * gear-1 robot's 5 N m/rad do not. */
@@ -597,5 +625,5 @@ static void test_mjref(void) {
 }
 
 BCG_TESTS({"error_labels", test_error_labels}, {"pd_gains", test_pd_gains}, {"humanoid", test_humanoid}, {"own_models", test_own_models}, {"contact_rules", test_contact_rules},
-          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref});
+          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref}, {"names", test_names});
 BCG_RUN("model")
