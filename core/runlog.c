@@ -45,6 +45,13 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
   return 0;
 }
 
+/* A file's own text (an object's name) quoted in a one-line message: control
+ * characters become '?'. */
+static void printable(char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 /* The innermost message of the current HDF5 error stack (then cleared). */
 static const char *h5_cause(char *buf) {
   buf[0] = 0;
@@ -60,6 +67,7 @@ static const char *h5_cause(char *buf) {
     snprintf(sys, sizeof sys, "%.*s", (int)n, m);
     snprintf(buf, 512, "I/O error: %s", sys);
   }
+  printable(buf);
   return buf;
 }
 
@@ -727,7 +735,7 @@ static herr_t crc_cb(hid_t obj, const char *name, const ck_obj_info *info, void 
   c->crc = crc32_update(c->crc, name, strlen(name) + 1);
   c->ndsets++;
   hid_t d = H5Dopen2(obj, name, H5P_DEFAULT);
-  if (d < 0) return snprintf(c->bad, sizeof c->bad, "%s", name), -1;
+  if (d < 0) return snprintf(c->bad, sizeof c->bad, "%s", name), printable(c->bad), -1;
   hid_t t = H5Dget_type(d), sp = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
   hssize_t np = H5Sget_simple_extent_npoints(sp);
   size_t ts = H5Tget_size(t);
@@ -753,7 +761,10 @@ static herr_t crc_cb(hid_t obj, const char *name, const ck_obj_info *info, void 
   H5Sclose(sp);
   H5Tclose(t);
   H5Dclose(d);
-  if (rc) snprintf(c->bad, sizeof c->bad, "%s", name);
+  if (rc) {
+    snprintf(c->bad, sizeof c->bad, "%s", name);
+    printable(c->bad);
+  }
   return rc;
 }
 

@@ -484,8 +484,8 @@ static void test_checkpoint_integrity(void) {
 
 /* A checkpoint file with root attributes format_version 2 (the checksum's
  * value does not matter here) and one dataset "x" of n values of type t,
- * declared only (no data: HDF5 stores nothing for it). */
-static void write_declared(const char *path, hid_t t, hsize_t n) {
+ * declared only (no data: HDF5 stores nothing for it); or named name. */
+static void write_declared_named(const char *path, const char *name, hid_t t, hsize_t n) {
   hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   hid_t sp = H5Screate(H5S_SCALAR);
   const char *names[2] = {"format_version", "checksum_crc32"};
@@ -497,9 +497,10 @@ static void write_declared(const char *path, hid_t t, hsize_t n) {
   }
   H5Sclose(sp);
   sp = H5Screate_simple(1, &n, NULL);
-  hid_t d = H5Dcreate2(f, "x", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t d = H5Dcreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Dclose(d), H5Sclose(sp), H5Fclose(f);
 }
+static void write_declared(const char *path, hid_t t, hsize_t n) { write_declared_named(path, "x", t, n); }
 
 /* Sizes a damaged (or forged) checkpoint declares are checked before they
  * are allocated (found by tests/fuzz/fuzz_checkpoint): the checksum read a
@@ -540,8 +541,23 @@ static void test_checkpoint_declared_sizes(void) {
   unlink(path);
 }
 
+/* A name from the file quoted in a message keeps it one line (found by
+ * tests/fuzz/fuzz_checkpoint: a dataset name with a newline split it). */
+static void test_checkpoint_message_one_line(void) {
+  setup();
+  char path[512], want[1400];
+  snprintf(path, sizeof path, "%s/names.h5", tmpdir);
+  write_declared_named(path, "bad\nname\x1b", H5T_IEEE_F64LE, 1000);
+  CU_ASSERT_EQUAL(bcg_checkpoint_open(path, err, sizeof err), -1);
+  snprintf(want, sizeof want, "checkpoint %s: damaged: dataset 'bad?name?' declares 8000 bytes but the file stores 0",
+           path);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  unlink(path);
+}
+
 BCG_TESTS({"run directory", test_rundir}, {"log", test_log}, {"writer killed midway", test_killed_writer},
           {"checkpoint", test_checkpoint}, {"checkpoint on a full disk", test_checkpoint_full_disk},
           {"log on a full disk", test_log_full_disk}, {"checkpoint format and checksum", test_checkpoint_integrity}, {"log read while written", test_log_live_reader},
-          {"checkpoint declared sizes", test_checkpoint_declared_sizes});
+          {"checkpoint declared sizes", test_checkpoint_declared_sizes},
+          {"checkpoint message one line", test_checkpoint_message_one_line});
 BCG_RUN("runlog")
