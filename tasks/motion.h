@@ -220,6 +220,18 @@ static inline const char *mo_column_joint(const bcg_model *model, int c, int *jn
   return NULL;
 }
 
+/* a file's text quoted in a one-line message (control characters as '?',
+ * at most 200 bytes); the buffer is one of a few rotating ones */
+static inline const char *mo_q(const char *s) {
+  static char buf[4][204];
+  static int k;
+  char *b = buf[k++ & 3];
+  size_t i = 0;
+  for (; s[i] && i < 200; i++) b[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+  b[i] = 0;
+  return b;
+}
+
 static inline char *mo_trim(char *s) {
   while (isspace((unsigned char)*s)) s++;
   char *e = s + strlen(s);
@@ -287,11 +299,11 @@ static inline int mo_load_csv(bcg_motion *mo, const bcg_model *model, const char
             char *end;
             file_fps = strtod(val, &end);
             if (*end || !(file_fps > 0)) {
-              snprintf(err, errlen, "%s:%d: fps '%s' is not a positive number", path, line, val);
+              snprintf(err, errlen, "%s:%d: fps '%s' is not a positive number", path, line, mo_q(val));
               goto done;
             }
             if (fps <= 0 && !mo_fps_ok(file_fps)) {
-              snprintf(err, errlen, "%s:%d: fps %s is out of range [%g, %g] (frames per second)", path, line, val,
+              snprintf(err, errlen, "%s:%d: fps %s is out of range [%g, %g] (frames per second)", path, line, mo_q(val),
                        BCG_MOTION_FPS_MIN, BCG_MOTION_FPS_MAX);
               goto done;
             }
@@ -299,7 +311,7 @@ static inline int mo_load_csv(bcg_motion *mo, const bcg_model *model, const char
             if (strcmp(val, "wxyz") == 0) file_quat = BCG_QUAT_WXYZ;
             else if (strcmp(val, "xyzw") == 0) file_quat = BCG_QUAT_XYZW;
             else {
-              snprintf(err, errlen, "%s:%d: quat '%s' is not wxyz or xyzw", path, line, val);
+              snprintf(err, errlen, "%s:%d: quat '%s' is not wxyz or xyzw", path, line, mo_q(val));
               goto done;
             }
           }
@@ -332,7 +344,7 @@ static inline int mo_load_csv(bcg_motion *mo, const bcg_model *model, const char
     int numeric = (end != fields[0]);
     if (!numeric) {
       if (seen_data || n > 0) {
-        snprintf(err, errlen, "%s:%d: column 1 '%s' is not a number", path, line, fields[0]);
+        snprintf(err, errlen, "%s:%d: column 1 '%s' is not a number", path, line, mo_q(fields[0]));
         goto done;
       }
       seen_data = 1;
@@ -341,7 +353,7 @@ static inline int mo_load_csv(bcg_motion *mo, const bcg_model *model, const char
         const char *want = mo_column_joint(model, c, &j);
         if (want && strcmp(want, fields[c]) != 0) {
           snprintf(err, errlen, "%s:%d: column %d is '%s' but qpos[%d] of model %s is joint '%s'", path, line,
-                   c + 1, fields[c], c, model->path, want);
+                   c + 1, mo_q(fields[c]), c, model->path, want);
           goto done;
         }
       }
@@ -365,7 +377,7 @@ static inline int mo_load_csv(bcg_motion *mo, const bcg_model *model, const char
     for (int c = 0; c < nq; c++) {
       row[c] = strtod(fields[c], &end);
       if (end == fields[c] || *mo_trim(end)) {
-        snprintf(err, errlen, "%s:%d: column %d '%s' is not a number", path, line, c + 1, fields[c]);
+        snprintf(err, errlen, "%s:%d: column %d '%s' is not a number", path, line, c + 1, mo_q(fields[c]));
         goto done;
       }
     }
@@ -522,6 +534,17 @@ static inline int bcg_motion_load_h5(bcg_motion *mo, const bcg_model *model, con
                "integer values of at most 16 bytes)", path, tsz);
       goto done;
     }
+    /* unfiltered data is stored whole: fewer bytes are frames the file does
+     * not hold (a damaged file, or one declaring a shape it never wrote) */
+    hid_t dcpl = H5Dget_create_plist(d);
+    int nfilt = dcpl >= 0 ? H5Pget_nfilters(dcpl) : -1;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    hsize_t stored = H5Dget_storage_size(d), need = dims[0] * dims[1] * (hsize_t)tsz;
+    if (nfilt == 0 && stored < need) {
+      snprintf(err, errlen, "%s: dataset 'qpos' declares %llu frames (%llu bytes) but the file stores %llu bytes", path,
+               (unsigned long long)dims[0], (unsigned long long)need, (unsigned long long)stored);
+      goto done;
+    }
   }
   q = malloc(sizeof(double) * dims[0] * dims[1]);
   if (!q || H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, q) < 0) {
@@ -548,7 +571,7 @@ static inline int bcg_motion_load_h5(bcg_motion *mo, const bcg_model *model, con
     if (strcmp(qs, "wxyz") == 0) file_quat = BCG_QUAT_WXYZ;
     else if (strcmp(qs, "xyzw") == 0) file_quat = BCG_QUAT_XYZW;
     else {
-      snprintf(err, errlen, "%s: attribute quat '%s' is not wxyz or xyzw", path, qs);
+      snprintf(err, errlen, "%s: attribute quat '%s' is not wxyz or xyzw", path, mo_q(qs));
       goto done;
     }
   }

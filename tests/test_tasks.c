@@ -670,6 +670,13 @@ static void test_motion_declared_sizes(void) {
   H5Tclose(str);
   CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "dataset 'qpos' does not hold numbers (its type has 8-byte values"));
+  /* a shape within the limits, declared but not stored: 500000 frames of
+   * fill values loaded as a clip of zeros (biped2d has no quaternion), and
+   * took seconds of load-time checks */
+  write_h5_declared(p, 500000, 9, H5T_IEEE_F64LE);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, biped, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s: dataset 'qpos' declares 500000 frames (36000000 bytes) but the file stores 0 bytes", p);
+  CU_ASSERT_STRING_EQUAL(err, want);
   unlink(p);
   /* a CSV of 1000001 frames of biped2d (no quaternion) */
   const char *pc = bcg_test_tmp_path("long.csv");
@@ -684,6 +691,36 @@ static void test_motion_declared_sizes(void) {
   unlink(pc);
   bcg_model_free(model);
   bcg_model_free(biped);
+}
+
+/* Text of the file quoted in an error message keeps it one line (found by
+ * the fuzz harnesses: a checkpoint's dataset name held a newline, and so can
+ * a quat attribute or a CSV field with other control characters). */
+static void test_motion_messages_one_line(void) {
+  bcg_model *model = load_model(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  bcg_motion mo, h;
+  char err[2048], want[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("jump.csv"), 0, 0, err, sizeof err), 0);
+  const char *p = bcg_test_tmp_path("nl.h5");
+  write_h5_motion(p, &mo, 0, 1, 30, 1, "wx\nyz\x1b[0m");
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, p, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s: attribute quat 'wx?yz?[0m' is not wxyz or xyzw", p);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  const char *pc = bcg_test_tmp_path("esc.csv");
+  FILE *f = fopen(pc, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "# fps=30\n");
+  for (int c = 0; c < 28; c++) fprintf(f, "%s%s", c ? "," : "", c == 7 ? "\x1b[31mred\rx" : "j");
+  fprintf(f, "\n");
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(bcg_motion_load(&h, model, pc, 0, 0, err, sizeof err), 0);
+  snprintf(want, sizeof want, "%s:2: column 8 is '?[31mred?x' but qpos[7] of model %s", pc, model->path);
+  CU_ASSERT_EQUAL(strncmp(err, want, strlen(want)), 0);
+  if (strncmp(err, want, strlen(want))) printf("\n  got:  %s\n  want: %s\n", err, want);
+  bcg_motion_free(&mo);
+  unlink(p), unlink(pc);
+  bcg_model_free(model);
 }
 
 /* Attributes as other tools write them: an fps array (was a stack overflow
@@ -1672,6 +1709,7 @@ BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_m
           {"motion_checks", test_motion_checks}, {"lafan_real_clip", test_lafan_real_clip},
           {"floor_required", test_floor_required},
           {"hdf5_attributes", test_hdf5_attributes}, {"motion_declared_sizes", test_motion_declared_sizes},
+          {"motion_messages_one_line", test_motion_messages_one_line},
           {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp}, {"imitation_self", test_imitation_self},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
