@@ -615,6 +615,17 @@ oom:
 /* Parse "section.key=value" into an entry. */
 static int parse_override(const char *ov, int idx, scan *s, char *err, size_t errlen) {
   char buf[1200];
+  /* text only, as in a file: the override is also written into a run's
+   * config.ini (a comment line), which must load back; tabs are blanks */
+  for (const char *c = ov; *c; c++)
+    if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f) {
+      char shown[64];
+      snprintf(shown, sizeof shown, "%.60s", ov);
+      for (char *q = shown; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
+      return setf(err, errlen, "command line: '%s%s': control character 0x%02x; an override is text", shown,
+                  strlen(ov) > 60 ? "..." : "", (unsigned char)*c), -1;
+    }
   if (strlen(ov) >= sizeof buf) return setf(err, errlen, "command line: override too long: '%.60s...'", ov), -1;
   snprintf(buf, sizeof buf, "%s", ov);
   char *eq = strchr(buf, '=');
@@ -631,9 +642,6 @@ static int parse_override(const char *ov, int idx, scan *s, char *err, size_t er
     return setf(err, errlen, "command line: '%s': invalid section name '%s'", ov, sec), -1;
   if (!is_name(key, 1) || strlen(key) >= MAX_KEYNAME)
     return setf(err, errlen, "command line: '%s': invalid key name '%s'", ov, key), -1;
-  for (char *c = val; *c; c++)
-    if ((unsigned char)*c < 0x20 && *c != '\t')
-      return setf(err, errlen, "command line: '%s': control character in the value", ov), -1;
   if (!find_header(s, sec)) {
     header *h = add_header(s);
     if (!h) return setf(err, errlen, "out of memory"), -1;

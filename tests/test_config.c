@@ -229,6 +229,19 @@ static void test_overrides(void) {
   expect_error("[contact]\nplugin = test_contact\n", 1, o6,
                "command line: [contact] plugin: no contact plugin named 'nope' (available: test_contact) "
                "(override contact.plugin=nope)");
+  /* Control characters anywhere in an override are refused (found by
+   * tests/fuzz/fuzz_config): a value's trailing form feed was trimmed, but
+   * the override itself went into the resolved text's "# override:" line,
+   * so a run's config.ini no longer loaded (--resume, eval); a newline in
+   * the value made the message two lines. */
+  char *o8[] = {"run.name=x\f"};
+  expect_error("", 1, o8, "command line: 'run.name=x?': control character 0x0c; an override is text");
+  char *o9[] = {"run.seed=3\n[run]"};
+  expect_error("", 1, o9, "command line: 'run.seed=3?[run]': control character 0x0a; an override is text");
+  char *o10[] = {"run.name=a\tb"}; /* tabs are blanks */
+  cfg = load_text("", 1, o10);
+  CU_ASSERT_PTR_NOT_NULL(cfg);
+  bcg_config_free(cfg);
   /* an override replaces an invalid file value before validation */
   char *o7[] = {"run.seed=3"};
   cfg = load_text("[run]\nseed = abc\n", 1, o7);
