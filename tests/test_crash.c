@@ -225,7 +225,8 @@ static int crash_case_run(const crash_case *c, int *kills, int *in_write) {
     if (more > 0) {
       more--;
       /* 0: while the resumed session starts; else after a later iteration */
-      k = rnd(3) == 0 ? 0 : seen + (int)rnd(3); /* a resumed session prints "it seen" or later */
+      /* a resumed session starts at a checkpoint <= seen: it prints "it seen + 1" */
+      k = rnd(3) == 0 ? 0 : seen + 1 + (int)rnd(2);
       if (k > ITERS) k = ITERS;
       delay = k == 0 ? rnd(60000) : rnd(20000);
     }
@@ -235,7 +236,8 @@ static int crash_case_run(const crash_case *c, int *kills, int *in_write) {
     if (rc == 128 + SIGKILL) *in_write += left_tmp(rd);
     if (last > seen) seen = last;
     snprintf(trail + strlen(trail), sizeof trail - strlen(trail), "; resumed, %s%d (exit %d)",
-             k < 0 ? "to the end, last it " : k == 0 ? "killed while starting, last it " : "killed at it ", k < 0 || k == 0 ? last : k, rc);
+             rc == 0 ? "to the end, last it " : k == 0 ? "killed while starting, last it " : "killed at it ",
+             rc == 0 || k == 0 ? last : k, rc);
     if (rc != 0 && rc != 128 + SIGKILL) {
       fprintf(stderr, "\n  %s: --resume failed (exit %d; %s/%s.err): %s\n", c->name, rc, bcg_test_tmpdir(), crash_name,
               trail);
