@@ -205,6 +205,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
                   "self-collision penalty (w_self) pulls the policy away from the reference there",
                path, nover, s->mo.nframes, worst + s->mo.first_frame, 1e3 * sqrt(pmax));
   }
+  s->self.margin = svc->get_real(p, "self_margin"); /* after the clip's check, which looks for overlap */
   s->track = 1;
   s->add = svc->get_bool(p, "add");
   if (s->add) {
@@ -653,6 +654,9 @@ static const bcg_key_spec keys[] = {
     {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,
      "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
      "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
+    {"self_margin", BCG_KEY_REAL, "0", 0, 1, NULL,
+     "the self-collision penalty starts this far apart (m): max(0, r1 + r2 + self_margin - distance)^2; a margin "
+     "keeps limbs from grazing each other, which MuJoCo answers with a contact"},
     {"w_limit", BCG_KEY_REAL, "0", 0, 1e9, NULL,
      "weight of the joint-limit penalty: sum over limited joints of the squared violation of the range (rad^2); "
      "bcg's penalty limits and MuJoCo's constraint limits differ, a policy that leans on them transfers worse"},

@@ -95,6 +95,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->low_margin = svc->get_real(p, "low_margin");
   s->w_self = svc->get_real(p, "w_self");
   tu_self_init(&s->self, s->m);
+  s->self.margin = svc->get_real(p, "self_margin");
   s->w_action = svc->get_real(p, "w_action");
   s->w_rate = svc->get_real(p, "w_action_rate");
   s->w_limit = svc->get_real(p, "w_limit");
@@ -290,6 +291,9 @@ static const bcg_key_spec keys[] = {
     {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,
      "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
      "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
+    {"self_margin", BCG_KEY_REAL, "0", 0, 1, NULL,
+     "the self-collision penalty starts this far apart (m): max(0, r1 + r2 + self_margin - distance)^2; a margin "
+     "keeps limbs from grazing each other, which MuJoCo answers with a contact"},
     {"w_limit", BCG_KEY_REAL, "0", 0, 1e9, NULL,
      "weight of the joint-limit penalty: sum over limited joints of the squared violation of the range (rad^2); "
      "bcg's penalty limits and MuJoCo's constraint limits differ, a policy that leans on them transfers worse"},

@@ -258,6 +258,7 @@ BCG_HD real_t tu_limit_penalty(const bcg_mdata *m, const real_t *q, real_t g, re
 #define TU_MAX_SEG 64
 typedef struct tu_self {
   int nseg, npair;
+  real_t margin; /* penalise from this distance between the surfaces on (m; 0: overlap only) */
   int body[TU_MAX_SEG];
   real_t a[TU_MAX_SEG][3], c[TU_MAX_SEG][3], r[TU_MAX_SEG]; /* body-frame endpoints, radius */
   short pair[TU_MAX_SEG * (TU_MAX_SEG - 1) / 2][2];
@@ -265,6 +266,7 @@ typedef struct tu_self {
 
 static inline void tu_self_init(tu_self *S, const bcg_mdata *m) {
   S->nseg = S->npair = 0;
+  S->margin = 0;
   for (int i = 0; i < m->ncp && S->nseg < TU_MAX_SEG;) {
     int j = i + 1;
     while (j < m->ncp && m->cp_geom[j] == m->cp_geom[i]) j++;
@@ -313,7 +315,7 @@ BCG_HD void tu_seg_closest(const real_t *A0, const real_t *A1, const real_t *B0,
   if (*t > 1) *t = 1;
 }
 
-/* the penalty sum over pairs of max(0, r1 + r2 - d)^2 at kinematics k; with
+/* the penalty sum over pairs of max(0, r1 + r2 + margin - d)^2 at kinematics k; with
  * A non-NULL, also A->pb / A->tb += g * its gradient */
 BCG_HD real_t tu_self_penalty(const tu_self *S, const bcg_kin *k, real_t g, tu_adj *A) {
   real_t tot = 0;
@@ -335,7 +337,7 @@ BCG_HD real_t tu_self_penalty(const tu_self *S, const bcg_kin *k, real_t g, tu_a
       Q[q] = E[2][q] + t * (E[3][q] - E[2][q]);
       n[q] = P[q] - Q[q];
     }
-    real_t d = sqrt(v3_dot(n, n)), o = S->r[x] + S->r[y] - d;
+    real_t d = sqrt(v3_dot(n, n)), o = S->r[x] + S->r[y] + S->margin - d;
     if (o <= 0 || d < (real_t)1e-12) continue;
     tot += o * o;
     if (!A) continue;

@@ -1012,11 +1012,12 @@ static void test_imitation_vjp(void) {
  * thigh-thigh, thigh-shin and shin-shin contacts there); the reset states
  * of that clip are perturbed by fd_task, so the FD check runs on overlapping
  * capsules, and the penalty must lower the reward */
-static double imit_pen_rewards(const char *clip, double w_self, double w_limit, const char *fd_label) {
+static double imit_pen_rewards(const char *clip, double w_self, double margin, double w_limit, const char *fd_label) {
   inst I;
   char lines[1024];
-  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nw_self = %g\nw_limit = %g\nmax_error = 10\nterm_height = 0\n",
-           clip, w_self, w_limit);
+  snprintf(lines, sizeof lines,
+           "plugin = imitation\nmotion = %s\nw_self = %g\nself_margin = %g\nw_limit = %g\nmax_error = 10\nterm_height = 0\n",
+           clip, w_self, margin, w_limit);
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
   if (fd_label) CU_ASSERT(fd_task(&I, 1, fd_label) < 1e-6);
   int nx = I.env->nx, nu = I.env->nu, envs[3] = {0, 1, 2}, done[3];
@@ -1030,7 +1031,7 @@ static double imit_pen_rewards(const char *clip, double w_self, double w_limit, 
 }
 
 static double imit_self_rewards(const char *clip, double w_self, const char *fd_label) {
-  return imit_pen_rewards(clip, w_self, 0, fd_label);
+  return imit_pen_rewards(clip, w_self, 0, 0, fd_label);
 }
 
 static void test_imitation_self(void) {
@@ -1055,12 +1056,19 @@ static void test_imitation_self(void) {
   if (!(on < off - 1e-3)) fprintf(stderr, "self-collision penalty: reward sum %.6g (on) vs %.6g (off)\n", on, off);
   CU_ASSERT(on < off - 1e-3);
   /* the same clip's hips are 0.21 rad beyond their range: the joint-limit penalty */
-  double lon = imit_pen_rewards(clip, 0, 100, "imitation humanoid reward VJP vs FD, joint-limit penalty on (rel)");
+  double lon = imit_pen_rewards(clip, 0, 0, 100, "imitation humanoid reward VJP vs FD, joint-limit penalty on (rel)");
   if (!(lon < off - 1e-3)) fprintf(stderr, "joint-limit penalty: reward sum %.6g (on) vs %.6g (off)\n", lon, off);
   CU_ASSERT(lon < off - 1e-3);
   /* the standing clip itself: no overlap, the penalty changes nothing */
   CU_ASSERT_DOUBLE_EQUAL(imit_self_rewards(motion_file("stand.csv"), 0, NULL),
                          imit_self_rewards(motion_file("stand.csv"), 1000, NULL), 0);
+  /* with a margin of 10 cm the standing legs (thighs 6 cm apart) are inside it:
+   * the penalty acts before any overlap, with its exact gradient */
+  double sm = imit_pen_rewards(motion_file("stand.csv"), 1000, 0.1, 0,
+                               "imitation humanoid reward VJP vs FD, self-collision margin 0.1 m (rel)");
+  double s0 = imit_self_rewards(motion_file("stand.csv"), 1000, NULL);
+  if (!(sm < s0 - 1e-3)) fprintf(stderr, "self-collision margin: reward sum %.6g (margin) vs %.6g (none)\n", sm, s0);
+  CU_ASSERT(sm < s0 - 1e-3);
   unlink(clip);
   free(Q);
   bcg_motion_free(&mo);
