@@ -1,9 +1,11 @@
 /* tests/fuzz/fuzz_util.h - shared helpers of the libFuzzer harnesses.
  *
  * Every harness runs from the repository root (make fuzz does), finds the
- * repository's models there, and has its own temporary directory (removed
- * at exit): the fuzzed bytes are written to a file in it and the reader
- * under test opens that file, as bcg would. */
+ * repository's models there, and has its own temporary directory under
+ * $TMPDIR (removed at a normal exit; tests/fuzz/run.sh points TMPDIR into
+ * the build and empties it, since a crash leaves it): the fuzzed bytes are
+ * written to a file in it and the reader under test opens that file, as bcg
+ * would. */
 #ifndef BCG_FUZZ_UTIL_H
 #define BCG_FUZZ_UTIL_H
 
@@ -49,7 +51,8 @@ static inline void fz_init(void) {
   snprintf(probe, sizeof probe, "%s/models/biped2d.xml", fz_root);
   if (access(probe, R_OK) != 0) fz_die("run from the repository root (models/biped2d.xml not found)");
   const char *t = getenv("TMPDIR");
-  snprintf(fz_dir, sizeof fz_dir, "%s/bcg_fuzz_XXXXXX", t && *t ? t : "/tmp");
+  /* not bcg*: tests/run.sh counts new bcg* entries of TMPDIR as a suite's leak */
+  snprintf(fz_dir, sizeof fz_dir, "%s/fuzz_bcg_XXXXXX", t && *t ? t : "/tmp");
   if (!mkdtemp(fz_dir)) fz_die("mkdtemp failed");
   atexit(fz_cleanup);
 }

@@ -21,6 +21,10 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_m
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$(pwd)/tests/fuzz/lsan.supp:print_suppressions=0}"
 export BCG_LOG_LEVEL=0 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# the harnesses' temporary directories, one place per run of this script (a
+# crashed harness leaves its own)
+TMPDIR=$(mktemp -d "$build/tmp.XXXXXX") || exit 1
+export TMPDIR
 failed=""
 for t in "$@"; do
   bin="$build/fuzz/fuzz_$t"
@@ -57,6 +61,7 @@ for t in "$@"; do
     echo "fuzz $t: ok, ${took} s, ${execs:-?} inputs, ${cov:-cov ?}, corpus $(ls "$work" | wc -l) + $(ls "$seeds" | wc -l) seeds"
   fi
 done
+rm -rf "$TMPDIR"
 if [ -n "$failed" ]; then
   echo "fuzz: FAILED:$failed"
   exit 1
