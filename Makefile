@@ -87,7 +87,7 @@ RPATH_TEST := -Wl,-rpath,'$$ORIGIN/..'
 .PHONY: motions all deps test test-asan demo bench check-learning install install-built clean cuda-note flags
 # keep the object files of tests (make would delete them as intermediates and relink each time)
 .SECONDARY:
-all: cuda-note $(LIB) $(BIN) $(PLUGINS)
+all: cuda-note $(LIB) $(BIN) $(PLUGINS) $(BUILD)/bcg_plots.py
 
 cuda-note:
 ifeq ($(CUDA),1)
@@ -125,6 +125,11 @@ $(LIB): $(CORE_OBJ)
 $(BIN): $(BUILD)/obj/core/main.o $(LIB)
 	$(CC) -o $@ $< -L$(BUILD) -lbcg $(RPATH_BIN) $(LDLIBS_CORE)
 
+# bcg report --plots runs the script found next to the bcg executable
+$(BUILD)/bcg_plots.py: tools/bcg_plots.py
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+
 define plugin_rule
 $(BUILD)/plugins/$(basename $(notdir $(1))).so: $(BUILD)/obj/$(basename $(1)).o $(if $(filter 1,$(CUDA)),$(if $(shell grep -l __CUDACC__ $(1)),$(BUILD)/obj/plugin-cu/$(basename $(notdir $(1))).o)) $(LIB)
 	@mkdir -p $$(dir $$@)
@@ -158,7 +163,8 @@ motions: $(BUILD)/motiongen
 	$(BUILD)/motiongen /usr/share/mujoco/model/humanoid/humanoid.xml models/motions
 
 DEBIAN_PACKAGES := libmujoco-dev libmujoco-samples libiniparser-dev libhdf5-dev hdf5-tools \
-  libcunit1-dev libopenblas-dev pkg-config valgrind clang libclang-rt-14-dev libomp-dev
+  libcunit1-dev libopenblas-dev pkg-config valgrind clang libclang-rt-14-dev libomp-dev \
+  python3-matplotlib python3-h5py
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
@@ -252,6 +258,8 @@ install-built:
 	install -d $(PREFIX)/lib $(PREFIX)/bin $(PREFIX)/lib/bcg/plugins $(PREFIX)/include/bcg
 	install -m 755 $(LIB) $(PREFIX)/lib/
 	install -m 755 $(BIN) $(PREFIX)/bin/
+	install -d $(PREFIX)/share/bcg
+	install -m 755 tools/bcg_plots.py $(PREFIX)/share/bcg/
 	$(if $(wildcard $(PLUGINS)),install -m 755 $(wildcard $(PLUGINS)) $(PREFIX)/lib/bcg/plugins/)
 	install -m 644 core/include/bcg/*.h $(PREFIX)/include/bcg/
 	install -d $(PREFIX)/lib/pkgconfig $(SDK_SHARE)/template $(SDK_SHARE)/example

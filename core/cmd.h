@@ -46,4 +46,14 @@ int bcg_cli_check_semantics_ex(const bcg_config *cfg, int verbose);
 /* [sweep] mode = zip needs lists of one length: 0, or the error printed and 1. */
 int bcg_cli_check_sweep(const bcg_config *cfg);
 
+/* What a run directory's log.h5 says (cmd_report.c; bcg report and bcg sweep):
+ * iterations logged and the last (first, best) values of its curves, NAN
+ * where a curve is absent or never finite. Returns 0, or -1 with the reason
+ * ("<dir>/log.h5: cannot open: ...") when the log cannot be read. */
+typedef struct bcg_cli_runlog {
+  long iters;
+  double samples, wall, ret_first, ret_last, ret_best, track_last;
+} bcg_cli_runlog;
+int bcg_cli_read_runlog(const char *dir, bcg_cli_runlog *s, char *err, size_t errlen);
+
 #endif

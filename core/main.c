@@ -70,15 +70,29 @@ static const struct command {
      "and bcg with its branches (bundled), 16 draws each; writes gradstats.h5.\n"
      "--per-rollout prints every rollout's variance, norm and bundled fraction (the variance is heavy-tailed:\n"
      "one environment can carry most of it); --no-sensitivity skips the sensitivity part."},
-    {"sweep", bcg_cmd_sweep, "CONFIG [--dry-run] [section.key=value ...]", "expand [sweep] into runs and train them",
-     "Expands the [sweep] section (section.key = v1, v2, ...; mode = grid | zip) into one `bcg train CONFIG\n"
-     "overrides` per combination, run one after the other, named <[run] name>-<key>_<value>...;\n"
-     "--dry-run prints the commands only."},
-    {"report", bcg_cmd_report, "RUN_DIR|DIR ... [--csv]", "one table row per training run (ablations)",
-     "One row per run: its plugins (learner+estimator, contact model, kappa), iterations, samples and wall time\n"
-     "logged, mean return first -> last and best, the last tracking error (track_err), and E_fixed and falls\n"
-     "per simulator from eval.h5 (bcg eval). A DIR that is not a run is searched three levels deep for runs\n"
-     "(e.g. `bcg report runs/` after a sweep); --csv for spreadsheets. Exit status 1 if a log is unreadable."},
+    {"sweep", bcg_cmd_sweep, "CONFIG [--jobs N] [--dir DIR] [--dry-run] [section.key=value ...] | --status DIR",
+     "train the runs of [sweep], N at a time; restartable",
+     "Expands the [sweep] section (section.key = v1, v2, ...; mode = grid: every combination, zip: the i-th values\n"
+     "together) into runs named <[run] name>-<key>_<value>..., each `bcg train CONFIG overrides <its values>` in a\n"
+     "child process, N at a time (--jobs, default 1), each with run.threads = max(1, cores / N) unless the config\n"
+     "sets run.threads, and under run.device = cuda its own CUDA_VISIBLE_DEVICES (the visible GPUs in turn).\n"
+     "Repetitions: [sweep] run.seed = 0, 1, 2. The sweep directory DIR (default <[run] out_dir>/<[run] name>) holds\n"
+     "the runs, their output (NAME/train.out) and sweep.manifest; the same command again skips the finished runs,\n"
+     "resumes the interrupted ones and tries the failed ones again. Ctrl-C or SIGTERM: every run checkpoints and\n"
+     "stops (twice: at once). One line per run shows its state, iteration, samples, return and tracking error.\n"
+     "--status DIR lists each run's state (pending, running, finished, failed, interrupted); --dry-run prints\n"
+     "what would run."},
+    {"report", bcg_cmd_report, "RUN_DIR|DIR ... [--csv] [--runs] [--plots OUTDIR]",
+     "compare training runs: mean +- std per configuration",
+     "Groups the runs found (a DIR that is not a run is searched three levels deep, e.g. a sweep directory) by\n"
+     "configuration: every key of their config.ini except run.seed, run.name, run.out_dir, run.threads, the\n"
+     "checkpoint keys, the device batch sizes and [sweep]. One row per group, labelled by the keys that differ,\n"
+     "with mean +- std over its runs: iterations, samples and wall time logged, the final mean return, the last\n"
+     "tracking error (track_err), and E_fixed and falls per simulator from eval.h5 (bcg eval). A Markdown table;\n"
+     "--csv for spreadsheets. --runs: one row per run instead (plugins, return first -> last and best, ...).\n"
+     "--plots OUTDIR: learning curves (return and track_err against samples and wall time, mean and +-1 std per\n"
+     "group) as PNG files, drawn by bcg_plots.py with python3, matplotlib and h5py ($BCG_PYTHON: another python).\n"
+     "Exit status 1 if a log is unreadable (the run is left out and named)."},
     {"feasibility", bcg_cmd_feasibility,
      "MOTION ... [--model MJCF] [--fps F] [--window N] [--contact fit|soft] [--contact-tol M] [--residual-tol F] [--arm-tol M] [--out FILE]",
      "is a reference clip dynamically feasible for the model's actuators",

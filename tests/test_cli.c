@@ -3,6 +3,7 @@
 #include <hdf5.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,11 +121,11 @@ static void test_report(void) {
     CU_ASSERT_EQUAL(bcg_runlog_flush_iteration(log, err, sizeof err), 0);
   }
   CU_ASSERT_EQUAL(bcg_runlog_close(log, err, sizeof err), 0);
-  CU_ASSERT_EQUAL(run_out("report %s", run1), 0);
+  CU_ASSERT_EQUAL(run_out("report %s --runs", run1), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "shac+bcg smoothed_kappa k=300"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, " 3000 "));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "1.50 ->  4.00     7.25    0.125"));
-  CU_ASSERT_EQUAL(run_out("report %s --csv", root), 0); /* found by searching */
+  CU_ASSERT_EQUAL(run_out("report %s --csv --runs", root), 0); /* found by searching */
   char want[900];
   snprintf(want, sizeof want, "%s,shac+bcg smoothed_kappa k=300,3,3000,6.0,1.5,4,7.25,0.125,nan,nan,nan,nan,nan,\n", run1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
@@ -141,12 +142,144 @@ static void test_report(void) {
   snprintf(p, sizeof p, "%s/exp/broken", root);
   snprintf(cmd, sizeof cmd, "mkdir -p %s && echo garbage > %s/log.h5", p, p);
   CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
-  CU_ASSERT_EQUAL(run("report %s", root), 1);
+  CU_ASSERT_EQUAL(run("report %s --runs", root), 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "error:"));
   snprintf(want, sizeof want, "error: %s/log.h5: cannot open: ", p); /* a log, not "checkpoint ..." */
   CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
   CU_ASSERT_PTR_NULL(strstr(out, "checkpoint"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "shac+bcg"));
+  /* grouped (the default): the table of the readable run, the other named below it */
+  CU_ASSERT_EQUAL(run("report %s", root), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| shac+bcg smoothed_kappa k=300 | 1 | ? | 3 | 3000 | 6.00 | 4.00 | 12.50 |"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(the run is left out)"));
+}
+
+/* A run directory of known numbers for the report's groups: log.h5 with
+ * three iterations (samples 1000, 2000, 3000; wall_time, mean_return rising
+ * to wall and ret; track_err falling to trk), config.ini with the seed, the
+ * threads and kappa, and eval.h5 when ef (E_fixed of two episodes per
+ * simulator, bcg then MuJoCo) and fell are given. */
+static void fixture_run(const char *dir, int seed, int threads, const char *kappa, double wall, double ret, double trk,
+                        const double *ef, const double *fell) {
+  char cmd[1200], p[700], err[256];
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  snprintf(p, sizeof p, "%s/config.ini", dir);
+  FILE *f = fopen(p, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "[run]\nseed = %d\nname = fx-%d\nthreads = %d\n[learner]\nplugin = shac\n[estimator]\nplugin = bcg\n"
+          "[contact]\nplugin = smoothed_kappa\nkappa = %s\n[sweep]\nrun.seed = 0, 1, 2\n",
+          seed, seed, threads, kappa);
+  fclose(f);
+  snprintf(p, sizeof p, "%s/log.h5", dir);
+  bcg_runlog_meta meta = {"fx", "x.ini", "cpu", seed};
+  bcg_runlog *log = bcg_runlog_open(p, &meta, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+  for (int i = 0; i < 3; i++) {
+    bcg_runlog_append(log, "samples", 1000.0 * (i + 1));
+    bcg_runlog_append(log, "wall_time", wall * (i + 1) / 3);
+    bcg_runlog_append(log, "mean_return", ret * (i + 1) / 3);
+    bcg_runlog_append(log, "track_err", trk * (3 - i));
+    CU_ASSERT_EQUAL(bcg_runlog_flush_iteration(log, err, sizeof err), 0);
+  }
+  CU_ASSERT_EQUAL(bcg_runlog_close(log, err, sizeof err), 0);
+  if (!ef) return;
+  snprintf(p, sizeof p, "%s/eval.h5", dir);
+  hid_t e = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  CU_ASSERT_FATAL(e >= 0);
+  static const char *sims[2] = {"bcg", "mujoco"};
+  for (int s = 0; s < 2; s++) {
+    int64_t g = bcg_h5_group((int64_t)e, sims[s], 1, err, sizeof err);
+    CU_ASSERT_FATAL(g >= 0);
+    CU_ASSERT_EQUAL(bcg_h5_write_doubles(g, "efixed_cm", ef + 2 * s, 2, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(bcg_h5_write_doubles(g, "fell", fell + 2 * s, 2, err, sizeof err), 0);
+    bcg_h5_group_close(g);
+  }
+  H5Fclose(e);
+}
+
+/* bcg report groups runs by configuration (bookkeeping keys such as
+ * run.seed, run.threads and [sweep] aside) and prints mean +- std over each
+ * group: kappa 50 with two seeds (one evaluated), kappa 300 with three */
+static char fixture_root[600];
+static void make_fixtures(void) {
+  if (fixture_root[0]) return;
+  setup();
+  snprintf(fixture_root, sizeof fixture_root, "%s/groupruns", tmpdir);
+  char d[800];
+  const double ef[4] = {2, 4, 6, 8}, fell[4] = {0, 1, 1, 1};
+  snprintf(d, sizeof d, "%s/k50-s0/20260101T000000Z", fixture_root);
+  fixture_run(d, 0, 1, "50", 6, 2, 0.125, ef, fell);
+  snprintf(d, sizeof d, "%s/k50-s1/20260101T000000Z", fixture_root);
+  fixture_run(d, 1, 2, "50", 8, 4, 0.25, NULL, NULL);
+  for (int k = 0; k < 3; k++) {
+    snprintf(d, sizeof d, "%s/k300-s%d/20260101T000000Z", fixture_root, k);
+    fixture_run(d, k, 1, "300", 6, k + 1, 0.1 * (k + 1), NULL, NULL);
+  }
+}
+
+static void test_report_groups(void) {
+  make_fixtures();
+  CU_ASSERT_EQUAL(run_out("report %s", fixture_root), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "5 runs in 2 configurations\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| configuration | runs | seeds | iterations | samples | wall s | final return | "
+                                     "track_err cm | E_fixed bcg cm | falls bcg | E_fixed MuJoCo cm | falls MuJoCo |\n"));
+  const char *a = strstr(out, "| contact.kappa=50 | 2 | 0 1 | 3 ± 0 | 3000 ± 0 | 7.00 ± 1.41 | 3.00 ± 1.41 | "
+                              "18.75 ± 8.84 | 3.00 (1) | 1.0 of 2 (1) | 7.00 (1) | 2.0 of 2 (1) |\n");
+  const char *b = strstr(out, "| contact.kappa=300 | 3 | 0 1 2 | 3 ± 0 | 3000 ± 0 | 6.00 ± 0.00 | 2.00 ± 1.00 | "
+                              "20.00 ± 10.00 | - | - | - | - |\n");
+  CU_ASSERT_PTR_NOT_NULL(a);
+  CU_ASSERT_PTR_NOT_NULL(b);
+  CU_ASSERT(a && b && a < b); /* 50 before 300 */
+  if (!a || !b) fprintf(stderr, "%s", out);
+  CU_ASSERT_EQUAL(run_out("report %s --csv", fixture_root), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "configuration,runs,seeds,iterations_mean,iterations_std,samples_mean,"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\ncontact.kappa=50,2,0 1,3,0,3000,0,7,1.414213562,3,1.414213562,18.75,"
+                                     "8.838834765,3,nan,1,nan,7,nan,2,nan,1,2\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\ncontact.kappa=300,3,0 1 2,3,0,3000,0,6,0,2,1,20,10,nan,nan,nan,nan,nan,nan,"
+                                     "nan,nan,0,0\n"));
+  /* --runs: one row per run, as before */
+  CU_ASSERT_EQUAL(run_out("report %s --runs", fixture_root), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "k300-s2/20260101T000000Z"));
+  CU_ASSERT_EQUAL(run("report %s --plots", fixture_root), 2);
+}
+
+/* --plots: learning curves as PNG files of 700 x 450 pixels (the PNG
+ * signature and the IHDR chunk's width and height); a missing python is a
+ * one-line error */
+static void test_report_plots(void) {
+  make_fixtures();
+  char plots[700], mpl[700];
+  snprintf(plots, sizeof plots, "%s/plots", tmpdir);
+  snprintf(mpl, sizeof mpl, "%s/mplconfig", tmpdir); /* matplotlib's cache stays in the suite's directory */
+  setenv("MPLCONFIGDIR", mpl, 1);
+  CU_ASSERT_EQUAL(run("report %s --plots %s", fixture_root, plots), 0);
+  if (!strstr(out, "wrote ")) fprintf(stderr, "%s", out);
+  static const char *names[4] = {"return_vs_samples", "return_vs_wall", "track_err_vs_samples", "track_err_vs_wall"};
+  for (int i = 0; i < 4; i++) {
+    char p[800];
+    snprintf(p, sizeof p, "%s/%s.png", plots, names[i]);
+    unsigned char h[24] = {0};
+    FILE *f = fopen(p, "rb");
+    CU_ASSERT_PTR_NOT_NULL(f);
+    if (!f) continue;
+    CU_ASSERT_EQUAL(fread(h, 1, sizeof h, f), sizeof h);
+    fclose(f);
+    CU_ASSERT_EQUAL(memcmp(h, "\x89PNG\r\n\x1a\n", 8), 0);
+    CU_ASSERT_EQUAL(memcmp(h + 12, "IHDR", 4), 0);
+    unsigned w = (unsigned)h[16] << 24 | (unsigned)h[17] << 16 | (unsigned)h[18] << 8 | h[19];
+    unsigned ht = (unsigned)h[20] << 24 | (unsigned)h[21] << 16 | (unsigned)h[22] << 8 | h[23];
+    CU_ASSERT_EQUAL(w, 700);
+    CU_ASSERT_EQUAL(ht, 450);
+  }
+  setenv("BCG_PYTHON", "/nonexistent/python3", 1);
+  CU_ASSERT_EQUAL(run("report %s --plots %s", fixture_root, plots), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: error: report --plots: cannot run /nonexistent/python3: --plots needs "
+                                     "python3 with matplotlib and h5py"));
+  unsetenv("BCG_PYTHON");
+  unsetenv("MPLCONFIGDIR");
 }
 
 static void test_plugins(void) {
@@ -402,9 +535,9 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "learner.gamma=0.99 run.name=sw-learner.gamma_0.99"));
   CU_ASSERT_EQUAL(run("sweep %s", p), 0);
   char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s/runs/sw-learner.gamma_0.9", tmpdir);
+  snprintf(dir, sizeof dir, "%s/runs/sw/sw-learner.gamma_0.9", tmpdir);
   CU_ASSERT_EQUAL(access(dir, X_OK), 0);
-  snprintf(dir, sizeof dir, "%s/runs/sw-learner.gamma_0.99", tmpdir);
+  snprintf(dir, sizeof dir, "%s/runs/sw/sw-learner.gamma_0.99", tmpdir);
   CU_ASSERT_EQUAL_FATAL(access(dir, X_OK), 0);
   /* a sweep without [sweep] keys is an error */
   const char *q = write_ini("nosweep.ini", "[run]\nname = x\n");
@@ -562,6 +695,112 @@ static void test_run_paths(void) {
            ">/dev/null 2>&1",
            b, b, rd, b, b, rd);
   CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* bcg sweep --jobs 2 of 2 configurations x 2 seeds x 2 iterations: the
+ * configuration with task.step_sleep_ms = 20 is held in its first iteration
+ * while the file hold exists, so the sweep is stopped there every time: the
+ * two fast runs have finished (they ran first), the two slow ones train.
+ * First kill -9 of the sweep: its runs get SIGTERM, checkpoint and stop
+ * (interrupted at 1/2); --status; the same command again skips the finished
+ * runs and resumes the others in their own directories. Then SIGTERM to a
+ * second sweep of the same config (--dir): it stops its runs the same way
+ * and exits 0. Each run got run.threads = max(1, cores / 2). */
+static void test_sweep_jobs(void) {
+  setup();
+  char text[2048], hold[600], b[PATH_MAX], cmd[8 * PATH_MAX], dir[700], p2[800], bcg[2 * PATH_MAX + 64];
+  snprintf(hold, sizeof hold, "%s/hold", tmpdir);
+  snprintf(text, sizeof text,
+           "[run]\nname = swk\nnum_envs = 4\niterations = 2\ncheckpoint_every = 1\nout_dir = %s/runs\n"
+           "[model]\npath = tests/models/pendulum.xml\n[estimator]\nplugin = test_exact_estimator\n"
+           "[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 8\ncritic_layers = 8\n"
+           "[task]\nplugin = learn_task\nepisode_length = 8\nhold_file = %s\n"
+           "[sweep]\ntask.step_sleep_ms = 0, 20\nrun.seed = 0, 1\n",
+           tmpdir, hold);
+  const char *p = write_ini("swk.ini", text);
+  CU_ASSERT_FATAL(realpath(bcg_test_build_dir(), b) != NULL);
+  snprintf(bcg, sizeof bcg, "BCG_PLUGIN_PATH=%s/tests/plugins %s/bcg", b, b);
+  snprintf(dir, sizeof dir, "%s/runs/swk", tmpdir);
+  /* kill -9 once both slow runs train (their logs exist), then let them go */
+  snprintf(cmd, sizeof cmd,
+           "touch %s; %s sweep %s --jobs 2 > %s/swk1.out 2>&1 & pid=$!; "
+           "for i in $(seq 1500); do [ $(ls %s/swk-task.step_sleep_ms_20-*/*/log.h5 2>/dev/null | wc -l) = 2 ] && "
+           "break; sleep 0.02; done; kill -9 $pid; { wait $pid; } 2>/dev/null; rm %s; "
+           "for i in $(seq 1500); do %s sweep --status %s | grep -q ' running ' || break; sleep 0.02; done",
+           hold, bcg, p, tmpdir, dir, hold, bcg, dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  CU_ASSERT_EQUAL(run_out("sweep --status %s", dir), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no bcg sweep process runs it now\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "1/4 finished     2/2 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "2/4 finished     2/2 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "3/4 interrupted  1/2 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "4/4 interrupted  1/2 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n4 runs: 2 finished, 2 interrupted\n"));
+  if (!strstr(out, "2 interrupted")) {
+    snprintf(cmd, sizeof cmd, "cat %s/swk1.out %s/*/train.out >&2", tmpdir, dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+  }
+  /* each run's share of the cores */
+  cpu_set_t set;
+  int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  snprintf(cmd, sizeof cmd, "grep -qx 'threads = %d' %s/swk-task.step_sleep_ms_0-run.seed_0/*/config.ini",
+           cores / 2 > 1 ? cores / 2 : 1, dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  /* what the same command would do; another configuration is refused */
+  CU_ASSERT_EQUAL(run_out("sweep %s --jobs 2 --dry-run", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "earlier sessions: 2 finished (skipped), 2 to resume, 0 failed"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[1/4] finished: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[4/4] train --resume "));
+  CU_ASSERT_EQUAL(run("sweep %s learner.gamma=0.5", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "a sweep of another configuration"));
+  /* again: the finished runs skipped, the interrupted ones resumed */
+  CU_ASSERT_EQUAL(run_out("sweep %s --jobs 2", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[3/4] resume      swk-task.step_sleep_ms_20-run.seed_0 from iteration 1\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[4/4] resume      swk-task.step_sleep_ms_20-run.seed_1 from iteration 1\n"));
+  CU_ASSERT_PTR_NULL(strstr(out, "] start "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, ": 4 runs: 4 finished\n"));
+  CU_ASSERT_EQUAL(run_out("sweep --status %s", dir), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "3/4 finished     2/2 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "4/4 finished     2/2 "));
+  snprintf(p2, sizeof p2, "%s/swk-task.step_sleep_ms_20-run.seed_1", dir);
+  snprintf(cmd, sizeof cmd,
+           "test $(ls -d %s/*/ | wc -l) = 1 && grep -q 'interrupted after 1 iterations' %s/train.out && "
+           "grep -q 'finished after 2 iterations' %s/train.out && test $(grep -c '^== bcg sweep: ' %s/train.out) = 2",
+           p2, p2, p2, p2);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  /* SIGTERM to a sweep: its runs stop the same way, and it exits 0 */
+  snprintf(cmd, sizeof cmd,
+           "touch %s; %s sweep %s --jobs 2 --dir %s/swk_term > %s/swk2.out 2>&1 & pid=$!; "
+           "for i in $(seq 1500); do [ $(ls %s/swk_term/swk-task.step_sleep_ms_20-*/*/log.h5 2>/dev/null | wc -l) = 2 "
+           "] && break; sleep 0.02; done; kill -TERM $pid; "
+           "for i in $(seq 1500); do grep -q 'stopping: SIGTERM' %s/swk2.out && break; sleep 0.02; done; rm %s; wait $pid",
+           hold, bcg, p, tmpdir, tmpdir, tmpdir, tmpdir, hold);
+  int st = system(cmd);
+  CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CU_ASSERT_EQUAL(run_out("sweep --status %s/swk_term", tmpdir), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n4 runs: 2 finished, 2 interrupted\n"));
+  snprintf(cmd, sizeof cmd,
+           "grep -q 'stopping: SIGTERM to 2 runs' %s/swk2.out && grep -q 'interrupted swk-task.step_sleep_ms_20-run.seed_0 "
+           "at iteration 1/2' %s/swk2.out && grep -q 'run the same command again' %s/swk2.out",
+           tmpdir, tmpdir, tmpdir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  /* run.device = cuda: each run on one of the visible GPUs (in turn, as --dry-run shows it) */
+  char *cvd = getenv("CUDA_VISIBLE_DEVICES") ? strdup(getenv("CUDA_VISIBLE_DEVICES")) : NULL;
+  setenv("CUDA_VISIBLE_DEVICES", "3,5", 1);
+  CU_ASSERT_EQUAL(run_out("sweep %s run.device=cuda --dir %s/swk_gpu --dry-run", p, tmpdir), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n[1/4] CUDA_VISIBLE_DEVICES=3 train "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n[2/4] CUDA_VISIBLE_DEVICES=5 train "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n[3/4] CUDA_VISIBLE_DEVICES=3 train "));
+  if (cvd) setenv("CUDA_VISIBLE_DEVICES", cvd, 1);
+  else unsetenv("CUDA_VISIBLE_DEVICES");
+  free(cvd);
+  snprintf(p2, sizeof p2, "%s/swk_gpu", tmpdir);
+  CU_ASSERT_NOT_EQUAL(access(p2, F_OK), 0); /* a dry run makes nothing */
+  /* usage */
+  CU_ASSERT_EQUAL(run("sweep %s --jobs 0", p), 2);
+  CU_ASSERT_EQUAL(run("sweep --status %s %s", dir, p), 2);
+  CU_ASSERT_EQUAL(run("sweep --status %s", tmpdir), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "not a sweep directory"));
 }
 
 /* SIGTERM is Ctrl-C: the run checkpoints and exits 0 ("interrupted"). While
@@ -804,10 +1043,11 @@ static void test_checkpoint_rotation(void) {
   CU_ASSERT(n >= 10);
 }
 
-BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report},
+BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report}, {"report groups", test_report_groups},
+          {"report --plots", test_report_plots},
           {"plugins", test_plugins}, {"truncated plugin", test_truncated_plugin},
           {"sweep zip of unequal lengths", test_sweep_zip_lengths}, {"describe", test_describe}, {"check", test_check}, {"check compiles the model", test_check_model}, {"train", test_train},
-          {"sweep, eval, gradstats", test_sweep_eval_gradstats},
+          {"sweep, eval, gradstats", test_sweep_eval_gradstats}, {"sweep --jobs, stopped and resumed", test_sweep_jobs},
           {"the shipped policy stands (make demo)", test_shipped_policy}, {"run paths absolute", test_run_paths},
           {"select-best without a reference", test_select_best_locomotion},
           {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning}, {"planar model", test_planar_model}, {"bench --train", test_bench_train},

@@ -10,6 +10,9 @@
  *   reset        q ~ U(-init_angle, init_angle), u ~ U(-init_speed, init_speed);
  *                the clock's phase (the episode's target angle) ~ U(-target_angle,
  *                target_angle), 0 by default (not drawn then)
+ *   step_sleep_ms  a pause in every reward call, repeated while the file
+ *                hold_file exists: a slow run, held in its first iteration as
+ *                long as a test wants (bcg sweep stopped midway)
  *
  * Exact VJPs of observe and reward. Built into build/tests/plugins/ (not
  * linked against libbcg). */
@@ -17,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "bcg/env.h"
 #include "bcg/plugin.h"
@@ -26,7 +31,8 @@ typedef struct self {
   bcg_env *env;
   int nenv, nx, nu, ep_len;
   double init_angle, init_speed, vel_cost, act_cost, rate_cost, target_angle, term_speed;
-  int nan_env, nan_step, nan_obs;
+  int nan_env, nan_step, nan_obs, sleep_ms;
+  char hold[512];
 } self;
 
 static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, char *err, size_t errlen) {
@@ -49,6 +55,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->nan_env = (int)svc->get_int(p, "nan_env");
   s->nan_step = (int)svc->get_int(p, "nan_step");
   s->nan_obs = strcmp(svc->get_string(p, "nan_what"), "obs") == 0;
+  s->sleep_ms = (int)svc->get_int(p, "step_sleep_ms");
+  snprintf(s->hold, sizeof s->hold, "%s", svc->get_string(p, "hold_file"));
   return s;
 }
 static void destroy(void *p) { free(p); }
@@ -104,6 +112,12 @@ static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const
 static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
                   bcg_real *rew, int *done) {
   self *s = p;
+  if (s->sleep_ms > 0) {
+    struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
+    do
+      nanosleep(&ts, NULL);
+    while (s->hold[0] && access(s->hold, F_OK) == 0);
+  }
   for (int e = 0; e < s->nenv; e++) {
     const bcg_real *xe = x + (size_t)e * s->nx;
     double r = cos(xe[0] - clk[e].phase) - s->vel_cost * xe[1] * xe[1];
@@ -152,6 +166,8 @@ static const bcg_key_spec keys[] = {
     {"nan_env", BCG_KEY_INT, "-1", -1, 1e6, NULL, "inject a NaN into this environment (-1: never)"},
     {"nan_step", BCG_KEY_INT, "5", 0, 1e6, NULL, "... at this episode step"},
     {"nan_what", BCG_KEY_CHOICE, "reward", 0, 0, "reward|obs", "... into its reward or its observation"},
+    {"step_sleep_ms", BCG_KEY_INT, "0", 0, 10000, NULL, "pause this long in every reward call (a slow run, for tests)"},
+    {"hold_file", BCG_KEY_STRING, "", 0, 0, NULL, "step_sleep_ms > 0: the pause lasts while this file exists"},
 };
 
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""bcg_plots.py - the learning curves of `bcg report DIR --plots OUTDIR`.
+
+bcg report runs it as `python3 bcg_plots.py OUTDIR` and writes the groups of
+runs to its stdin, one per configuration:
+
+    group<TAB>label
+    run<TAB>run directory
+    run<TAB>...
+
+Each run's log.h5 gives the curves (datasets samples, wall_time, mean_return
+and, for tasks with a reference, track_err in m). For every curve and x axis
+(samples, wall time) it writes OUTDIR/<curve>_vs_<x>.png with one line per
+group: the mean over the group's runs and a band of +- one standard
+deviation, each run's curve interpolated onto a common grid over the range
+that all of the group's runs reached (iterations whose value is not finite,
+such as a return before the first episode ended, are skipped). A group of one
+run is its curve.
+
+Needs matplotlib, numpy and h5py (Debian: python3-matplotlib python3-h5py);
+exits with status 3 and a one-line message when one is missing.
+"""
+import os
+import sys
+
+FIGSIZE = (7.0, 4.5)  # inches, at DPI: 700 x 450 pixels
+DPI = 100
+CURVES = [
+    ("mean_return", "return", "mean episode return", 1.0),
+    ("track_err", "track_err", "tracking error track_err (cm)", 100.0),
+]
+XAXES = [("samples", "samples", "samples (simulated control steps)"), ("wall_time", "wall", "wall time (s)")]
+
+
+def read_groups(stream):
+    groups = []
+    for n, line in enumerate(stream, 1):
+        line = line.rstrip("\n")
+        if not line:
+            continue
+        kind, _, value = line.partition("\t")
+        if kind == "group":
+            groups.append((value, []))
+        elif kind == "run" and groups:
+            groups[-1][1].append(value)
+        else:
+            raise SystemExit("bcg: error: bcg_plots.py: stdin line %d: expected 'group<TAB>label' or 'run<TAB>dir'" % n)
+    return groups
+
+
+def read_run(h5py, np, run):
+    """the run's curves as float arrays, {} when its log cannot be read"""
+    try:
+        with h5py.File(os.path.join(run, "log.h5"), "r") as f:
+            return {k: np.asarray(f[k][()], dtype=float) for k in ("samples", "wall_time", "mean_return", "track_err")
+                    if k in f and getattr(f[k], "ndim", 0) == 1}
+    except (OSError, KeyError) as e:
+        sys.stderr.write("bcg: warning: bcg_plots.py: %s/log.h5: %s (left out)\n" % (run, e))
+        return {}
+
+
+def xy(np, c, x, y, scale):
+    if x not in c or y not in c:
+        return None
+    n = min(len(c[x]), len(c[y]))
+    xs, ys = c[x][:n], c[y][:n] * scale
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    if len(xs) == 0:
+        return None
+    order = np.argsort(xs, kind="stable")
+    return xs[order], ys[order]
+
+
+def aggregate(np, curves):
+    """mean and std over runs on a common grid (the range all runs reached)"""
+    if len(curves) == 1:
+        xs, ys = curves[0]
+        return xs, ys, None
+    lo = max(c[0][0] for c in curves)
+    hi = min(c[0][-1] for c in curves)
+    if not hi > lo:
+        return None
+    grid = np.linspace(lo, hi, 200)
+    v = np.array([np.interp(grid, xs, ys) for xs, ys in curves])
+    return grid, v.mean(axis=0), v.std(axis=0, ddof=1)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: bcg_plots.py OUTDIR < groups (bcg report DIR --plots OUTDIR runs it)\n")
+        return 2
+    out = sys.argv[1]
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+        import h5py
+    except ImportError as e:
+        sys.stderr.write("bcg: error: report --plots needs matplotlib, numpy and h5py for %s (Debian: apt install "
+                         "python3-matplotlib python3-h5py): %s\n" % (sys.executable, e))
+        return 3
+    groups = read_groups(sys.stdin)
+    runs = {r: read_run(h5py, np, r) for _, rs in groups for r in rs}
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        sys.stderr.write("bcg: error: report --plots: %s: %s\n" % (out, e.strerror))
+        return 3
+    written = 0
+    for key, short, ylabel, scale in CURVES:
+        for xkey, xshort, xlabel in XAXES:
+            fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+            lines = 0
+            for label, rs in groups:
+                curves = [c for c in (xy(np, runs[r], xkey, key, scale) for r in rs) if c is not None]
+                if not curves:
+                    continue
+                agg = aggregate(np, curves)
+                if agg is None:  # runs without a common range: each on its own
+                    for xs, ys in curves:
+                        ax.plot(xs, ys, lw=1, alpha=0.6)
+                    continue
+                grid, mean, std = agg
+                (ln,) = ax.plot(grid, mean, lw=1.5, label="%s (%d run%s)" % (label, len(curves),
+                                                                            "" if len(curves) == 1 else "s"))
+                if std is not None:
+                    ax.fill_between(grid, mean - std, mean + std, color=ln.get_color(), alpha=0.2, lw=0)
+                lines += 1
+            if lines == 0:
+                plt.close(fig)
+                continue
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_title("%s against %s: mean and +-1 std over runs" % (short, "samples" if xshort == "samples"
+                                                                        else "wall time"), fontsize=10)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize="small")
+            fig.tight_layout()
+            path = os.path.join(out, "%s_vs_%s.png" % (short, xshort))
+            fig.savefig(path, dpi=DPI)
+            plt.close(fig)
+            print("wrote %s" % path)
+            written += 1
+    if written == 0:
+        sys.stderr.write("bcg: error: report --plots: no run has a curve to plot (samples with mean_return or "
+                         "track_err in log.h5)\n")
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
