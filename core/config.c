@@ -75,6 +75,8 @@ struct bcg_config {
 
 /* ---- small helpers --------------------------------------------------------- */
 
+static int value_text(const char *v, char *out, size_t len); /* a value as INI text (resolved output) */
+
 static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void setf(char *err, size_t errlen, const char *fmt, ...) {
   if (!err || errlen == 0) return;
@@ -642,6 +644,15 @@ static int parse_override(const char *ov, int idx, scan *s, char *err, size_t er
     return setf(err, errlen, "command line: '%s': invalid section name '%s'", ov, sec), -1;
   if (!is_name(key, 1) || strlen(key) >= MAX_KEYNAME)
     return setf(err, errlen, "command line: '%s': invalid key name '%s'", ov, key), -1;
+  /* the value must go into a run's config.ini as one line that reads back
+   * the same (value_text, write_value) */
+  char text[2 * MAX_LINE];
+  if (value_text(val, text, sizeof text))
+    return setf(err, errlen, "command line: '%s': a value that needs quotes (it holds ';' or '#', or starts with a "
+                "quote or ends with '\\') cannot hold both ' and \"", ov), -1;
+  if (strlen(key) + 1 + strlen(text) > MAX_LINE) /* "key=text" */
+    return setf(err, errlen, "command line: '%.60s...': value too long (a config line holds %d characters)", ov,
+                MAX_LINE), -1;
   if (!find_header(s, sec)) {
     header *h = add_header(s);
     if (!h) return setf(err, errlen, "out of memory"), -1;
@@ -1078,18 +1089,43 @@ const char *bcg_config_sweep_value(const bcg_config *cfg, int i, int j) {
 
 /* ---- resolved output ---------------------------------------------------------------------- */
 
-static void write_value(FILE *f, const char *key, const char *v) {
+/* A value as INI text that iniparser reads back as the same value: bare
+ * unless it is empty, holds ';' or '#' (a comment), has blanks at either end
+ * (stripped), starts with a quote (read as quoted) or ends with '\\' (a
+ * continuation); then in the quotes it does not hold. -1 when it needs
+ * quotes and holds both kinds: no INI text reads back as it (only an
+ * override can give such a value, and parse_override refuses it). */
+static int value_text(const char *v, char *out, size_t len) {
   size_t n = strlen(v);
-  int quote = n == 0 || strpbrk(v, ";#\"'") || isspace((unsigned char)v[0]) ||
-              isspace((unsigned char)v[n - 1]) || v[n - 1] == '\\';
-  if (!quote)
-    fprintf(f, "%s = %s\n", key, v);
-  else if (n == 0)
-    fprintf(f, "%s = \"\"\n", key);
-  else if (!strchr(v, '"'))
-    fprintf(f, "%s = \"%s\"\n", key, v);
-  else
-    fprintf(f, "%s = '%s'\n", key, v);
+  int quote = n == 0 || strpbrk(v, ";#") || isspace((unsigned char)v[0]) || isspace((unsigned char)v[n - 1]) ||
+              v[0] == '"' || v[0] == '\'' || v[n - 1] == '\\';
+  int w;
+  if (!quote) w = snprintf(out, len, "%s", v);
+  else if (!strchr(v, '"')) w = snprintf(out, len, "\"%s\"", v);
+  else if (!strchr(v, '\'')) w = snprintf(out, len, "'%s'", v);
+  else return -1;
+  return w < 0 || (size_t)w >= len ? -1 : 0;
+}
+
+/* "key = value", or "key=value" when that is what fits a line (a file's
+ * value always does: its own line held it); -1 when it cannot be written */
+static int write_value(FILE *f, const char *key, const char *v) {
+  char t[2 * MAX_LINE];
+  if (value_text(v, t, sizeof t)) return -1;
+  size_t n = strlen(key) + strlen(t);
+  if (n + 3 <= MAX_LINE) return fprintf(f, "%s = %s\n", key, t) < 0 ? -1 : 0;
+  if (n + 1 <= MAX_LINE) return fprintf(f, "%s=%s\n", key, t) < 0 ? -1 : 0;
+  return -1;
+}
+
+/* a comment line of at most MAX_LINE characters, control characters as '?'
+ * (the config's path may hold any byte) */
+static void write_comment(FILE *f, const char *prefix, const char *text) {
+  char line[MAX_LINE + 1];
+  snprintf(line, sizeof line, "%s%s", prefix, text);
+  for (char *c = line; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  fprintf(f, "%s\n", line);
 }
 
 /* value of a path key made absolute against the working directory (the
@@ -1104,8 +1140,9 @@ static const char *abs_path(const char *v, char *buf, size_t len) {
 }
 
 static int resolved_write(const bcg_config *cfg, FILE *f, int abs) {
-  fprintf(f, "# bcg resolved configuration of %s\n", cfg->path);
-  for (int i = 0; i < cfg->noverride; i++) fprintf(f, "# override: %s\n", cfg->overrides[i]);
+  int rc = 0;
+  write_comment(f, "# bcg resolved configuration of ", cfg->path);
+  for (int i = 0; i < cfg->noverride; i++) write_comment(f, "# override: ", cfg->overrides[i]);
   for (int i = 0; i < NSEC; i++) {
     const bcg_params *p = &cfg->sec[i];
     int is_sweep = strcmp(p->name, "sweep") == 0;
@@ -1117,20 +1154,31 @@ static int resolved_write(const bcg_config *cfg, FILE *f, int abs) {
       char buf[PATH_MAX + 1100];
       const char *v = p->values[k];
       if (abs && p->keys[k].type == BCG_KEY_PATH) v = abs_path(v, buf, sizeof buf);
-      write_value(f, p->keys[k].name, v);
+      if (write_value(f, p->keys[k].name, v)) rc = -1;
     }
     if (is_sweep)
       for (int j = 0; j < cfg->nsweep; j++) {
         const sweep_entry *se = &cfg->sweep[j];
         int bar = 0;
         for (int v = 0; v < se->nvals; v++) bar |= strchr(se->vals[v], ',') != NULL;
-        fprintf(f, "%s = ", se->key);
-        for (int v = 0; v < se->nvals; v++) fprintf(f, "%s%s", v ? (bar ? " | " : ", ") : "", se->vals[v]);
-        fprintf(f, "\n");
+        /* the values joined as "a, b" (or "a,b" when only that fits a line) */
+        char joined[2][2 * MAX_LINE];
+        for (int compact = 0; compact < 2; compact++) {
+          size_t used = 0;
+          joined[compact][0] = 0;
+          for (int v = 0; v < se->nvals && used < sizeof joined[0]; v++) {
+            int w = snprintf(joined[compact] + used, sizeof joined[0] - used, "%s%s",
+                             v ? (bar ? (compact ? "|" : " | ") : (compact ? "," : ", ")) : "", se->vals[v]);
+            used += w > 0 ? (size_t)w : 0;
+          }
+        }
+        char t[2 * MAX_LINE];
+        const int fits = value_text(joined[0], t, sizeof t) == 0 && strlen(se->key) + strlen(t) + 3 <= MAX_LINE;
+        if (write_value(f, se->key, joined[fits ? 0 : 1])) rc = -1;
       }
   }
   fflush(f);
-  return ferror(f) ? -1 : 0;
+  return ferror(f) || rc ? -1 : 0;
 }
 
 int bcg_config_resolved_write(const bcg_config *cfg, FILE *f) { return resolved_write(cfg, f, 0); }

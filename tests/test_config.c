@@ -319,6 +319,95 @@ static void test_resolved_roundtrip(void) {
 }
 
 /* A plugin created through the services table reads its validated section. */
+/* text -> config -> resolved text -> config; the value of [run] name and
+ * the sweep's first entry after the round trip (NULL: a load failed) */
+static bcg_config *roundtrip(const char *text, int nov, char **ov) {
+  bcg_config *cfg = load_text(text, nov, ov);
+  if (!cfg) return NULL;
+  char p[600];
+  snprintf(p, sizeof p, "%s/rt.ini", tmpdir);
+  FILE *f = fopen(p, "w");
+  int wrc = bcg_config_resolved_write(cfg, f);
+  fclose(f);
+  bcg_config_free(cfg);
+  if (wrc) return NULL;
+  bcg_config *back = NULL;
+  if (bcg_config_load_with(&back, reg, p, 0, NULL, err, sizeof err)) printf("\n  reload: %s\n", err);
+  return back;
+}
+
+/* The resolved text loads back to the same values whatever a value holds
+ * (found by tests/fuzz/fuzz_config: a value with both kinds of quote was
+ * written in single quotes, which iniparser ends at the first one inside;
+ * also a sweep value with ';' was written bare, i.e. cut at the comment, a
+ * value of a full line got " = " around and no longer fit, and the config
+ * path's control characters went into the first comment line); an override
+ * whose value no config line can hold is refused. */
+static void test_resolved_values(void) {
+  bcg_config *c = roundtrip("[run]\nname = x'y\"z w\n", 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT_STRING_EQUAL(bcg_config_get_string(c, "run", "name"), "x'y\"z w");
+  bcg_config_free(c);
+  c = roundtrip("[run]\nname = \"'quoted' ; name\"\n", 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT_STRING_EQUAL(bcg_config_get_string(c, "run", "name"), "'quoted' ; name");
+  bcg_config_free(c);
+  c = roundtrip("[run]\nname = 'with \\'\n", 0, NULL); /* ends with a backslash */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT_STRING_EQUAL(bcg_config_get_string(c, "run", "name"), "with \\");
+  bcg_config_free(c);
+  c = roundtrip("[sweep]\nrun.name = \"a;b\"\n", 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT_STRING_EQUAL(bcg_config_sweep_value(c, 0, 0), "a;b");
+  bcg_config_free(c);
+  /* a line of 1000 characters: the value alone, and a sweep list */
+  static char text[4096];
+  char v[1000];
+  memset(v, 'n', 994), v[994] = 0;
+  snprintf(text, sizeof text, "[run]\nname=%s\n", v); /* 999 characters */
+  c = roundtrip(text, 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT_STRING_EQUAL(bcg_config_get_string(c, "run", "name"), v);
+  bcg_config_free(c);
+  size_t n = (size_t)snprintf(text, sizeof text, "[sweep]\nrun.seed=1");
+  while (n < 8 + 999 - 2) n += (size_t)snprintf(text + n, sizeof text - n, ",%d", (int)(n % 10));
+  snprintf(text + n, sizeof text - n, "\n");
+  c = roundtrip(text, 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT(bcg_config_sweep_nvalues(c, 0) > 400);
+  bcg_config_free(c);
+  /* the config's path in the first comment */
+  setup();
+  char odd[600];
+  snprintf(odd, sizeof odd, "%s/odd\nname.ini", tmpdir);
+  FILE *f = fopen(odd, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("[run]\nseed = 2\n", f);
+  fclose(f);
+  bcg_config *cfg = NULL;
+  CU_ASSERT_EQUAL_FATAL(bcg_config_load_with(&cfg, reg, odd, 0, NULL, err, sizeof err), 0);
+  char p[600];
+  snprintf(p, sizeof p, "%s/rt2.ini", tmpdir);
+  f = fopen(p, "w");
+  CU_ASSERT_EQUAL(bcg_config_resolved_write(cfg, f), 0);
+  fclose(f);
+  bcg_config_free(cfg);
+  CU_ASSERT_EQUAL(bcg_config_load_with(&cfg, reg, p, 0, NULL, err, sizeof err), 0);
+  bcg_config_free(cfg);
+  unlink(odd);
+  /* overrides no line can hold */
+  char *o1[] = {"run.name=a'b\";c"};
+  expect_error("", 1, o1, "command line: 'run.name=a'b\";c': a value that needs quotes (it holds ';' or '#', or starts "
+               "with a quote or ends with '\\') cannot hold both ' and \"");
+  static char longov[1200];
+  memset(longov, 'x', sizeof longov - 1);
+  memcpy(longov, "run.name=", 9);
+  longov[1100] = 0;
+  char *o2[] = {longov};
+  expect_error("", 1, o2, "command line: 'run.name=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...': value too "
+               "long (a config line holds 1000 characters)");
+}
+
 static void test_services(void) {
   bcg_config *cfg = load_text("[contact]\nplugin = test_contact\nkappa = 77\n", 0, NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
@@ -505,5 +594,5 @@ BCG_TESTS({"defaults", test_defaults}, {"values and line numbers", test_values_a
           {"key and value errors", test_errors_keys}, {"syntax errors", test_errors_syntax},
           {"plugin sections", test_plugin_sections}, {"overrides", test_overrides}, {"sweep", test_sweep},
           {"resolved round trip", test_resolved_roundtrip}, {"services", test_services}, {"helpers", test_helpers},
-          {"fuzz", test_fuzz}, {"cleanup", test_cleanup});
+          {"resolved values", test_resolved_values}, {"fuzz", test_fuzz}, {"cleanup", test_cleanup});
 BCG_RUN("config")

@@ -59,7 +59,9 @@ void bcg_config_errorf(const bcg_config *cfg, const char *section, const char *k
 
 /* The fully resolved configuration as INI text that loads back to the same
  * values: every core section, every present plugin section with all of its
- * plugin's keys, and [sweep] if present. Returns 0, or -1 on a write error. */
+ * plugin's keys, and [sweep] if present (values quoted only where INI needs
+ * it). Returns 0, or -1 on a write error or a value no config line can hold
+ * (a path made absolute beyond a line's 1000 characters). */
 int bcg_config_resolved_write(const bcg_config *cfg, FILE *f);
 /* The same with every path key (BCG_KEY_PATH: [model] path, [task] motion)
  * made absolute against the working directory, as a run's config.ini stores
