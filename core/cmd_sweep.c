@@ -184,36 +184,59 @@ static srun *add_run(sweep *S, int *cap) {
 
 /* ---- the configuration's identity ---------------------------------------------------- */
 
-/* FNV-1a over the resolved configuration (paths absolute) without its
- * comments and without [sweep]: what every run of the sweep shares, so a
- * sweep directory is never continued with another configuration, while the
+static void fnv(uint64_t *h, const char *a, const char *b, const char *c) {
+  const char *parts[3] = {a, b, c};
+  for (int i = 0; i < 3; i++) {
+    for (const char *s = parts[i]; s && *s; s++) {
+      *h ^= (unsigned char)*s;
+      *h *= 1099511628211ull;
+    }
+    *h ^= (unsigned char)(i < 2 ? '\t' : '\n');
+    *h *= 1099511628211ull;
+  }
+}
+
+/* a path key's value made absolute against the working directory (as a
+ * run's config.ini stores it) */
+static const char *abs_value(const char *v, char *buf, size_t len) {
+  char real[PATH_MAX], cwd[PATH_MAX];
+  if (!v || !*v || v[0] == '/') return v;
+  if (realpath(v, real)) return snprintf(buf, len, "%s", real), buf;
+  if (!getcwd(cwd, sizeof cwd)) return v;
+  snprintf(buf, len, "%s/%s", cwd, v);
+  return buf;
+}
+
+static void hash_section(uint64_t *h, const bcg_config *cfg, const char *sec, const bcg_key_spec *keys, int nk) {
+  const bcg_params *p = bcg_config_section(cfg, sec);
+  if (!p) return;
+  const bcg_plugin *pl = bcg_params_plugin(p);
+  if (pl) fnv(h, sec, "plugin", pl->desc->name);
+  for (int k = 0; k < nk; k++) {
+    char buf[PATH_MAX + 64];
+    const char *v = bcg_params_value(p, keys[k].name);
+    if (keys[k].type == BCG_KEY_PATH) v = abs_value(v, buf, sizeof buf);
+    fnv(h, sec, keys[k].name, v ? v : "");
+  }
+}
+
+/* FNV-1a over every resolved value of the configuration except [sweep]
+ * (paths absolute): what every run of the sweep shares, so that a sweep
+ * directory is never continued with another configuration, while the
  * [sweep] lists may grow (more seeds) */
-static int config_hash(const bcg_config *cfg, char *out, size_t len) {
-  char *text = NULL;
-  size_t n = 0;
-  FILE *f = open_memstream(&text, &n);
-  if (!f) return -1;
-  int rc = bcg_config_run_write(cfg, f);
-  if (fclose(f) || rc) {
-    free(text);
-    return -1;
-  }
+static void config_hash(const bcg_config *cfg, char *out, size_t len) {
   uint64_t h = 1469598103934665603ull;
-  int in_sweep = 0;
-  for (char *l = text; l && *l;) {
-    char *e = strchr(l, '\n');
-    size_t ll = e ? (size_t)(e - l) : strlen(l);
-    if (l[0] == '[') in_sweep = !strncmp(l, "[sweep]", 7);
-    if (!in_sweep && ll && l[0] != '#')
-      for (size_t i = 0; i <= ll; i++) {
-        h ^= i < ll ? (unsigned char)l[i] : '\n';
-        h *= 1099511628211ull;
-      }
-    l = e ? e + 1 : NULL;
+  for (int i = 0; i < bcg_core_section_count(); i++) {
+    const char *sec = bcg_core_section_name(i);
+    int nk = 0;
+    const bcg_key_spec *keys = bcg_core_keys(sec, &nk);
+    if (strcmp(sec, "sweep") && keys) hash_section(&h, cfg, sec, keys, nk);
   }
-  free(text);
+  for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK; k++) {
+    const bcg_plugin *pl = bcg_config_plugin(cfg, (bcg_kind)k);
+    if (pl) hash_section(&h, cfg, bcg_kind_name((bcg_kind)k), pl->desc->keys, pl->desc->nkeys);
+  }
   snprintf(out, len, "%016llx", (unsigned long long)h);
-  return 0;
 }
 
 /* ---- the manifest --------------------------------------------------------------------- */
@@ -1013,10 +1036,7 @@ int bcg_cmd_sweep(int argc, char **argv) {
   }
   S.self[sl] = 0;
   if (!realpath(path, S.config)) snprintf(S.config, sizeof S.config, "%s", path);
-  if (config_hash(cfg, S.hash, sizeof S.hash)) {
-    rc = bcg_cli_error("%s: cannot resolve the configuration", path);
-    goto out;
-  }
+  config_hash(cfg, S.hash, sizeof S.hash);
   const char *base = bcg_config_get_string(cfg, "run", "name");
   if (!base[0]) base = "sweep";
   if (dir_opt) snprintf(S.dir, sizeof S.dir, "%s", dir_opt);

@@ -104,11 +104,6 @@ def main():
         return 3
     groups = read_groups(sys.stdin)
     runs = {r: read_run(h5py, np, r) for _, rs in groups for r in rs}
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as e:
-        sys.stderr.write("bcg: error: report --plots: %s: %s\n" % (out, e.strerror))
-        return 3
     written = 0
     for key, short, ylabel, scale in CURVES:
         for xkey, xshort, xlabel in XAXES:
@@ -140,6 +135,11 @@ def main():
             ax.legend(fontsize="small")
             fig.tight_layout()
             path = os.path.join(out, "%s_vs_%s.png" % (short, xshort))
+            try:
+                os.makedirs(out, exist_ok=True)
+            except OSError as e:
+                sys.stderr.write("bcg: error: report --plots: %s: %s\n" % (out, e.strerror))
+                return 3
             fig.savefig(path, dpi=DPI)
             plt.close(fig)
             print("wrote %s" % path)
