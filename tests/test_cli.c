@@ -698,9 +698,10 @@ static void test_run_paths(void) {
 }
 
 /* bcg sweep --jobs 2 of 2 configurations x 2 seeds x 2 iterations: the
- * configuration with task.step_sleep_ms = 20 is held in its first iteration
- * while the file hold exists, so the sweep is stopped there every time: the
- * two fast runs have finished (they ran first), the two slow ones train.
+ * configuration with task.step_sleep_ms = 20 is held inside its first
+ * iteration while the file hold exists (each held process says so with
+ * hold.<pid>), so the sweep is stopped there every time: the two fast runs
+ * have finished (they ran first), the two slow ones train.
  * First kill -9 of the sweep: its runs get SIGTERM, checkpoint and stop
  * (interrupted at 1/2); --status; the same command again skips the finished
  * runs and resumes the others in their own directories. Then SIGTERM to a
@@ -724,10 +725,10 @@ static void test_sweep_jobs(void) {
   /* kill -9 once both slow runs train (their logs exist), then let them go */
   snprintf(cmd, sizeof cmd,
            "touch %s; %s sweep %s --jobs 2 > %s/swk1.out 2>&1 & pid=$!; "
-           "for i in $(seq 1500); do [ $(ls %s/swk-task.step_sleep_ms_20-*/*/log.h5 2>/dev/null | wc -l) = 2 ] && "
-           "break; sleep 0.02; done; kill -9 $pid; { wait $pid; } 2>/dev/null; rm %s; "
+           "for i in $(seq 1500); do [ $(ls %s.* 2>/dev/null | wc -l) = 2 ] && break; sleep 0.02; done; "
+           "kill -9 $pid; { wait $pid; } 2>/dev/null; rm %s %s.*; "
            "for i in $(seq 1500); do %s sweep --status %s | grep -q ' running ' || break; sleep 0.02; done",
-           hold, bcg, p, tmpdir, dir, hold, bcg, dir);
+           hold, bcg, p, tmpdir, hold, hold, hold, bcg, dir);
   CU_ASSERT_EQUAL(system(cmd), 0);
   CU_ASSERT_EQUAL(run_out("sweep --status %s", dir), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "no bcg sweep process runs it now\n"));
@@ -771,10 +772,10 @@ static void test_sweep_jobs(void) {
   /* SIGTERM to a sweep: its runs stop the same way, and it exits 0 */
   snprintf(cmd, sizeof cmd,
            "touch %s; %s sweep %s --jobs 2 --dir %s/swk_term > %s/swk2.out 2>&1 & pid=$!; "
-           "for i in $(seq 1500); do [ $(ls %s/swk_term/swk-task.step_sleep_ms_20-*/*/log.h5 2>/dev/null | wc -l) = 2 "
-           "] && break; sleep 0.02; done; kill -TERM $pid; "
-           "for i in $(seq 1500); do grep -q 'stopping: SIGTERM' %s/swk2.out && break; sleep 0.02; done; rm %s; wait $pid",
-           hold, bcg, p, tmpdir, tmpdir, tmpdir, tmpdir, hold);
+           "for i in $(seq 1500); do [ $(ls %s.* 2>/dev/null | wc -l) = 2 ] && break; sleep 0.02; done; kill -TERM $pid; "
+           "for i in $(seq 1500); do grep -q 'stopping: SIGTERM' %s/swk2.out && break; sleep 0.02; done; "
+           "rm %s %s.*; wait $pid",
+           hold, bcg, p, tmpdir, tmpdir, hold, tmpdir, hold, hold);
   int st = system(cmd);
   CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   CU_ASSERT_EQUAL(run_out("sweep --status %s/swk_term", tmpdir), 0);

@@ -11,8 +11,9 @@
  *                the clock's phase (the episode's target angle) ~ U(-target_angle,
  *                target_angle), 0 by default (not drawn then)
  *   step_sleep_ms  a pause in every reward call, repeated while the file
- *                hold_file exists: a slow run, held in its first iteration as
- *                long as a test wants (bcg sweep stopped midway)
+ *                hold_file exists (the file <hold_file>.<pid> then says that
+ *                the process is held): a slow run, held inside its first
+ *                iteration as long as a test wants (bcg sweep stopped midway)
  *
  * Exact VJPs of observe and reward. Built into build/tests/plugins/ (not
  * linked against libbcg). */
@@ -114,9 +115,14 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
   self *s = p;
   if (s->sleep_ms > 0) {
     struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
-    do
-      nanosleep(&ts, NULL);
-    while (s->hold[0] && access(s->hold, F_OK) == 0);
+    nanosleep(&ts, NULL);
+    if (s->hold[0] && access(s->hold, F_OK) == 0) {
+      char mark[600]; /* <hold_file>.<pid>: this process is held inside an iteration */
+      snprintf(mark, sizeof mark, "%s.%ld", s->hold, (long)getpid());
+      FILE *f = fopen(mark, "w");
+      if (f) fclose(f);
+      while (access(s->hold, F_OK) == 0) nanosleep(&ts, NULL);
+    }
   }
   for (int e = 0; e < s->nenv; e++) {
     const bcg_real *xe = x + (size_t)e * s->nx;
@@ -167,7 +173,7 @@ static const bcg_key_spec keys[] = {
     {"nan_step", BCG_KEY_INT, "5", 0, 1e6, NULL, "... at this episode step"},
     {"nan_what", BCG_KEY_CHOICE, "reward", 0, 0, "reward|obs", "... into its reward or its observation"},
     {"step_sleep_ms", BCG_KEY_INT, "0", 0, 10000, NULL, "pause this long in every reward call (a slow run, for tests)"},
-    {"hold_file", BCG_KEY_STRING, "", 0, 0, NULL, "step_sleep_ms > 0: the pause lasts while this file exists"},
+    {"hold_file", BCG_KEY_STRING, "", 0, 0, NULL, "step_sleep_ms > 0: the pause lasts while this file exists (and <file>.<pid> is made)"},
 };
 
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
