@@ -12,7 +12,8 @@
 # SWEEP=1: the first sweep (330 s, ITERS=700); SWEEP=2 (default): the second
 # (TRAIN_SECONDS=480); SWEEP=3: the third (TRAIN_SECONDS=450); SWEEP=4: the
 # fourth (TRAIN_SECONDS=480; rungs 0, 2, 3 with PPO on the GPU); SWEEP=5: the
-# fifth (TRAIN_SECONDS=480). Results: bench/results/ladder_sweep*.txt.
+# fifth (TRAIN_SECONDS=480); SWEEP=6 and 7: see below. Results:
+# bench/results/*ladder_sweep*.
 # Environment: TRAIN_SECONDS (default 330), ITERS (the [run] iterations
 # budget and so the length of the linear LR decay, default 700), LADDER_RUNS
 # (the RUNS list of device_train.sh; the default is below).
@@ -100,6 +101,14 @@ D6="r_bcg|$C/run_shac_bcg.ini|$O;r_bcg_lr1e3|$C/run_shac_bcg.ini|$O learner.acto
 for sd in 0 1 2 3 4; do D6="$D6;l_ad_s$sd|$C/locomotion_shac.ini|$L run.seed=$sd"; done
 for sd in 0 1 2 3 4; do D6="$D6;l_bcg_s$sd|$C/locomotion_shac_bcg.ini|$L run.seed=$sd"; done
 D6="$D6;r_ppo|$C/run_ppo.ini|run.device=cuda run.threads=3"
+# sweep 7: the ladder configs with the transfer penalties (w_limit, self_margin)
+# on seeds: stand 4 seeds (350 it.), walk 6 seeds (700 it.), run SHAC+BCG and
+# SHAC 2 seeds each, PPO on the regenerated run clip on the GPU; TRAIN_SECONDS=480
+# (walk and run may need a second call with --resume)
+D7="r_ppo|$C/run_ppo.ini|run.device=cuda run.threads=3"
+for sd in 0 1 2 3; do D7="$D7;s_bcg_s$sd|$C/stand_shac_bcg.ini|run.iterations=350 run.checkpoint_every=50 run.seed=$sd"; done
+for sd in 0 1 2 3 4 5; do D7="$D7;w_bcg_s$sd|$C/walk_shac_bcg.ini|run.iterations=700 run.checkpoint_every=100 run.seed=$sd"; done
+for sd in 0 1; do D7="$D7;r_bcg_s$sd|$C/run_shac_bcg.ini|$O run.seed=$sd;r_ad_s$sd|$C/run_shac.ini|$O run.seed=$sd"; done
 case "${SWEEP:-2}" in
   1) D=$D1 ;;
   2) D=$D2 ;;
@@ -107,7 +116,8 @@ case "${SWEEP:-2}" in
   4) D=$D4 ;;
   5) D=$D5 ;;
   6) D=$D6 ;;
-  *) echo "device_ladder: SWEEP must be 1 to 6" >&2; exit 2 ;;
+  7) D=$D7 ;;
+  *) echo "device_ladder: SWEEP must be 1 to 7" >&2; exit 2 ;;
 esac
 export RUNS=${LADDER_RUNS:-$D}
 export TRAIN_SECONDS=$S THREADS_1=1 THREADS_2=1 EVAL_SECONDS=${EVAL_SECONDS:-10} EVAL_RUNS=${EVAL_RUNS:-3}
