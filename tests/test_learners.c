@@ -325,6 +325,49 @@ static void resume_identical(const char *learner, const char *extra, int dr) {
   bcg_config_free(half);
 }
 
+/* A resumed run rebuilds log.h5 from the old file's curves and attributes:
+ * attributes read as one value that hold several (a damaged or edited log)
+ * are skipped (found with the checkpoint fuzz harness's finding of the same
+ * kind in core/runlog.c: a curve's first_iteration of 3 values was written
+ * over the 8 bytes read into, a root string attribute of 2 values over its
+ * buffer). */
+static void test_resume_damaged_log(void) {
+  setup();
+  const char *ini = write_ini("damaged_log", "shac", "episode_length = 20\n");
+  char *ov[] = {"run.iterations=2"};
+  bcg_config *two = load(ini, 1, ov), *full = load(ini, 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(two);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+  char d[PATH_MAX], log[PATH_MAX + 16];
+  counters c = {0};
+  bcg_train_result r;
+  CU_ASSERT_EQUAL_FATAL(train(two, d, 0, &c, &r), 0);
+  snprintf(log, sizeof log, "%s/log.h5", d);
+  hid_t f = H5Fopen(log, H5F_ACC_RDWR, H5P_DEFAULT);
+  CU_ASSERT_FATAL(f >= 0);
+  hid_t ds = H5Dopen2(f, "mean_return", H5P_DEFAULT);
+  CU_ASSERT_FATAL(ds >= 0);
+  if (H5Aexists(ds, "first_iteration") > 0) H5Adelete(ds, "first_iteration");
+  hsize_t three = 3, two_ = 2;
+  hid_t sp = H5Screate_simple(1, &three, NULL);
+  hid_t a = H5Acreate2(ds, "first_iteration", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+  int64_t fi[3] = {0, 7, 9};
+  H5Awrite(a, H5T_NATIVE_INT64, fi);
+  H5Aclose(a), H5Sclose(sp), H5Dclose(ds);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, 4);
+  sp = H5Screate_simple(1, &two_, NULL);
+  a = H5Acreate2(f, "extra", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, t, "abcdefgh");
+  H5Aclose(a), H5Sclose(sp), H5Tclose(t), H5Fclose(f);
+  CU_ASSERT_EQUAL(train(full, d, 1, &c, &r), 0);
+  CU_ASSERT_EQUAL(r.iterations, 8);
+  double ret[64];
+  CU_ASSERT_EQUAL(curve(log, "mean_return", ret, 64), 8);
+  bcg_config_free(two);
+  bcg_config_free(full);
+}
+
 /* ---- SHAC's policy gradient vs central FD of its actor loss ----
  * Short episodes (5 steps: three resets inside the 16-step horizon), a
  * per-episode target angle in the task clock's phase and an action-rate
@@ -893,6 +936,7 @@ BCG_TESTS({"SHAC learns the pendulum (short)", test_shac_learns}, {"SHAC gradien
           {"SHAC resume with DR is bit-identical", test_resume_shac_dr},
           {"PPO resume with DR is bit-identical", test_resume_ppo_dr},
           {"SHAC resume with estimator bcg is bit-identical", test_resume_bcg},
+          {"resume with a damaged log.h5 attribute", test_resume_damaged_log},
           {"DR re-drawn at resets, reproducibly (SHAC, PPO)", test_dr_redraw},
           {"NaN injection (SHAC)", test_nan_shac}, {"NaN injection (PPO)", test_nan_ppo},
           {"checkpoint contents and curves", test_checkpoint_contents},

@@ -555,9 +555,54 @@ static void test_checkpoint_message_one_line(void) {
   unlink(path);
 }
 
+/* Attributes read as one value must hold one (found by
+ * tests/fuzz/fuzz_checkpoint: a format_version of 2 values was read into one
+ * int64 on the stack, 16 bytes written over 8; a string attribute of 2
+ * values likewise overran its buffer). */
+static void test_checkpoint_attributes_one_value(void) {
+  setup();
+  char path[512], want[1400];
+  snprintf(path, sizeof path, "%s/attrs.h5", tmpdir);
+  const char *names[2] = {"format_version", "checksum_crc32"};
+  for (int bad = 0; bad < 2; bad++) {
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t two = 2;
+    int64_t v[2] = {2, 2};
+    for (int i = 0; i < 2; i++) {
+      hid_t sp = i == bad ? H5Screate_simple(1, &two, NULL) : H5Screate(H5S_SCALAR);
+      hid_t a = H5Acreate2(f, names[i], H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+      H5Awrite(a, H5T_NATIVE_INT64, v);
+      H5Aclose(a), H5Sclose(sp);
+    }
+    H5Fclose(f);
+    CU_ASSERT_EQUAL(bcg_checkpoint_open(path, err, sizeof err), -1);
+    if (bad == 0)
+      snprintf(want, sizeof want, "checkpoint %s: damaged: its format_version cannot be read", path);
+    else
+      snprintf(want, sizeof want, "checkpoint %s: damaged: no readable checksum_crc32", path);
+    CU_ASSERT_STRING_EQUAL(err, want);
+  }
+  /* a string attribute of two values */
+  hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, 4);
+  hsize_t two = 2;
+  hid_t sp = H5Screate_simple(1, &two, NULL);
+  hid_t a = H5Acreate2(f, "learner_plugin", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, t, "shacppo!");
+  H5Aclose(a), H5Sclose(sp), H5Tclose(t);
+  char s[8];
+  CU_ASSERT_EQUAL(bcg_h5_read_str(f, "learner_plugin", s, sizeof s, err, sizeof err), -1);
+  snprintf(want, sizeof want, "%s: learner_plugin: not one string (of at most 1 MiB)", path);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  H5Fclose(f);
+  unlink(path);
+}
+
 BCG_TESTS({"run directory", test_rundir}, {"log", test_log}, {"writer killed midway", test_killed_writer},
           {"checkpoint", test_checkpoint}, {"checkpoint on a full disk", test_checkpoint_full_disk},
           {"log on a full disk", test_log_full_disk}, {"checkpoint format and checksum", test_checkpoint_integrity}, {"log read while written", test_log_live_reader},
           {"checkpoint declared sizes", test_checkpoint_declared_sizes},
-          {"checkpoint message one line", test_checkpoint_message_one_line});
+          {"checkpoint message one line", test_checkpoint_message_one_line},
+          {"checkpoint attributes of one value", test_checkpoint_attributes_one_value});
 BCG_RUN("runlog")
