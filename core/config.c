@@ -1119,12 +1119,15 @@ static int write_value(FILE *f, const char *key, const char *v) {
 }
 
 /* a comment line of at most MAX_LINE characters, control characters as '?'
- * (the config's path may hold any byte) */
+ * (the config's path may hold any byte), and not ending in '\\' (which would
+ * continue it over the next line, e.g. a section header) */
 static void write_comment(FILE *f, const char *prefix, const char *text) {
   char line[MAX_LINE + 1];
   snprintf(line, sizeof line, "%s%s", prefix, text);
   for (char *c = line; *c; c++)
     if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  size_t n = strlen(line);
+  while (n > 0 && (isspace((unsigned char)line[n - 1]) || line[n - 1] == '\\')) line[--n] = 0;
   fprintf(f, "%s\n", line);
 }
 

@@ -395,6 +395,13 @@ static void test_resolved_values(void) {
   CU_ASSERT_EQUAL(bcg_config_load_with(&cfg, reg, p, 0, NULL, err, sizeof err), 0);
   bcg_config_free(cfg);
   unlink(odd);
+  /* an override ending in '\\' (its "# override:" comment continued over the
+   * next line, the [run] header) */
+  char *o0[] = {"run.name=a\\\\"};
+  c = roundtrip("", 1, o0);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT_STRING_EQUAL(bcg_config_get_string(c, "run", "name"), "a\\\\");
+  bcg_config_free(c);
   /* overrides no line can hold */
   char *o1[] = {"run.name=a'b\";c"};
   expect_error("", 1, o1, "command line: 'run.name=a'b\";c': a value that needs quotes (it holds ';' or '#', or starts "
