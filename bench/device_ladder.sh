@@ -12,7 +12,7 @@
 # SWEEP=1: the first sweep (330 s, ITERS=700); SWEEP=2 (default): the second
 # (TRAIN_SECONDS=480); SWEEP=3: the third (TRAIN_SECONDS=450); SWEEP=4: the
 # fourth (TRAIN_SECONDS=480; rungs 0, 2, 3 with PPO on the GPU); SWEEP=5: the
-# fifth (TRAIN_SECONDS=480); SWEEP=6 and 7: see below. Results:
+# fifth (TRAIN_SECONDS=480); SWEEP=6, 7 and 8: see below. Results:
 # bench/results/*ladder_sweep*.
 # Environment: TRAIN_SECONDS (default 330), ITERS (the [run] iterations
 # budget and so the length of the linear LR decay, default 700), LADDER_RUNS
@@ -109,6 +109,20 @@ D7="r_ppo|$C/run_ppo.ini|run.device=cuda run.threads=3"
 for sd in 0 1 2 3; do D7="$D7;s_bcg_s$sd|$C/stand_shac_bcg.ini|run.iterations=350 run.checkpoint_every=50 run.seed=$sd"; done
 for sd in 0 1 2 3 4 5; do D7="$D7;w_bcg_s$sd|$C/walk_shac_bcg.ini|run.iterations=700 run.checkpoint_every=100 run.seed=$sd"; done
 for sd in 0 1; do D7="$D7;r_bcg_s$sd|$C/run_shac_bcg.ini|$O run.seed=$sd;r_ad_s$sd|$C/run_shac.ini|$O run.seed=$sd"; done
+# sweep 8 (two calls, the second with RESUME_TGZ, TRAIN_SECONDS=500 each): PPO on
+# the regenerated run clip on the GPU; walk seeds 2-4 and run seed 1 at the
+# configs' 1000 iterations; rung 0 (SHAC+BCG, 2000 iterations, 2 threads each)
+# as configured and without the alive bonus (standing then earns 0.5 per step
+# against about 3 at the commanded speed, DiffRL's ratio) with the joint-limit
+# penalty at 10 and 100
+D8="r_ppo|$C/run_ppo.ini|run.device=cuda run.threads=3"
+for sd in 2 3 4; do D8="$D8;w_bcg_s$sd|$C/walk_shac_bcg.ini|run.checkpoint_every=100 run.seed=$sd"; done
+D8="$D8;r_bcg_s1|$C/run_shac_bcg.ini|run.checkpoint_every=100 run.seed=1;r_ad_s1|$C/run_shac.ini|run.checkpoint_every=100 run.seed=1"
+LO="run.iterations=2000 run.checkpoint_every=100 run.threads=2"
+D8="$D8;l_bcg|$C/locomotion_shac_bcg.ini|$LO"
+D8="$D8;l_bcg_a0_l10|$C/locomotion_shac_bcg.ini|$LO task.w_alive=0 task.w_limit=10"
+D8="$D8;l_bcg_a0_l10_s1|$C/locomotion_shac_bcg.ini|$LO task.w_alive=0 task.w_limit=10 run.seed=1"
+D8="$D8;l_bcg_a0_l100|$C/locomotion_shac_bcg.ini|$LO task.w_alive=0 task.w_limit=100"
 case "${SWEEP:-2}" in
   1) D=$D1 ;;
   2) D=$D2 ;;
@@ -117,7 +131,8 @@ case "${SWEEP:-2}" in
   5) D=$D5 ;;
   6) D=$D6 ;;
   7) D=$D7 ;;
-  *) echo "device_ladder: SWEEP must be 1 to 7" >&2; exit 2 ;;
+  8) D=$D8 ;;
+  *) echo "device_ladder: SWEEP must be 1 to 8" >&2; exit 2 ;;
 esac
 export RUNS=${LADDER_RUNS:-$D}
 export TRAIN_SECONDS=$S THREADS_1=1 THREADS_2=1 EVAL_SECONDS=${EVAL_SECONDS:-10} EVAL_RUNS=${EVAL_RUNS:-3}

@@ -27,6 +27,10 @@
 #   RUNS=...       any two runs ("name|config|overrides;...")
 #   BUILD_DIR      build folder (default build-train); SKIP_BUILD=1 uses it as is
 #   NP             cores to use (default nproc)
+#   RESUME_TGZ     runs.tgz of an earlier call (carried): its runs continue with
+#                  `bcg train --resume` for TRAIN_SECONDS more (run.seconds counts
+#                  training wall time over all calls: RESUME_SECONDS_BEFORE, default
+#                  TRAIN_SECONDS, is added); runs of RUNS not in it start afresh
 #
 # Files under $OUT: device_train.log (everything), runs.tgz (both runs:
 # config.ini, log.h5, eval.h5, the last checkpoint), efixed.tsv (the table).
@@ -61,6 +65,11 @@ fi
 B=$BD/bcg
 R=/tmp/bcg-runs
 rm -rf "$R"
+mkdir -p "$R"
+if [ -n "${RESUME_TGZ:-}" ]; then
+  tar xzf "$RESUME_TGZ" -C "$R" || { say "cannot unpack $RESUME_TGZ"; exit 2; }
+  say "resuming the runs of $RESUME_TGZ: $(ls $R | tr '\n' ' ')"
+fi
 # RUNS: "name|config|overrides;..." (two runs side by side); default SHAC+BCG vs PPO on jump;
 # KAPPA=1: SHAC+BCG on jump at kappa 50 and 300 (the paper's transfer ablation)
 if [ -n "${KAPPA:-}" ]; then
@@ -78,7 +87,14 @@ for spec in "${SPEC[@]}"; do
   [ $first = 1 ] && extra="$SO" && th=$T1
   first=0
   # keep_last=0: every checkpoint stays for the E_fixed curve below (no rotation)
-  $B train "$cfg" run.name=$name run.seconds=$S run.threads=$th run.out_dir=$R run.keep_last=0 $ovs $extra >/tmp/bcg-$name.log 2>&1 &
+  prev=$(ls -td $R/$name/*/ 2>/dev/null | head -n 1)
+  if [ -n "$prev" ]; then
+    # the run's own thread count (an override of RUNS) stays; other overrides are in its config.ini
+    rth=$(echo "$ovs $extra" | tr ' ' '\n' | grep '^run.threads=' | tail -n 1)
+    $B train --resume "$prev" run.seconds=$((S + ${RESUME_SECONDS_BEFORE:-$S})) run.threads=$th $rth run.keep_last=0 >/tmp/bcg-$name.log 2>&1 &
+  else
+    $B train "$cfg" run.name=$name run.seconds=$S run.threads=$th run.out_dir=$R run.keep_last=0 $ovs $extra >/tmp/bcg-$name.log 2>&1 &
+  fi
   pids="$pids $!"
   names="$names $name"
 done
