@@ -12,7 +12,7 @@
 # SWEEP=1: the first sweep (330 s, ITERS=700); SWEEP=2 (default): the second
 # (TRAIN_SECONDS=480); SWEEP=3: the third (TRAIN_SECONDS=450); SWEEP=4: the
 # fourth (TRAIN_SECONDS=480; rungs 0, 2, 3 with PPO on the GPU); SWEEP=5: the
-# fifth (TRAIN_SECONDS=480); SWEEP=6, 7 and 8: see below. Results:
+# fifth (TRAIN_SECONDS=480); SWEEP=6 to 9: see below. Results:
 # bench/results/*ladder_sweep*.
 # Environment: TRAIN_SECONDS (default 330), ITERS (the [run] iterations
 # budget and so the length of the linear LR decay, default 700), LADDER_RUNS
@@ -123,6 +123,14 @@ D8="$D8;l_bcg|$C/locomotion_shac_bcg.ini|$LO"
 D8="$D8;l_bcg_a0_l10|$C/locomotion_shac_bcg.ini|$LO task.w_alive=0 task.w_limit=10"
 D8="$D8;l_bcg_a0_l10_s1|$C/locomotion_shac_bcg.ini|$LO task.w_alive=0 task.w_limit=10 run.seed=1"
 D8="$D8;l_bcg_a0_l100|$C/locomotion_shac_bcg.ini|$LO task.w_alive=0 task.w_limit=100"
+# sweep 9 (TRAIN_SECONDS=500, SELECT_BEST=1): rung 2 on five more seeds at the
+# 700 iterations of the CPU runs (2 threads each), rung 1 on seeds 2 and 3,
+# rung 3 run on seeds 2 and 3 for SHAC+BCG and seed 2 and 3 for SHAC
+D9=""
+for sd in 2 3 5 6 7; do D9="$D9;w_bcg_s$sd|$C/walk_shac_bcg.ini|run.iterations=700 run.checkpoint_every=50 run.threads=2 run.seed=$sd"; done
+for sd in 2 3; do D9="$D9;s_bcg_s$sd|$C/stand_shac_bcg.ini|run.iterations=350 run.checkpoint_every=50 run.seed=$sd"; done
+for sd in 2 3; do D9="$D9;r_bcg_s$sd|$C/run_shac_bcg.ini|run.checkpoint_every=50 run.seed=$sd;r_ad_s$sd|$C/run_shac.ini|run.checkpoint_every=50 run.seed=$sd"; done
+D9=${D9#;}
 case "${SWEEP:-2}" in
   1) D=$D1 ;;
   2) D=$D2 ;;
@@ -132,7 +140,8 @@ case "${SWEEP:-2}" in
   6) D=$D6 ;;
   7) D=$D7 ;;
   8) D=$D8 ;;
-  *) echo "device_ladder: SWEEP must be 1 to 8" >&2; exit 2 ;;
+  9) D=$D9 ;;
+  *) echo "device_ladder: SWEEP must be 1 to 9" >&2; exit 2 ;;
 esac
 export RUNS=${LADDER_RUNS:-$D}
 export TRAIN_SECONDS=$S THREADS_1=1 THREADS_2=1 EVAL_SECONDS=${EVAL_SECONDS:-10} EVAL_RUNS=${EVAL_RUNS:-3}

@@ -27,13 +27,16 @@
 #   RUNS=...       any two runs ("name|config|overrides;...")
 #   BUILD_DIR      build folder (default build-train); SKIP_BUILD=1 uses it as is
 #   NP             cores to use (default nproc)
+#   SELECT_BEST=1  also evaluate (MuJoCo and bcg) each run's checkpoint of lowest E_fixed in bcg
+#                  (bcg eval --select-best)
 #   RESUME_TGZ     runs.tgz of an earlier call (carried): its runs continue with
 #                  `bcg train --resume` for TRAIN_SECONDS more (run.seconds counts
 #                  training wall time over all calls: RESUME_SECONDS_BEFORE, default
 #                  TRAIN_SECONDS, is added); runs of RUNS not in it start afresh
 #
-# Files under $OUT: device_train.log (everything), runs.tgz (both runs:
-# config.ini, log.h5, eval.h5, the last checkpoint), efixed.tsv (the table).
+# Files under $OUT: device_train.log (everything), runs.tgz (every run's
+# config.ini, log.h5, eval.h5), policies.tgz (the last checkpoint of each, when
+# under 16 MB), efixed.tsv (the table).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-out}
@@ -161,6 +164,10 @@ for name in $names; do
   [ -n "$d" ] || continue
   OMP_NUM_THREADS=$H $B eval "$d" --runs 5 --seconds $ES run.device=cpu >/tmp/bcg-transfer-$name.log 2>&1 &
   tpids="$tpids $!"
+  # the checkpoint with the lowest E_fixed in bcg (MuJoCo plays no part in the choice), in both
+  [ -n "${SELECT_BEST:-}" ] && OMP_NUM_THREADS=1 $B eval "$d" --select-best --runs 5 --seconds $ES --out - run.device=cpu \
+    >/tmp/bcg-best-$name.log 2>&1 &
+  tpids="$tpids $!"
 done
 for p in $tpids; do wait $p; done # not a bare wait: that would wait for the tee above too
 for name in $names; do
@@ -168,7 +175,14 @@ for name in $names; do
   [ -n "$d" ] || continue
   say "transfer evaluation of $name ($d)"
   cat /tmp/bcg-transfer-$name.log
+  [ -n "${SELECT_BEST:-}" ] && say "transfer evaluation of $name's best checkpoint in bcg" && cat /tmp/bcg-best-$name.log
   ls "$d"/checkpoints/ckpt_*.h5 | head -n -1 | xargs rm -f
 done
-tar czf "$OUT/runs.tgz" -C "$R" . 2>/dev/null
+# runs.tgz: every run's config.ini, log.h5 and eval.h5; policies.tgz: the final checkpoints
+# (for a later call's RESUME_TGZ: unpack both into one folder and tar it), left out when over
+# the 16 MiB a returned file may have
+tar czf "$OUT/runs.tgz" -C "$R" --exclude=checkpoints . 2>/dev/null
+tar czf "$OUT/policies.tgz" -C "$R" --wildcards '*/checkpoints/*' 2>/dev/null
+[ "$(stat -c %s "$OUT/policies.tgz")" -gt 16000000 ] && say "policies.tgz is $(stat -c %s "$OUT/policies.tgz") bytes: left out" &&
+  rm -f "$OUT/policies.tgz"
 say "done in $(($(date +%s) - T0)) s"
