@@ -182,7 +182,7 @@ done
 # (for a later call's RESUME_TGZ: unpack both into one folder and tar it), left out when over
 # the 16 MiB a returned file may have
 tar czf "$OUT/runs.tgz" -C "$R" --exclude=checkpoints . 2>/dev/null
-tar czf "$OUT/policies.tgz" -C "$R" --wildcards '*/checkpoints/*' 2>/dev/null
+(cd "$R" && tar czf "$OUT/policies.tgz" */*/checkpoints) 2>/dev/null
 [ "$(stat -c %s "$OUT/policies.tgz")" -gt 16000000 ] && say "policies.tgz is $(stat -c %s "$OUT/policies.tgz") bytes: left out" &&
   rm -f "$OUT/policies.tgz"
 say "done in $(($(date +%s) - T0)) s"
