@@ -18,6 +18,9 @@
  * + w_speed * exp(-speed_scale * (vx - target_speed)^2)
  * + w_upright * Rz_z                                       root z axis, world z
  * + w_alive
+ * - w_heading * (1 - cos psi)                               psi: the root's heading (yaw of
+ *                                                          its x axis about world z)
+ * - w_lateral * vy^2                                       vy: root y velocity
  * - w_low * min(h - fall_height - low_margin, 0)^2       h: root height
  * - w_self * sum max(0, r1 + r2 - d)^2                   overlap of the robot's own capsules
  * - w_limit * sum_j violation_j^2                          joints beyond their ranges
@@ -34,6 +37,12 @@
  * which no gradient sees, so without it the only differentiable signal
  * against falling is the critic at the horizon's end; the penalty grows
  * (C1) as the root sinks into the last low_margin above fall_height.
+ * The heading and lateral terms keep the gait pointed along +x: without them
+ * the progress term rewards only vx, and a policy ran diagonally (as far
+ * along y as along x in 10 s), a direction that drifted and turned round in
+ * MuJoCo (docs/learning.md, rung 0). Both are 0 on a gait straight along +x,
+ * so neither pays for standing (as the alive bonus w_alive does); without a
+ * free root the heading term is 0.
  * The self-collision term (task_util.h: tu_self_penalty) stands in for the
  * body-body contacts bcg does not simulate and MuJoCo does: without it the
  * running gait learned in bcg crossed its feet, which trip it in MuJoCo
@@ -63,7 +72,7 @@ typedef struct loco {
   const bcg_mdata *m;
   tu_layout L;
   int nenv, nq, nv, nu, nx, odim;
-  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_low, low_margin, w_self, w_limit, w_action, w_rate,
+  double target, w_progress, w_speed, speed_scale, w_upright, w_alive, w_heading, w_lateral, w_low, low_margin, w_self, w_limit, w_action, w_rate,
       w_energy, fall, noise;
   int ep_steps;
   int zq;      /* qpos address that moves the root vertically, -1 if none */
@@ -91,6 +100,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->speed_scale = svc->get_real(p, "speed_scale");
   s->w_upright = svc->get_real(p, "w_upright");
   s->w_alive = svc->get_real(p, "w_alive");
+  s->w_heading = svc->get_real(p, "w_heading");
+  s->w_lateral = svc->get_real(p, "w_lateral");
   s->w_low = svc->get_real(p, "w_low");
   s->low_margin = svc->get_real(p, "low_margin");
   s->w_self = svc->get_real(p, "w_self");
@@ -207,6 +218,22 @@ static double progress(const loco *s, double vx, double *dr) {
   return s->w_progress * c * t;
 }
 
+/* the heading penalty w (1 - cos psi), psi = atan2(R10, R00) of the root
+ * rotation R; with Rb, adds g times its gradient in R (0 without a free root
+ * or with the root's x axis vertical) */
+static double heading_penalty(const loco *s, const real_t *R, double g, real_t *Rb) {
+  if (!s->L.free_root || s->w_heading == 0) return 0;
+  double n = (double)R[0] * R[0] + (double)R[3] * R[3];
+  if (n < 1e-30) return 0;
+  double rn = sqrt(n);
+  if (Rb) {
+    double n3 = n * rn;
+    Rb[0] += (real_t)(g * s->w_heading * -(double)R[3] * R[3] / n3);
+    Rb[3] += (real_t)(g * s->w_heading * (double)R[0] * R[3] / n3);
+  }
+  return s->w_heading * (1 - R[0] / rn);
+}
+
 static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
                   bcg_real *rew, int *done) {
   loco *s = p;
@@ -221,6 +248,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     tu_root_vel(&s->L, k, u, v, w);
     double dv = v[0] - s->target, r = s->w_speed * exp(-s->speed_scale * dv * dv) + progress(s, v[0], NULL);
     r += s->w_upright * k->R[s->L.root][8] + s->w_alive;
+    r -= heading_penalty(s, k->R[s->L.root], 0, NULL) + s->w_lateral * v[1] * v[1];
     double aa = 0, da = 0, en = 0;
     for (int i = 0; i < s->nu; i++) {
       double d = ae[i] - (pe ? pe[i] : 0);
@@ -257,8 +285,10 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     double dp;
     progress(s, v[0], &dp);
     vb[0] = g * (s->w_speed * exp(-s->speed_scale * dv * dv) * (-2 * s->speed_scale * dv) + dp);
+    vb[1] = g * (-2 * s->w_lateral * v[1]);
     tu_root_vel_vjp(&s->L, k, u, vb, wb, A);
     A->Rb[8] += g * s->w_upright;
+    heading_penalty(s, k->R[s->L.root], -g, A->Rb);
     double lo = k->p[s->L.root][2] + k->o[2] - s->fall - s->low_margin;
     if (lo < 0) A->pb[s->L.root][2] += g * (-2 * s->w_low * lo);
     if (s->w_self > 0) tu_self_penalty(&s->self, k, -g * s->w_self, A);
@@ -283,7 +313,12 @@ static const bcg_key_spec keys[] = {
     {"w_speed", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "weight of exp(-speed_scale (vx - target_speed)^2)"},
     {"speed_scale", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "scale of the speed error (s^2/m^2)"},
     {"w_upright", BCG_KEY_REAL, "0.5", 0, 1e6, NULL, "weight of the world z component of the root's z axis"},
-    {"w_alive", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "alive bonus per control step"},
+    {"w_alive", BCG_KEY_REAL, "0", 0, 1e6, NULL,
+     "alive bonus per control step (a policy that stands collects it without risk: with 1, SHAC settled for "
+     "standing)"},
+    {"w_heading", BCG_KEY_REAL, "0.5", 0, 1e6, NULL,
+     "weight of the heading penalty 1 - cos(psi), psi the yaw of the root's x axis from world +x"},
+    {"w_lateral", BCG_KEY_REAL, "0.5", 0, 1e6, NULL, "weight of the lateral-velocity penalty vy^2 (s^2/m^2)"},
     {"w_low", BCG_KEY_REAL, "200", 0, 1e6, NULL,
      "weight of the low-root penalty w_low (fall_height + low_margin - h)^2 while the root height h is below "
      "fall_height + low_margin (DiffRL's height shaping)"},

@@ -1181,6 +1181,39 @@ static double loco_rewards(const char *extra, uint64_t draw, int n, const char *
   return sum;
 }
 
+/* the heading and lateral penalties' values: the robot at qpos0 turned by a
+ * yaw psi about world z, at rest except a root velocity vy along world y:
+ * the reward with w_heading = wh, w_lateral = wl minus the reward with both 0
+ * must be -(wh (1 - cos psi) + wl vy^2) */
+static void loco_heading_values(void) {
+  const double cases[][4] = {{M_PI / 2, 0, 1, 0}, {M_PI, 0, 0.5, 0}, {0.3, 0, 2, 0}, {0, 1.5, 0, 1}, {-0.7, 0.4, 1.5, 2}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    double psi = cases[c][0], vy = cases[c][1], wh = cases[c][2], wl = cases[c][3], r[2];
+    for (int on = 0; on < 2; on++) {
+      char lines[256];
+      snprintf(lines, sizeof lines, "plugin = locomotion\nreset_noise = 0\nw_heading = %.17g\nw_lateral = %.17g\n",
+               on ? wh : 0, on ? wl : 0);
+      inst I;
+      CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 1), 0);
+      int nx = I.env->nx, nq = I.env->nq, nu = I.env->nu, env0 = 0, done;
+      bcg_real *x = calloc(nx, sizeof *x), *a = calloc(nu, sizeof *a), rew;
+      bcg_task_clock clk;
+      CU_ASSERT_EQUAL(I.ops->reset(I.task, &env0, 1, 0, x, &clk), 0);
+      x[3] = cos(psi / 2), x[4] = 0, x[5] = 0, x[6] = sin(psi / 2); /* the free root's quaternion (w x y z) */
+      for (int d = 0; d < nx - nq; d++) x[nq + d] = 0;
+      x[nq + 1] = vy; /* the free joint's linear velocity, world frame */
+      I.ops->reward(I.task, x, a, a, &clk, &rew, &done);
+      r[on] = rew;
+      free(x), free(a);
+      inst_free(&I);
+    }
+    double want = -(wh * (1 - cos(psi)) + wl * vy * vy);
+    if (fabs(r[1] - r[0] - want) > 1e-9)
+      fprintf(stderr, "heading/lateral: psi %g vy %g: reward difference %.12g, want %.12g\n", psi, vy, r[1] - r[0], want);
+    CU_ASSERT(fabs(r[1] - r[0] - want) <= 1e-9);
+  }
+}
+
 static void test_locomotion_vjp(void) {
   inst I;
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
@@ -1215,6 +1248,12 @@ static void test_locomotion_vjp(void) {
                        "locomotion humanoid reward VJP vs FD, joint-limit penalty on (rel)", &done0);
   if (!(lw[1] < lw[0] - 1e-3)) fprintf(stderr, "joint-limit penalty: reward sum %.6g (on) vs %.6g (off)\n", lw[1], lw[0]);
   CU_ASSERT(lw[1] < lw[0] - 1e-3);
+  /* the heading and lateral penalties: FD check with both on (the FD states
+   * are yawed and moving sideways by their perturbation) */
+  double hw = loco_rewards("reset_noise = 0.2\nw_heading = 2\nw_lateral = 3\n", 3, 3,
+                           "locomotion humanoid reward VJP vs FD, heading and lateral penalties on (rel)", &done0);
+  CU_ASSERT(isfinite(hw));
+  loco_heading_values();
   CU_ASSERT_EQUAL_FATAL(inst_make(&I, "models/biped2d.xml", "plugin = locomotion\nreset_noise = 0.2\n", 3), 0);
   CU_ASSERT_EQUAL(I.ops->obs_dim(I.task), 13 + 12 + 6);
   CU_ASSERT(fd_task(&I, 0, "locomotion biped2d observe VJP vs FD (rel)") < 1e-6);
