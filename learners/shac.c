@@ -311,21 +311,21 @@ static int target_values(shac *s, int t, const bcg_real *obsn, bcg_real *v) {
   return 0;
 }
 
-static int iterate(void *p, bcg_learner_stats *st) {
-  shac *s = p;
-  int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx, nxb = s->nxb, K = s->K;
-  const bcg_task_ops *to = s->task_ops;
-  bcg_estimator_stats es0;
-  s->est_ops->stats(s->est, &es0);
-  if (s->est_ops->begin(s->est)) return -1;
-  lu_norm_copy(&s->snap, &s->obs_rms);
-  double rs = s->ret_norm ? sqrt((double)s->ret_rms.var[0] + 1e-6) : 1.0;
-  const bcg_real *ls = s->actor.extra_params;
-  double sum_ret = 0, sum_len = 0, sum_rew = 0;
-  int episodes = 0, nan_resets = 0;
-  long nrew = 0;
-  double loss = 0, norm = s->per_step ? 1.0 / ((double)N * T) : 1.0 / N;
+/* what a rollout adds up: the iteration's statistics and the actor loss */
+typedef struct rollout_sums {
+  double ret, len, rew, loss; /* finished episodes' returns and lengths; rewards; the actor loss */
+  int episodes, nan_resets;
+  long nrew;
+} rollout_sums;
 
+/* step 1 of the module header: T steps from s->x into the rollout buffers,
+ * with the loss coefficients of step 2 (CR, CV); rs: the return normaliser's
+ * scale at the iteration's start */
+static int rollout(shac *s, double rs, rollout_sums *S) {
+  int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx;
+  const bcg_task_ops *to = s->task_ops;
+  const bcg_real *ls = s->actor.extra_params;
+  double norm = s->per_step ? 1.0 / ((double)N * T) : 1.0 / N;
   memcpy(s->X, s->x, sizeof(bcg_real) * (size_t)N * nx);
   lu_track_begin(&s->trk);
   for (int e = 0; e < N; e++) s->g[e] = 1, s->seg[e] = 0;
@@ -334,7 +334,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   int nb = observe(s, s->X, s->prev_a, s->clk, s->obs, s->envs);
   if (nb < 0) return -1;
   if (nb > 0) {
-    nan_resets += nb;
+    S->nan_resets += nb;
     if (reset_envs(s, s->envs, nb, s->X, 0) || s->est_ops->reset_envs(s->est, s->envs, nb)) return -1;
     if (observe(s, s->X, s->prev_a, s->clk, s->obs, s->envs) != 0) {
       s->svc->log(2, "shac: the task's observation is not finite right after a reset");
@@ -377,7 +377,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
       size_t te = (size_t)t * N + e;
       if (bad) {
         Dt[e] = 3;
-        nan_resets++;
+        S->nan_resets++;
         for (int u = s->seg[e]; u <= t; u++) {
           s->live[(size_t)u * N + e] = 0;
           s->CR[(size_t)u * N + e] = 0;
@@ -395,11 +395,11 @@ static int iterate(void *p, bcg_learner_stats *st) {
       s->RW[te] = (bcg_real)(rw / rs);
       s->CR[te] = bad ? 0 : (bcg_real)(-s->g[e] * s->rew_scale * norm);
       if (!bad) {
-        sum_rew += r;
-        nrew++;
+        S->rew += r;
+        S->nrew++;
         s->ep_ret[e] += r;
         s->ep_len[e]++;
-        loss += (double)s->CR[te] * r;
+        S->loss += (double)s->CR[te] * r;
       }
       if (Dt[e]) s->envs[nreset++] = e;
     }
@@ -419,7 +419,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
       s->NV[te] = term ? 0 : s->v[e];
       int boot = !term && (Dt[e] == 2 || t == T - 1);
       s->CV[te] = boot ? (bcg_real)(-s->gamma * s->g[e] * rs * norm) : 0;
-      if (boot) loss += (double)s->CV[te] * (double)s->v[e];
+      if (boot) S->loss += (double)s->CV[te] * (double)s->v[e];
       s->g[e] *= s->gamma;
     }
     /* resets after step t */
@@ -428,9 +428,9 @@ static int iterate(void *p, bcg_learner_stats *st) {
     for (int i = 0; i < nreset; i++) {
       int e = s->envs[i];
       if (Dt[e] != 3) {
-        episodes++;
-        sum_ret += s->ep_ret[e];
-        sum_len += (double)s->ep_len[e];
+        S->episodes++;
+        S->ret += s->ep_ret[e];
+        S->len += (double)s->ep_len[e];
       }
       s->g[e] = 1;
       s->seg[e] = t + 1;
@@ -450,8 +450,14 @@ static int iterate(void *p, bcg_learner_stats *st) {
     }
   }
   memcpy(s->x, s->X + (size_t)T * N * nx, sizeof(bcg_real) * (size_t)N * nx);
+  return 0;
+}
 
-  /* ---- backward ---- */
+/* step 3: the backward pass in reverse time into the actor's gradient (and
+ * the log-std's), then the domain re-draws deferred to the horizon boundary */
+static int backward(shac *s) {
+  int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx, nxb = s->nxb, K = s->K;
+  const bcg_real *ls = s->actor.extra_params;
   bcg_mlp_zero_grad(&s->actor);
   bcg_real *lsg = s->actor.extra_grad;
   memset(s->xbn, 0, sizeof(bcg_real) * (size_t)N * nxb);
@@ -529,9 +535,14 @@ static int iterate(void *p, bcg_learner_stats *st) {
   /* the horizon boundary: no backward pass reads this horizon's domain any
    * more, so the environments reset inside it get their new draw now */
   lu_domain_apply(s->env, s->pend, N);
+  return 0;
+}
 
-  /* gradient variance across environments */
-  double gvar = NAN;
+/* grad_var (every grad_var_every iterations, else NaN): the variance across
+ * environments of their own policy gradients (module header) */
+static int grad_variance(shac *s, double *gvar) {
+  int N = s->N, T = s->T, nu = s->nu, od = s->od;
+  *gvar = NAN;
   if (s->grad_var_every > 0 && s->tr->iteration % s->grad_var_every == 0 && N > 1) {
     size_t np = s->actor.nparams;
     double sq = 0;
@@ -547,13 +558,17 @@ static int iterate(void *p, bcg_learner_stats *st) {
     }
     double G2 = 0;
     for (size_t i = 0; i < np; i++) G2 += (double)s->actor.grad[i] * (double)s->actor.grad[i];
-    gvar = (sq - N * G2) / (N - 1);
+    *gvar = (sq - N * G2) / (N - 1);
   }
+  return 0;
+}
 
-  /* actor update */
+/* step 4: clip and Adam at the scheduled LR; returns 1 when a non-finite
+ * gradient skipped the update, with the gradient norm and the LR */
+static int actor_update(shac *s, double *gnp, bcg_real *lrp) {
   int skipped = 0;
-  bcg_real lr = lr_at(s, s->actor_lr);
-  double gn = (double)bcg_vec_norm(s->actor.grad, s->actor.nparams);
+  bcg_real lr = *lrp = lr_at(s, s->actor_lr);
+  double gn = *gnp = (double)bcg_vec_norm(s->actor.grad, s->actor.nparams);
   if (isfinite(gn)) {
     bcg_clip_grad_norm(s->actor.grad, s->actor.nparams, (bcg_real)s->actor_clip);
     s->aopt.lr = lr;
@@ -562,7 +577,12 @@ static int iterate(void *p, bcg_learner_stats *st) {
     skipped++;
     s->svc->log(1, "shac: iteration %lld: non-finite policy gradient, update skipped", (long long)s->tr->iteration);
   }
+  return skipped;
+}
 
+/* step 5's targets into TV */
+static void critic_targets(shac *s) {
+  int N = s->N, T = s->T;
   /* ---- critic: TD(lambda) targets, the truncated lambda-return
    *   G_t = r_t + gamma V_{t+1}                                 at a done or the horizon end
    *   G_t = r_t + gamma ((1 - lambda) V_{t+1} + lambda G_{t+1})  otherwise
@@ -580,7 +600,13 @@ static int iterate(void *p, bcg_learner_stats *st) {
       s->TV[te] = (bcg_real)G;
     }
   }
-  double closs = NAN;
+}
+
+/* step 5: the critics' minibatch passes and the targets' Polyak update;
+ * skipped counts the non-finite gradients, closs the last pass's mean loss */
+static int critic_update(shac *s, int *skipped, double *closs) {
+  int N = s->N, T = s->T, od = s->od, K = s->K;
+  *closs = NAN;
   {
     int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch;
     bcg_real clr = lr_at(s, s->critic_lr);
@@ -618,7 +644,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
           if (bcg_mlp_backward(&s->critic[k], NULL, s->cbuf_dy, s->critic[k].grad, NULL)) return -1;
           bcg_real cn = bcg_clip_grad_norm(s->critic[k].grad, s->critic[k].nparams, (bcg_real)s->critic_clip);
           if (!isfinite((double)cn)) {
-            skipped++;
+            (*skipped)++;
             continue;
           }
           s->copt[k].lr = clr;
@@ -627,15 +653,31 @@ static int iterate(void *p, bcg_learner_stats *st) {
         tot += lsum / K;
         nbt++;
       }
-      closs = tot / nbt;
+      *closs = tot / nbt;
     }
     for (int k = 0; k < K; k++)
       bcg_vec_polyak(s->target[k].params, s->critic[k].params, s->critic[k].nparams, (bcg_real)s->alpha);
   }
+  return 0;
+}
 
-  lu_stats_common(st, s->est_ops, s->est, &es0, episodes, sum_ret, sum_len, nrew, sum_rew, ls, nu, nan_resets,
-                  skipped);
-  st->actor_loss = loss;
+static int iterate(void *p, bcg_learner_stats *st) {
+  shac *s = p;
+  bcg_estimator_stats es0;
+  s->est_ops->stats(s->est, &es0);
+  if (s->est_ops->begin(s->est)) return -1;
+  lu_norm_copy(&s->snap, &s->obs_rms);
+  double rs = s->ret_norm ? sqrt((double)s->ret_rms.var[0] + 1e-6) : 1.0;
+  rollout_sums S = {0, 0, 0, 0, 0, 0, 0};
+  double gvar, gn, closs;
+  bcg_real lr;
+  if (rollout(s, rs, &S) || backward(s) || grad_variance(s, &gvar)) return -1;
+  int skipped = actor_update(s, &gn, &lr);
+  critic_targets(s);
+  if (critic_update(s, &skipped, &closs)) return -1;
+  lu_stats_common(st, s->est_ops, s->est, &es0, S.episodes, S.ret, S.len, S.nrew, S.rew, s->actor.extra_params, s->nu,
+                  S.nan_resets, skipped);
+  st->actor_loss = S.loss;
   st->critic_loss = closs;
   st->grad_norm = gn;
   st->grad_var = gvar;
