@@ -137,6 +137,14 @@ static inline int lu_act(bcg_mlp *actor, const bcg_normalizer *z, int squash, in
 
 /* ---- iteration statistics ---------------------------------------------------- */
 
+/* what a rollout adds up for the iteration's statistics (both learners) */
+typedef struct lu_sums {
+  double ret, len, rew; /* finished episodes' returns and lengths; rewards */
+  double loss;          /* SHAC: the actor loss */
+  int episodes, nan_resets;
+  long nrew;
+} lu_sums;
+
 /* the statistics both learners report alike: episodes, rewards, the policy's
  * mean std (from its log-std ls [nu]), the estimator's counters since es0
  * (es1 is read here), resets and skipped updates */

@@ -191,20 +191,13 @@ static int observe_checked(ppo *s, const bcg_real *x, bcg_real *obs, int *nan_re
   return 0;
 }
 
-static int iterate(void *p, bcg_learner_stats *st) {
-  ppo *s = p;
-  int N = s->N, S = s->S, nu = s->nu, od = s->od, nx = s->nx, M = S * N;
+/* step 1 of the module header: steps_per_env steps of every environment
+ * into the rollout buffers */
+static int rollout(ppo *s, lu_sums *sum) {
+  int N = s->N, S = s->S, nu = s->nu, od = s->od, nx = s->nx;
   const bcg_task_ops *to = s->task_ops;
-  bcg_estimator_stats es0;
-  s->est_ops->stats(s->est, &es0);
-  if (s->est_ops->begin(s->est)) return -1;
-  double sum_ret = 0, sum_len = 0, sum_rew = 0;
-  long nrew = 0;
-  int episodes = 0, nan_resets = 0, skipped = 0;
   const bcg_real *ls = s->actor.extra_params;
-  memcpy(s->lsold, ls, sizeof(bcg_real) * nu); /* the rollout policy's log-std, for the KL */
-
-  if (observe_checked(s, s->x, s->obs, &nan_resets)) return -1;
+  if (observe_checked(s, s->x, s->obs, &sum->nan_resets)) return -1;
   lu_track_begin(&s->trk);
   for (int t = 0; t < S; t++) {
     bcg_real *O = s->OBS + (size_t)t * N * od, *Ac = s->ACT + (size_t)t * N * nu, *MUt = s->MU + (size_t)t * N * nu;
@@ -231,11 +224,11 @@ static int iterate(void *p, bcg_learner_stats *st) {
       if (bad) {
         s->done[e] = 3;
         s->rew[e] = 0;
-        nan_resets++;
+        sum->nan_resets++;
         memset(s->obs + (size_t)e * od, 0, sizeof(bcg_real) * od);
       } else {
-        sum_rew += s->rew[e];
-        nrew++;
+        sum->rew += s->rew[e];
+        sum->nrew++;
         s->ep_ret[e] += s->rew[e];
         s->ep_len[e]++;
       }
@@ -253,9 +246,9 @@ static int iterate(void *p, bcg_learner_stats *st) {
       s->D[te] = s->done[e] != 0;
       if (s->done[e]) {
         if (s->done[e] != 3) {
-          episodes++;
-          sum_ret += s->ep_ret[e];
-          sum_len += (double)s->ep_len[e];
+          sum->episodes++;
+          sum->ret += s->ep_ret[e];
+          sum->len += (double)s->ep_len[e];
         }
         s->envs[nreset++] = e;
       }
@@ -264,10 +257,15 @@ static int iterate(void *p, bcg_learner_stats *st) {
     memcpy(s->prev_a, s->env_a, sizeof(bcg_real) * (size_t)N * nu);
     if (nreset) {
       if (reset_envs(s, s->envs, nreset, s->x) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
-      if (observe_checked(s, s->x, s->obs, &nan_resets)) return -1;
+      if (observe_checked(s, s->x, s->obs, &sum->nan_resets)) return -1;
     }
   }
-  /* GAE (rsl_rl compute_returns) */
+  return 0;
+}
+
+/* step 2: GAE(lambda) returns and advantages, the advantages normalised */
+static int advantages(ppo *s) {
+  int N = s->N, S = s->S, M = S * N;
   normalise(s, s->obs, N, s->obsn);
   if (bcg_mlp_forward(&s->critic, NULL, s->obsn, N, s->v)) return -1;
   for (int e = 0; e < N; e++) {
@@ -290,8 +288,90 @@ static int iterate(void *p, bcg_learner_stats *st) {
     double sd = sqrt(v / (M > 1 ? M - 1 : 1));
     for (int i = 0; i < M; i++) s->ADV[i] = (bcg_real)((s->ADV[i] - m) / (sd + 1e-8));
   }
+  return 0;
+}
 
-  /* update */
+/* one minibatch of step 3 (rows perm[b0 .. b0 + n)): the KL-adaptive LR,
+ * the losses, their gradients, the clip and Adam; -1 on failure, 1 when the
+ * gradient was not finite (no update), else 0 with the surrogate and value
+ * losses and the gradient norm */
+static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, double *gn_out) {
+  int nu = s->nu, od = s->od;
+  const bcg_real *ls = s->actor.extra_params;
+  for (int i = 0; i < n; i++) {
+    int src = s->perm[b0 + i];
+    memcpy(s->mbo + (size_t)i * od, s->OBS + (size_t)src * od, sizeof(bcg_real) * od);
+    memcpy(s->mba + (size_t)i * nu, s->ACT + (size_t)src * nu, sizeof(bcg_real) * nu);
+  }
+  if (bcg_mlp_forward(&s->actor, NULL, s->mbo, n, s->mbmu) || bcg_mlp_forward(&s->critic, NULL, s->mbo, n, s->mbdv))
+    return -1;
+  bcg_real *vals = s->mbdv; /* values now; overwritten by their adjoint below */
+  /* adaptive learning rate from KL(old || new) */
+  if (s->adaptive) {
+    double kl = 0;
+    for (int i = 0; i < n; i++) {
+      int src = s->perm[b0 + i];
+      kl += bcg_gauss_kl(nu, s->MU + (size_t)src * nu, s->lsold, s->mbmu + (size_t)i * nu, ls);
+    }
+    bcg_lr_observe_kl(&s->sched, (bcg_real)(kl / n));
+  }
+  bcg_gauss_logprob_batch(n, nu, s->mbmu, ls, s->mba, s->mblp);
+  double surr = 0, vl = 0;
+  for (int i = 0; i < n; i++) {
+    int src = s->perm[b0 + i];
+    double A = s->ADV[src], ratio = exp((double)s->mblp[i] - (double)s->LP[src]);
+    double rc = fmin(fmax(ratio, 1 - s->clip), 1 + s->clip);
+    double s1 = -A * ratio, s2 = -A * rc;
+    surr += fmax(s1, s2);
+    /* d max(s1, s2) / d lp: through s1 when it is the max, through s2 only inside the clip range */
+    double g = (s1 >= s2) ? -A * ratio : ((ratio > 1 - s->clip && ratio < 1 + s->clip) ? -A * ratio : 0);
+    s->mbdlp[i] = (bcg_real)(g / n);
+    double vv = vals[i], ret = s->RET[src], vold = s->V[src];
+    double dv;
+    if (s->clipped_value) {
+      double d = vv - vold, dc = fmin(fmax(d, -s->clip), s->clip);
+      double vc = vold + dc, l1 = (vv - ret) * (vv - ret), l2 = (vc - ret) * (vc - ret);
+      vl += fmax(l1, l2);
+      dv = l1 >= l2 ? 2 * (vv - ret) : ((d > -s->clip && d < s->clip) ? 2 * (vc - ret) : 0);
+    } else {
+      vl += (vv - ret) * (vv - ret);
+      dv = 2 * (vv - ret);
+    }
+    s->mbdv[i] = (bcg_real)(s->vcoef * dv / n);
+  }
+  surr /= n;
+  vl /= n;
+  bcg_mlp_zero_grad(&s->actor);
+  bcg_mlp_zero_grad(&s->critic);
+  memset(s->mbdmu, 0, sizeof(bcg_real) * (size_t)n * nu);
+  bcg_gauss_logprob_vjp_batch(n, nu, s->mbmu, ls, s->mba, s->mbdlp, NULL, s->mbdmu, s->actor.extra_grad);
+  bcg_gauss_entropy_vjp(nu, (bcg_real)-s->ecoef, s->actor.extra_grad);
+  if (bcg_mlp_backward(&s->actor, NULL, s->mbdmu, s->actor.grad, NULL) ||
+      bcg_mlp_backward(&s->critic, NULL, s->mbdv, s->critic.grad, NULL))
+    return -1;
+  double na = bcg_vec_norm(s->actor.grad, s->actor.nparams), nc = bcg_vec_norm(s->critic.grad, s->critic.nparams);
+  double gn = sqrt(na * na + nc * nc);
+  if (!isfinite(gn)) {
+    return 1;
+  }
+  if (gn > s->max_grad) {
+    bcg_real c = (bcg_real)(s->max_grad / gn);
+    for (size_t i = 0; i < s->actor.nparams; i++) s->actor.grad[i] *= c;
+    for (size_t i = 0; i < s->critic.nparams; i++) s->critic.grad[i] *= c;
+  }
+  s->aopt.lr = s->copt.lr = s->sched.lr;
+  bcg_adam_step(&s->aopt, s->actor.params, s->actor.grad);
+  bcg_adam_step(&s->copt, s->critic.params, s->critic.grad);
+  *surr_out = surr;
+  *vl_out = vl;
+  *gn_out = gn;
+  return 0;
+}
+
+/* step 3: epochs x minibatches over one permutation; the mean losses and
+ * gradient norm of the updates made into U[0..2] (NaN without any) */
+static int update(ppo *s, int *skipped, double U[3]) {
+  int M = s->S * s->N;
   for (int i = 0; i < M; i++) s->perm[i] = i;
   for (int i = M - 1; i > 0; i--) {
     bcg_real u = bcg_rng_uniform(s->tr->seed, BCG_RNG_MINIBATCH, 0, (uint32_t)s->tr->iteration, (uint32_t)i);
@@ -307,82 +387,39 @@ static int iterate(void *p, bcg_learner_stats *st) {
   for (int ep = 0; ep < s->epochs; ep++)
     for (int b0 = 0; b0 < M; b0 += mb) {
       int n = M - b0 < mb ? M - b0 : mb;
-      for (int i = 0; i < n; i++) {
-        int src = s->perm[b0 + i];
-        memcpy(s->mbo + (size_t)i * od, s->OBS + (size_t)src * od, sizeof(bcg_real) * od);
-        memcpy(s->mba + (size_t)i * nu, s->ACT + (size_t)src * nu, sizeof(bcg_real) * nu);
-      }
-      if (bcg_mlp_forward(&s->actor, NULL, s->mbo, n, s->mbmu) || bcg_mlp_forward(&s->critic, NULL, s->mbo, n, s->mbdv))
-        return -1;
-      bcg_real *vals = s->mbdv; /* values now; overwritten by their adjoint below */
-      /* adaptive learning rate from KL(old || new) */
-      if (s->adaptive) {
-        double kl = 0;
-        for (int i = 0; i < n; i++) {
-          int src = s->perm[b0 + i];
-          kl += bcg_gauss_kl(nu, s->MU + (size_t)src * nu, s->lsold, s->mbmu + (size_t)i * nu, ls);
-        }
-        bcg_lr_observe_kl(&s->sched, (bcg_real)(kl / n));
-      }
-      bcg_gauss_logprob_batch(n, nu, s->mbmu, ls, s->mba, s->mblp);
-      double surr = 0, vl = 0;
-      for (int i = 0; i < n; i++) {
-        int src = s->perm[b0 + i];
-        double A = s->ADV[src], ratio = exp((double)s->mblp[i] - (double)s->LP[src]);
-        double rc = fmin(fmax(ratio, 1 - s->clip), 1 + s->clip);
-        double s1 = -A * ratio, s2 = -A * rc;
-        surr += fmax(s1, s2);
-        /* d max(s1, s2) / d lp: through s1 when it is the max, through s2 only inside the clip range */
-        double g = (s1 >= s2) ? -A * ratio : ((ratio > 1 - s->clip && ratio < 1 + s->clip) ? -A * ratio : 0);
-        s->mbdlp[i] = (bcg_real)(g / n);
-        double vv = vals[i], ret = s->RET[src], vold = s->V[src];
-        double dv;
-        if (s->clipped_value) {
-          double d = vv - vold, dc = fmin(fmax(d, -s->clip), s->clip);
-          double vc = vold + dc, l1 = (vv - ret) * (vv - ret), l2 = (vc - ret) * (vc - ret);
-          vl += fmax(l1, l2);
-          dv = l1 >= l2 ? 2 * (vv - ret) : ((d > -s->clip && d < s->clip) ? 2 * (vc - ret) : 0);
-        } else {
-          vl += (vv - ret) * (vv - ret);
-          dv = 2 * (vv - ret);
-        }
-        s->mbdv[i] = (bcg_real)(s->vcoef * dv / n);
-      }
-      surr /= n;
-      vl /= n;
-      bcg_mlp_zero_grad(&s->actor);
-      bcg_mlp_zero_grad(&s->critic);
-      memset(s->mbdmu, 0, sizeof(bcg_real) * (size_t)n * nu);
-      bcg_gauss_logprob_vjp_batch(n, nu, s->mbmu, ls, s->mba, s->mbdlp, NULL, s->mbdmu, s->actor.extra_grad);
-      bcg_gauss_entropy_vjp(nu, (bcg_real)-s->ecoef, s->actor.extra_grad);
-      if (bcg_mlp_backward(&s->actor, NULL, s->mbdmu, s->actor.grad, NULL) ||
-          bcg_mlp_backward(&s->critic, NULL, s->mbdv, s->critic.grad, NULL))
-        return -1;
-      double na = bcg_vec_norm(s->actor.grad, s->actor.nparams), nc = bcg_vec_norm(s->critic.grad, s->critic.nparams);
-      double gn = sqrt(na * na + nc * nc);
-      if (!isfinite(gn)) {
-        skipped++;
+      double surr, vl, gn;
+      int rc = minibatch(s, b0, n, &surr, &vl, &gn);
+      if (rc < 0) return -1;
+      if (rc > 0) {
+        (*skipped)++;
         continue;
       }
-      if (gn > s->max_grad) {
-        bcg_real c = (bcg_real)(s->max_grad / gn);
-        for (size_t i = 0; i < s->actor.nparams; i++) s->actor.grad[i] *= c;
-        for (size_t i = 0; i < s->critic.nparams; i++) s->critic.grad[i] *= c;
-      }
-      s->aopt.lr = s->copt.lr = s->sched.lr;
-      bcg_adam_step(&s->aopt, s->actor.params, s->actor.grad);
-      bcg_adam_step(&s->copt, s->critic.params, s->critic.grad);
       tot_surr += surr;
       tot_v += vl;
       tot_gn += gn;
       nupd++;
     }
+  U[0] = nupd ? tot_surr / nupd : NAN;
+  U[1] = nupd ? tot_v / nupd : NAN;
+  U[2] = nupd ? tot_gn / nupd : NAN;
+  return 0;
+}
 
-  lu_stats_common(st, s->est_ops, s->est, &es0, episodes, sum_ret, sum_len, nrew, sum_rew, ls, nu, nan_resets,
-                  skipped);
-  st->actor_loss = nupd ? tot_surr / nupd : NAN;
-  st->critic_loss = nupd ? tot_v / nupd : NAN;
-  st->grad_norm = nupd ? tot_gn / nupd : NAN;
+static int iterate(void *p, bcg_learner_stats *st) {
+  ppo *s = p;
+  bcg_estimator_stats es0;
+  s->est_ops->stats(s->est, &es0);
+  if (s->est_ops->begin(s->est)) return -1;
+  memcpy(s->lsold, s->actor.extra_params, sizeof(bcg_real) * s->nu); /* the rollout policy's log-std, for the KL */
+  lu_sums S = {0, 0, 0, 0, 0, 0, 0};
+  int skipped = 0;
+  double U[3];
+  if (rollout(s, &S) || advantages(s) || update(s, &skipped, U)) return -1;
+  lu_stats_common(st, s->est_ops, s->est, &es0, S.episodes, S.ret, S.len, S.nrew, S.rew, s->actor.extra_params, s->nu,
+                  S.nan_resets, skipped);
+  st->actor_loss = U[0];
+  st->critic_loss = U[1];
+  st->grad_norm = U[2];
   st->grad_var = NAN;
   st->track_err = lu_track_mean(&s->trk);
   st->lr = (double)s->sched.lr;

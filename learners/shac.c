@@ -311,17 +311,10 @@ static int target_values(shac *s, int t, const bcg_real *obsn, bcg_real *v) {
   return 0;
 }
 
-/* what a rollout adds up: the iteration's statistics and the actor loss */
-typedef struct rollout_sums {
-  double ret, len, rew, loss; /* finished episodes' returns and lengths; rewards; the actor loss */
-  int episodes, nan_resets;
-  long nrew;
-} rollout_sums;
-
 /* step 1 of the module header: T steps from s->x into the rollout buffers,
  * with the loss coefficients of step 2 (CR, CV); rs: the return normaliser's
  * scale at the iteration's start */
-static int rollout(shac *s, double rs, rollout_sums *S) {
+static int rollout(shac *s, double rs, lu_sums *S) {
   int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx;
   const bcg_task_ops *to = s->task_ops;
   const bcg_real *ls = s->actor.extra_params;
@@ -668,7 +661,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   if (s->est_ops->begin(s->est)) return -1;
   lu_norm_copy(&s->snap, &s->obs_rms);
   double rs = s->ret_norm ? sqrt((double)s->ret_rms.var[0] + 1e-6) : 1.0;
-  rollout_sums S = {0, 0, 0, 0, 0, 0, 0};
+  lu_sums S = {0, 0, 0, 0, 0, 0, 0};
   double gvar, gn, closs;
   bcg_real lr;
   if (rollout(s, rs, &S) || backward(s) || grad_variance(s, &gvar)) return -1;
