@@ -33,51 +33,9 @@
  *
  *   lam_i = s_i p_i,  fn_i = lam_n / dt
  *
- * Why split is the default (measured, tests/test_contact_plugins.c "box on a
- * slope"): block's fixed point is wrong once a contact clips. Its fixed point
- * p_i = proj(p_i - G_ii^-1 y_i) with p_n = 0 asks (G_ii^-1 y_i)_n >= 0, not
- * y_n >= 0 (no approach), and G_ii of a box corner couples normal and tangent
- * strongly (rotation: G_nn = 4, G_nt = +-1.5 for 1 kg, 0.2 m cube). A 1 kg
- * box on a frictionless 38.7-degree slope (4 corners, 1 mm deep) ends with two
- * corners at v_n = -0.046 m/s (penetrating, spinning) after 30 or 1000 block
- * sweeps; -0.019 with mu = 0.5. On random 8-contact problems (hard, 3000
- * sweeps) block leaves 35 of 40 with an active contact at v_n < -1e-6 (worst
- * -4.9 m/s). Split's normal step is a scalar Gauss-Seidel step of the normal
- * LCP, whose fixed point is exactly p_n >= 0, y_n >= 0, p_n y_n = 0: the box
- * reaches v_n >= -2e-15 with |v_n lam_n| <= 2e-17 in 30 sweeps (10: -2e-8). The
- * price: on the dense random 8-contact problems split converges more slowly
- * per sweep than block does to its own fixed point (within 5 % of 3000 sweeps
- * after 10 sweeps: 35 % of problems, block 65 %; after 30: 65 %). Starting
- * split from p = 0 with one more sweep beat starting from -G_ii^-1 c_i (box
- * with friction after 10 sweeps: v_n -2e-8 against -3.7e-7; random 4- and
- * 8-contact problems: geometric-mean error 3e-3 against 1.4e-2) and from a
- * per-contact split step from p = 0 (same on random problems, box -1.7e-6).
- *
- * Why split's sliding step is the exact disc solve (measured, tests "box on a
- * slope: split's Coulomb friction" and tests/test_continuity.c): projecting
- * the Newton point p_t - G_tt^-1 y_t onto the disc (split at first) is a
- * Euclidean projection of a G_tt-metric step; where G_tt is anisotropic (a box
- * corner couples t1 and t2 through rotation: G_tt = 4 +- 1.5 for the box
- * above) its fixed point is not Coulomb's maximum-dissipation law, and the
- * friction turns partly sideways and weakens along the slide: the box (mu =
- * 0.5) sliding down a slope of tan 0.8 had 0.176 of each corner's normal
- * impulse sideways (cancelling over the box), got 3.58 N of friction instead
- * of mu N = 3.83 N (N = 7.66 N exact) and accelerated at 2.55 instead of g (sin
- * - mu cos) = 2.31 m/s^2. A projected gradient step p_t - alpha y_t (alpha = 1
- * / lambda_max(G_tt); split next) has the right fixed point p_t = -mu p_n v_t /
- * |v_t|, but it is not the Newton point on the stick/slip boundary, so the
- * update, and with it the step's result, jumped whenever an intermediate sweep
- * crossed the boundary (docs/contact_continuity.md).
- * The minimiser of the contact's own problem on the disc is both: its fixed
- * point is maximum dissipation (the end velocity G_tt t + b = -nu t opposes
- * t), and it equals the Newton point on the boundary (nu = 0), so the update
- * is continuous. Now: 3.83 N (ratio 1.000), 2.31 m/s^2, sideways per corner
- * < 4e-18 of its normal, both ways; sticking (20-degree slope) ends at |v_t|
- * = 2e-14 after 30 sweeps; the box with friction reaches v_n -1.5e-14 after
- * 30 sweeps (gradient step: -3e-9); on the dense random 8-contact problems
- * within 5 % of 1000 sweeps after 10 sweeps: 25 % of problems (gradient
- * step 20 %, projected Newton point 35 % but to the wrong fixed point); after
- * 30: 55 % (50 %, 65 %).
+ * Why split is the default and why its sliding step is the exact disc
+ * solve (block's and the projected step's wrong fixed points, measured on a
+ * box on a slope and random problems): docs/physics-notes.md section 3.
  *
  * The VJP recomputes the forward, storing the value of p_i before every update
  * (a per-call scratch tape of nsweep * ncon * 3 reals per environment), and

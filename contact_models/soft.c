@@ -66,25 +66,8 @@
  *   k_f) + nu) t: the impulse opposes the end slip with |t| = mu x, Coulomb's
  *   maximum dissipation, which is the regularised law on the cone (k_f |v_t|
  *   > mu f_n); and it equals t* on the disc's edge, so the update is
- *   continuous across stick/slip. Before it, a projected gradient step
- *   proj_disc(p_t - alpha v_t), alpha = 1 / lambda_max(G_tt)
- *   had the same fixed point but jumped between t* and the gradient step
- *   whenever an intermediate sweep crossed the edge. Projecting
- *   the viscous t* onto the disc instead (soft before) is a Euclidean
- *   projection of a G_tt-metric solution; where G_tt is anisotropic (a box
- *   corner couples t1 and t2 through rotation) its fixed point turns the
- *   friction partly sideways and weakens it along the slide. Measured (1 kg
- *   box, 4 corners, mu 0.5 on a slope of tan 0.8, defaults, 10 sweeps):
- *   before, friction / (mu normal) 0.937, 0.175 of each corner's normal
- *   sideways, tests/test_physics.c box_slope |a / g (sin - mu cos) - 1| =
- *   0.105; gradient step and now the exact disc solve: 1.000, < 2e-6
- *   sideways, |a / g (sin - mu cos) - 1| < 1e-11 (tests/test_contact_plugins.c
- *   "soft implicit: box on a slope"). Sticking converges to the same fixed
- *   point (viscous creep m g sin / (4 k_f) after 1000 sweeps); with few sweeps
- *   the transients differ (early sweeps may take the sliding step), so the
- *   unconverged creep of 10 sweeps depends on the sliding step (box_slope's
- *   stick at tan 0.3 after 1.2 s: projected t* 8.9e-6, gradient step 1.8e-5,
- *   disc solve 1.1e-4 m/s).
+ *   continuous across stick/slip (the steps tried before it and their
+ *   measurements: docs/physics-notes.md section 3).
  *
  * lam = the final iterate, fn = lam_n / dt; v0 is not read. The VJP recomputes
  * the forward, recording the pre-update lam_i of every (sweep, contact) on a
