@@ -265,13 +265,20 @@ int bcg_cmd_eval(int argc, char **argv) {
   if (compare) {
     static const char *nm[2] = {"bcg", "MuJoCo"};
     printf("result:");
-    for (int k = 0; k < 2; k++)
-      if (res->have[k])
-        printf("%s %s: E_track %.1f -> %.1f cm, E_fixed %.1f -> %.1f cm, falls %d/%d -> %d/%d, time to the fall or the end %.2f -> %.2f s",
-               k ? ";" : "", nm[k], before->stats[k].etrack_mean, res->stats[k].etrack_mean,
-               before->stats[k].efixed_mean, res->stats[k].efixed_mean, before->stats[k].falls,
-               before->stats[k].n, res->stats[k].falls, res->stats[k].n, before->stats[k].length_mean,
-               res->stats[k].length_mean);
+    for (int k = 0; k < 2; k++) {
+      if (!res->have[k]) continue;
+      const bcg_eval_stats *b = &before->stats[k], *a = &res->stats[k];
+      printf("%s %s: ", k ? ";" : "", nm[k]);
+      /* a task without a reference (locomotion) has no tracking error: its
+       * root's travel along x instead */
+      if (isfinite(b->efixed_mean) && isfinite(a->efixed_mean))
+        printf("E_track %.1f -> %.1f cm, E_fixed %.1f -> %.1f cm", b->etrack_mean, a->etrack_mean, b->efixed_mean,
+               a->efixed_mean);
+      else
+        printf("root x travel %.2f -> %.2f m", b->travel_mean, a->travel_mean);
+      printf(", falls %d/%d -> %d/%d, time to the fall or the end %.2f -> %.2f s", b->falls, b->n, a->falls, a->n,
+             b->length_mean, a->length_mean);
+    }
     printf(" (untrained -> trained)\n");
     /* the verdict on the simulator the policy was not trained in when it ran
      * (MuJoCo), else bcg: clearly better = fewer falls or none left, and

@@ -665,6 +665,13 @@ static void test_select_best_locomotion(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "travel"));
   CU_ASSERT_PTR_NULL(strstr(out, "(E_fixed nan"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "(E_fixed 0.00 cm in bcg)")); /* nothing falls in 0.5 s */
+  /* --compare-initial without a reference: the result line reports the
+   * root's travel, not tracking errors it does not have */
+  CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --compare-initial --out - eval.fall_height=0", rd), 0);
+  const char *res = strstr(out, "result: bcg:");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(res);
+  CU_ASSERT_PTR_NULL(strstr(res, "nan"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(res, "root x travel"));
 }
 
 static void test_run_paths(void) {
