@@ -619,6 +619,25 @@ static void test_shipped_policy(void) {
   CU_ASSERT_EQUAL_FATAL(run("eval models/policies/stand_shac_bcg --runs 2 --seconds 4 --compare-initial --out -"), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "verdict (MuJoCo): the trained policy is clearly better than the untrained one: "
                                      "falls 2/2 -> 0/2"));
+  /* the running policy (rung 0): in 2 episodes of 5 s none falls in either
+   * simulator (the untrained one falls after about 1.3 s), and it runs: the
+   * MuJoCo verdict (time to the fall doubled) and at least 6 m along x */
+  if (access("models/policies/locomotion_shac_bcg/config.ini", R_OK) != 0) {
+    CU_FAIL("models/policies/locomotion_shac_bcg missing");
+    return;
+  }
+  CU_ASSERT_EQUAL_FATAL(run("eval models/policies/locomotion_shac_bcg --runs 2 --seconds 5 --compare-initial --out -"), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "verdict (MuJoCo): the trained policy is clearly better than the untrained one: "
+                                     "falls 2/2 -> 0/2"));
+  const char *r = strstr(out, "result: bcg: root x travel ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  double t0, t1, m0, m1;
+  CU_ASSERT_EQUAL_FATAL(sscanf(r, "result: bcg: root x travel %lf -> %lf m", &t0, &t1), 2);
+  const char *rm = strstr(r, "MuJoCo: root x travel ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(rm);
+  CU_ASSERT_EQUAL_FATAL(sscanf(rm, "MuJoCo: root x travel %lf -> %lf m", &m0, &m1), 2);
+  CU_ASSERT(t1 >= 6.0 && m1 >= 6.0);
+  CU_ASSERT(strstr(r, "falls 2/2 -> 0/2") != NULL || strstr(r, "falls 1/2 -> 0/2") != NULL);
 }
 
 /* the first run directory under DIR (its path into rd) */
