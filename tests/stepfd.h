@@ -12,13 +12,8 @@
 
 #include "bcg/sim.h"
 #include "testutil.h"
+#include "testrng.h"
 
-static unsigned long long rs = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 static void standing_state(const bcg_mdata *m, double *q, double *u, double height, double vs) {
   for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];

@@ -31,6 +31,7 @@
 
 #include "bcg/plugin.h"
 #include "testutil.h"
+#include "testrng.h"
 
 /* ---- a services table of the test's own ---------------------------------------- */
 
@@ -127,12 +128,6 @@ typedef struct prob {
   double gap[NCMAX], v0[3 * NCMAX], c[3 * NCMAX], G[9 * NCMAX * NCMAX], mu[NCMAX];
 } prob;
 
-static unsigned long long rs = 0x9e3779b97f4a7c15ull;
-static double urand(void) {
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 /* planar problems: the second tangent direction of every contact cannot
  * move (its Jacobian row is zero, as for models/biped2d.xml's feet across
@@ -928,7 +923,7 @@ static void test_convergence(void) {
     plug P10, Pinf;
     CU_ASSERT_FATAL(plug_open(&P10, "hard", "solver", solvers[s], "iterations", its[s]) == 0);
     CU_ASSERT_FATAL(plug_open(&Pinf, "hard", "solver", solvers[s], "iterations", "1000") == 0);
-    rs = 12345;
+    test_rs = 12345;
     static prob pr;
     for (int t = 0; t < ntrial; t++) {
       random_prob(&pr, 8, 8, t % 4);

@@ -30,6 +30,8 @@
 #include "bcg/env.h"
 #include "bcg/loader.h"
 #include "testutil.h"
+#define TEST_RNG_SEED 0ull
+#include "testrng.h"
 
 #define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
 #define NSTATE 12
@@ -37,12 +39,6 @@
 #define STEP 1e-6 /* m */
 #define NPT 401
 
-static unsigned long long rs;
-static double urand(void) {
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 static bcg_env *make_env(const char *contact_lines, bcg_config **cfgout) {
   char path[1024];
@@ -127,7 +123,7 @@ static double scan_model(const char *label, const char *contact_lines, double *w
   double worst = 0, rel10 = 0;
   *worst_share = 0;
   *states_over = 0;
-  rs = 0x2545F4914F6CDD1Dull;
+  test_rs = 0x2545F4914F6CDD1Dull;
   for (int s = 0; s < NSTATE; s++) {
     bcg_real x0[BCG_MAX_Q + BCG_MAX_DOF], a[BCG_MAX_ACT];
     for (int i = 0; i < nq; i++) x0[i] = m->qpos0[i];

@@ -48,6 +48,8 @@
 #include "bcg/train.h"
 #include "plugin_defaults.h"
 #include "testutil.h"
+#define TEST_RNG_SEED 0x2545F4914F6CDD1Dull
+#include "testrng.h"
 
 typedef bcg_real real;
 
@@ -107,12 +109,6 @@ static const bcg_model *humanoid(void) {
 
 /* ---- random states ---------------------------------------------------------- */
 
-static unsigned long long rs = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 /* env e: a perturbed reference pose with its lowest contact point at height
  * h (airborne: 0.05..0.5 m; in contact: -0.02..0.005 m, feet in the floor) */

@@ -11,6 +11,8 @@
 #include "bcg/mjref.h"
 #include "bcg/model.h"
 #include "testutil.h"
+#define TEST_RNG_SEED 88172645463325252ull
+#include "testrng.h"
 
 #define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
 
@@ -31,12 +33,6 @@ static bcg_model *load(const char *path) {
   return m;
 }
 
-static unsigned long long rs = 88172645463325252ull;
-static double urand(void) { /* xorshift, deterministic */
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 /* random configuration: joints inside their ranges, random root pose */
 static void random_state(const bcg_mdata *m, double *q, double *v, double vscale) {

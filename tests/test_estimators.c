@@ -27,6 +27,8 @@
 #include "bcg/loader.h"
 #include "bcg/sim.h"
 #include "testutil.h"
+#define TEST_RNG_SEED 0x2545F4914F6CDD1Dull
+#include "testrng.h"
 
 #define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
 #define MAXT 8
@@ -34,12 +36,6 @@
 static bcg_registry *reg;
 static int have_contact;
 
-static unsigned long long rs = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 /* ---- plugins and configs ---------------------------------------------------- */
 

@@ -30,6 +30,7 @@
 #include "bcg/env.h"
 #include "bcg/loader.h"
 #include "testutil.h"
+#include "testrng.h"
 
 #define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
 /* a child make must not inherit the jobserver or the variables of a make
@@ -186,13 +187,6 @@ static void free_est(est *E) {
   bcg_config_free(E->cfg);
 }
 
-static unsigned long long rs = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-  rs ^= rs << 13;
-  rs ^= rs >> 7;
-  rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
 
 #define NENV 2
 #define T 3
@@ -256,10 +250,10 @@ static void run_sweep(est *E, int steps, sweep *S) {
   for (int t = 0; t < steps; t++)
     CU_ASSERT_EQUAL(E->ops->forward(E->self, t, S->xs + t * sx, acts + t * sa, S->xs + (t + 1) * sx), 0);
   bcg_real xb[NENV * 2 * BCG_MAX_DOF], xbn[NENV * 2 * BCG_MAX_DOF];
-  unsigned long long save = rs;
-  rs = 0x1234567ull;
+  unsigned long long save = test_rs;
+  test_rs = 0x1234567ull;
   for (size_t i = 0; i < sb; i++) xbn[i] = (bcg_real)(2 * urand() - 1);
-  rs = save;
+  test_rs = save;
   for (int t = steps - 1; t >= 0; t--) {
     CU_ASSERT_EQUAL(E->ops->backward(E->self, t, xbn, xb, S->ab + t * sa), 0);
     memcpy(xbn, xb, sizeof(bcg_real) * sb);

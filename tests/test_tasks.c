@@ -19,6 +19,7 @@
 #include "bcg/runlog.h"
 #include "bcg/train.h"
 #include "testutil.h"
+#include "testrng.h"
 
 #define HUMANOID "/usr/share/mujoco/model/humanoid/humanoid.xml"
 
@@ -28,12 +29,6 @@ static const char *repo_path(const char *rel, char *buf, size_t len) {
   return buf;
 }
 
-static unsigned long long rs = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 /* ---- a task instance from a config ------------------------------------------- */
 
