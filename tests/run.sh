@@ -1,6 +1,8 @@
 #!/bin/sh
 # Runs every CUnit suite given on the command line, prints each suite's CUnit
-# summary, then one closing line "N passed, N failed" over all tests.
+# summary, then one closing line "N passed, N failed, N skipped" over all
+# tests (skipped: a test that lacks what it needs here, e.g. a GPU; it is
+# neither passed nor failed).
 # Exits non-zero if any suite failed or crashed.
 #
 # Temporary files: the suites run with BCG_TEST_TMP and TMPDIR pointing at a
@@ -16,7 +18,7 @@ seen=$(listbcg)
 run_tmp=$(mktemp -d "$base/bcg_tests_XXXXXX") || { echo "!!! cannot make a directory in $base"; exit 1; }
 export BCG_TEST_TMP="$run_tmp" TMPDIR="$run_tmp"
 
-passed=0; failed=0; bad=""; appeared=""
+passed=0; failed=0; skipped=0; bad=""; appeared=""
 for t in "$@"; do
   name=$(basename "$t")
   echo "=== $name"
@@ -42,8 +44,10 @@ for t in "$@"; do
     failed=$((failed + 1)); bad="$bad $name"; continue
   fi
   n=$(echo "$line" | sed 's/.*tests=\([0-9]*\).*/\1/')
-  f=$(echo "$line" | sed 's/.*failed=\([0-9]*\) .*/\1/')
-  passed=$((passed + n - f)); failed=$((failed + f))
+  f=$(echo "$line" | sed 's/.* failed=\([0-9]*\) .*/\1/')
+  k=$(echo "$line" | sed -n 's/.*skipped=\([0-9]*\).*/\1/p')
+  k=${k:-0}
+  passed=$((passed + n - f - k)); failed=$((failed + f)); skipped=$((skipped + k))
   if [ "$rc" != 0 ] || [ -n "$leaked" ]; then
     [ "$f" = 0 ] && failed=$((failed + 1))
     bad="$bad $name"
@@ -63,5 +67,5 @@ if [ -n "$left" ]; then
 fi
 echo
 [ -n "$bad" ] && echo "failing suites:$bad"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ -z "$bad" ] && [ "$passed" -gt 0 ]

@@ -29,7 +29,7 @@
  * the triggers).
  *
  * Without a CUDA device (CI) every test prints "skipped: no CUDA device" and
- * passes; the refusal of a plugin without CUDA entry points is still checked
+ * counts as skipped (bcg_test_skip); the refusal of a plugin without CUDA entry points is still checked
  * in CUDA builds (it needs no device). */
 #include <math.h>
 #include <stdio.h>
@@ -93,7 +93,7 @@ static int gpu(void) {
       printf("\n  device: %s\n", info);
     }
   }
-  if (!have_gpu) printf("\n  skipped: no CUDA device (%s)\n", gpu_why);
+  if (!have_gpu) bcg_test_skip(gpu_why);
   return have_gpu;
 }
 

@@ -10,7 +10,7 @@
  * sums of the bias / LayerNorm gradients run in chunks on the device).
  *
  * Without a CUDA device (or in a CUDA=0 build) every test prints
- * "skipped: no CUDA device (reason)" and passes. bench/emu/nn_run.sh runs
+ * "skipped: no CUDA device (reason)" and counts as skipped (bcg_test_skip). bench/emu/nn_run.sh runs
  * this suite on a host emulation of the device code. */
 #include <math.h>
 #include <stdio.h>
@@ -36,7 +36,7 @@ static int gpu(void) {
     have_gpu = bcg_nn_set_cuda(1, 1, gpu_why, sizeof gpu_why) == 0;
     bcg_nn_set_cuda(0, 0, NULL, 0);
   }
-  if (!have_gpu) printf("\n  skipped: no CUDA device (%s)\n", gpu_why);
+  if (!have_gpu) bcg_test_skip(gpu_why);
   return have_gpu;
 }
 

@@ -97,6 +97,17 @@ double bcg_vec_relerr(const double *a, const double *b, int n) {
   return sqrt(nd) / s;
 }
 
+static unsigned nskipped;
+static const void *last_skipped;
+
+void bcg_test_skip(const char *why) {
+  const void *t = CU_get_current_test();
+  if (t && t == last_skipped) return;
+  last_skipped = t;
+  nskipped++;
+  printf("\n  skipped: %s\n", why);
+}
+
 int bcg_test_main(const char *suite, const bcg_test *tests, int ntests) {
   suite_name = suite;
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
@@ -110,7 +121,7 @@ int bcg_test_main(const char *suite, const bcg_test *tests, int ntests) {
   unsigned tfail = CU_get_number_of_tests_failed();
   unsigned run = CU_get_number_of_tests_run();
   for (int i = 0; i < nreports; i++) printf("  [measured] %s: %.3g\n", reports[i].what, reports[i].value);
-  printf("BCGSUITE %s tests=%u failed=%u asserts_failed=%u\n", suite, run, tfail, fails);
+  printf("BCGSUITE %s tests=%u failed=%u asserts_failed=%u skipped=%u\n", suite, run, tfail, fails, nskipped);
   CU_cleanup_registry();
   return (fails || tfail) ? 1 : 0;
 }

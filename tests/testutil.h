@@ -37,6 +37,12 @@ double bcg_vec_relerr(const double *a, const double *b, int n);
 /* Record a measured worst error so the suite prints it at the end. */
 void bcg_test_report(const char *what, double value);
 
+/* Mark the running test as skipped (what it needs is missing here, e.g. a
+ * GPU): prints "skipped: WHY" once per test, and the suite counts it as
+ * skipped, not passed (BCGSUITE ... skipped=N; tests/run.sh's last line). The
+ * test should return without asserting anything. */
+void bcg_test_skip(const char *why);
+
 #define BCG_TESTS(...) static const bcg_test bcg_tests_[] = {__VA_ARGS__}
 #define BCG_RUN(suite) \
   int main(void) { return bcg_test_main(suite, bcg_tests_, (int)(sizeof bcg_tests_ / sizeof bcg_tests_[0])); }
