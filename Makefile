@@ -61,8 +61,12 @@ LDLIBS_CORE += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcub
 LDLIBS_CORE += -lstdc++
 endif
 
-CORE_SRC := $(filter-out core/main.c,$(wildcard core/*.c))
+CORE_SRC := $(wildcard core/*.c)
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
+# the bcg command (app/): linked into the executable only, not into libbcg.so
+APP_SRC := $(wildcard app/*.c)
+APP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(APP_SRC))
+APP_CMD_OBJ := $(filter-out %/main.o,$(APP_OBJ))
 CORE_CU := $(wildcard core/cuda/*.cu)
 ifeq ($(CUDA),1)
 CORE_OBJ += $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CORE_CU))
@@ -122,8 +126,8 @@ $(LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $^ $(LDLIBS_CORE)
 
-$(BIN): $(BUILD)/obj/core/main.o $(LIB)
-	$(CC) -o $@ $< -L$(BUILD) -lbcg $(RPATH_BIN) $(LDLIBS_CORE)
+$(BIN): $(APP_OBJ) $(LIB)
+	$(CC) -o $@ $(APP_OBJ) -L$(BUILD) -lbcg $(RPATH_BIN) $(LDLIBS_CORE)
 
 # bcg report --plots runs the script found next to the bcg executable
 $(BUILD)/bcg_plots.py: tools/bcg_plots.py
@@ -203,7 +207,9 @@ fuzz-build: deps
 fuzz-harnesses: $(FUZZ_BINS)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h tests/fuzz/fuzz_motion.h tests/fuzz/fuzz_h5desc.h tasks/motion.h $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE)
+	$(CC) $(CFLAGS) -Itests/fuzz -Iapp -fsanitize=fuzzer -o $@ $< $(filter $(BUILD)/obj/app/%.o,$^) -L$(BUILD) -lbcg $(RPATH_TEST) $(LDLIBS_CORE)
+# the command-line harness calls the commands of app/ (not in libbcg.so)
+$(BUILD)/fuzz/fuzz_cli: $(APP_CMD_OBJ)
 fuzz: fuzz-build
 	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 fuzz-ci: fuzz-build
