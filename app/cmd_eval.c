@@ -104,60 +104,74 @@ static int opt_real(const char *s, double lo, double hi, double *v) {
   return 0;
 }
 
-int bcg_cmd_eval(int argc, char **argv) {
-  const char *target = NULL, *sim = NULL, *outpath = NULL, *trace = NULL;
-  int runs = 0, initial = 0, compare = 0, select = 0;
-  double seconds = 0, penalty = 0;
-  char *ov[270];
-  int nov = 0;
+/* the command line of bcg eval */
+typedef struct eval_args {
+  const char *target, *sim, *outpath, *trace;
+  int runs, initial, compare, select;
+  double seconds, penalty;
+  char *ov[270]; /* overrides, then the evaluation's own (nominal model, no RSI, num_envs) */
+  int nov;
+} eval_args;
+
+/* parses argv into A; returns -1 when it is complete, else the exit status
+ * of the usage error it printed */
+static int parse_args(int argc, char **argv, eval_args *A) {
+  memset(A, 0, sizeof *A);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--sim") && i + 1 < argc) sim = argv[++i];
+    if (!strcmp(a, "--sim") && i + 1 < argc) A->sim = argv[++i];
     else if (!strcmp(a, "--runs") && i + 1 < argc) {
-      if (opt_int(argv[++i], 1, BCG_EVAL_MAX_RUNS, &runs))
+      if (opt_int(argv[++i], 1, BCG_EVAL_MAX_RUNS, &A->runs))
         return bcg_cli_usage("eval", "--runs '%s': must be a whole number of episodes in [1, %d]", argv[i],
                              BCG_EVAL_MAX_RUNS);
     } else if (!strcmp(a, "--seconds") && i + 1 < argc) {
-      if (opt_real(argv[++i], 0.01, 1e6, &seconds))
+      if (opt_real(argv[++i], 0.01, 1e6, &A->seconds))
         return bcg_cli_usage("eval", "--seconds '%s': must be a number of seconds in [0.01, 1e6]", argv[i]);
     } else if (!strcmp(a, "--fall-penalty") && i + 1 < argc) {
-      if (opt_real(argv[++i], 1e-9, 1e6, &penalty) || !(penalty > 0))
+      if (opt_real(argv[++i], 1e-9, 1e6, &A->penalty) || !(A->penalty > 0))
         return bcg_cli_usage("eval", "--fall-penalty '%s': must be a positive error in m (at most 1e6)", argv[i]);
     } else if ((!strcmp(a, "--runs") || !strcmp(a, "--seconds") || !strcmp(a, "--fall-penalty") ||
                 !strcmp(a, "--sim") || !strcmp(a, "--out") || !strcmp(a, "--trace")) && i + 1 == argc)
       return bcg_cli_usage("eval", "%s needs a value", a);
-    else if (!strcmp(a, "--out") && i + 1 < argc) outpath = argv[++i];
-    else if (!strcmp(a, "--trace") && i + 1 < argc) trace = argv[++i];
-    else if (!strcmp(a, "--initial")) initial = 1;
-    else if (!strcmp(a, "--compare-initial")) compare = 1;
-    else if (!strcmp(a, "--select-best")) select = 1;
+    else if (!strcmp(a, "--out") && i + 1 < argc) A->outpath = argv[++i];
+    else if (!strcmp(a, "--trace") && i + 1 < argc) A->trace = argv[++i];
+    else if (!strcmp(a, "--initial")) A->initial = 1;
+    else if (!strcmp(a, "--compare-initial")) A->compare = 1;
+    else if (!strcmp(a, "--select-best")) A->select = 1;
     else if (a[0] == '-') return bcg_cli_usage("eval", "unknown option '%s'", a);
     else if (strchr(a, '=')) {
-      if (nov >= 250) return bcg_cli_usage("eval", "too many overrides");
-      ov[nov++] = argv[i];
-    } else if (!target) target = a;
+      if (A->nov >= 250) return bcg_cli_usage("eval", "too many overrides");
+      A->ov[A->nov++] = argv[i];
+    } else if (!A->target) A->target = a;
     else return bcg_cli_usage("eval", "unexpected argument '%s'", a);
   }
-  if (!target) return bcg_cli_usage("eval", "missing RUN_DIR or CHECKPOINT");
-  if (sim && strcmp(sim, "bcg") && strcmp(sim, "mujoco") && strcmp(sim, "both"))
+  if (!A->target) return bcg_cli_usage("eval", "missing RUN_DIR or CHECKPOINT");
+  if (A->sim && strcmp(A->sim, "bcg") && strcmp(A->sim, "mujoco") && strcmp(A->sim, "both"))
     return bcg_cli_usage("eval", "--sim must be mujoco, bcg or both");
-  /* the run directory and the checkpoint */
-  char run_dir[PATH_MAX + 8], ckpt[PATH_MAX + 64], cfgpath[PATH_MAX + 32];
-  if (select && (!is_dir(target) || initial))
+  if (A->select && (!is_dir(A->target) || A->initial))
     return bcg_cli_usage("eval", "--select-best needs a RUN_DIR (and no --initial)");
+  return -1;
+}
+
+/* the run directory, the checkpoint (unless --initial) and the run's
+ * config.ini of the target; returns -1 when found, else the exit status of
+ * the error it printed */
+static int resolve_target(const eval_args *A, char *run_dir, size_t rdlen, char *ckpt, size_t cklen, char *cfgpath,
+                          size_t cflen) {
+  const char *target = A->target;
   if (is_dir(target)) {
-    snprintf(run_dir, sizeof run_dir, "%s", target);
-    if (!initial && bcg_train_latest_checkpoint(run_dir, ckpt, sizeof ckpt) < 0)
+    snprintf(run_dir, rdlen, "%s", target);
+    if (!A->initial && bcg_train_latest_checkpoint(run_dir, ckpt, cklen) < 0)
       return bcg_cli_error("%s: no checkpoint in %s/checkpoints (train first, or --initial)", target, target);
   } else {
-    snprintf(ckpt, sizeof ckpt, "%s", target);
+    snprintf(ckpt, cklen, "%s", target);
     char tmp[PATH_MAX - 8];
     snprintf(tmp, sizeof tmp, "%s", target);
     char *s = strrchr(tmp, '/');
     if (s) *s = 0; else snprintf(tmp, sizeof tmp, ".");
-    snprintf(run_dir, sizeof run_dir, "%s/..", tmp); /* RUN/checkpoints/ckpt_*.h5 */
+    snprintf(run_dir, rdlen, "%s/..", tmp); /* RUN/checkpoints/ckpt_*.h5 */
   }
-  snprintf(cfgpath, sizeof cfgpath, "%s/config.ini", run_dir);
+  snprintf(cfgpath, cflen, "%s/config.ini", run_dir);
   if (!is_dir(target) && access(cfgpath, R_OK) != 0) {
     if (access(target, R_OK) != 0)
       return bcg_cli_error("%s: cannot read: %s", target, strerror(errno));
@@ -169,35 +183,100 @@ int bcg_cmd_eval(int argc, char **argv) {
                          "checkpoint in RUN_DIR/checkpoints/, or copy the whole run directory)",
                          target, cfgpath);
   }
-  /* the evaluation runs the nominal model (no domain randomisation, no
-   * pushes: the MuJoCo side runs the plain MJCF) from the beginning of the
-   * clip (no random phase) */
+  return -1;
+}
+
+/* the run's configuration as the evaluation runs it: the nominal model (no
+ * domain randomisation, no pushes: the MuJoCo side runs the plain MJCF) from
+ * the beginning of the clip (no random phase); NULL after printing the error */
+static bcg_config *eval_config(eval_args *A, const char *cfgpath) {
   static char *nominal[] = {"sim.dr_friction_min=-1", "sim.dr_friction_max=-1", "sim.dr_mass_scale=0",
                             "sim.dr_com_offset=0", "sim.dr_push_interval=0", "sim.dr_push_velocity=0"};
-  for (int i = 0; i < 6; i++) ov[nov++] = nominal[i];
+  for (int i = 0; i < 6; i++) A->ov[A->nov++] = nominal[i];
   char err[4096];
   bcg_config *cfg = NULL;
-  if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, nov, ov, err, sizeof err))
-    return bcg_cli_error("%s", err);
+  if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, A->nov, A->ov, err, sizeof err)) {
+    bcg_cli_error("%s", err);
+    return NULL;
+  }
   const bcg_params *tp = bcg_config_section(cfg, "task");
   if (tp && bcg_params_value(tp, "rsi") && bcg_params_get_bool(tp, "rsi")) {
     bcg_config_free(cfg);
-    ov[nov++] = "task.rsi=false";
-    if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, nov, ov, err, sizeof err))
-      return bcg_cli_error("%s", err);
+    cfg = NULL;
+    A->ov[A->nov++] = "task.rsi=false";
+    if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, A->nov, A->ov, err, sizeof err)) {
+      bcg_cli_error("%s", err);
+      return NULL;
+    }
   }
+  return cfg;
+}
+
+/* the evaluation's options: the command line's where given, else [eval]'s */
+static bcg_eval_opts eval_opts(const eval_args *A, const bcg_config *cfg) {
   bcg_eval_opts o;
   memset(&o, 0, sizeof o);
-  o.runs = runs > 0 ? runs : (int)bcg_config_get_int(cfg, "eval", "episodes");
-  o.seconds = seconds > 0 ? seconds : bcg_config_get_real(cfg, "eval", "seconds");
+  o.runs = A->runs > 0 ? A->runs : (int)bcg_config_get_int(cfg, "eval", "episodes");
+  o.seconds = A->seconds > 0 ? A->seconds : bcg_config_get_real(cfg, "eval", "seconds");
   o.fall_height = bcg_config_get_real(cfg, "eval", "fall_height");
   o.seed = (uint64_t)bcg_config_get_int(cfg, "eval", "seed");
   o.noise_q = bcg_config_get_real(cfg, "eval", "noise_q");
   o.noise_u = bcg_config_get_real(cfg, "eval", "noise_u");
-  o.fall_penalty = penalty > 0 ? penalty : 1.0;
-  if (!sim) sim = bcg_config_get_string(cfg, "eval", "simulator");
+  o.fall_penalty = A->penalty > 0 ? A->penalty : 1.0;
+  const char *sim = A->sim ? A->sim : bcg_config_get_string(cfg, "eval", "simulator");
   o.sims = !strcmp(sim, "bcg") ? BCG_EVAL_BCG : !strcmp(sim, "mujoco") ? BCG_EVAL_MUJOCO : BCG_EVAL_BCG | BCG_EVAL_MUJOCO;
+  return o;
+}
 
+/* --compare-initial: the line "result: ..." (untrained -> trained, both
+ * simulators) and the verdict on MuJoCo (else bcg) */
+static void print_comparison(const bcg_eval_result *before, const bcg_eval_result *res) {
+  static const char *nm[2] = {"bcg", "MuJoCo"};
+  printf("result:");
+  for (int k = 0; k < 2; k++) {
+    if (!res->have[k]) continue;
+    const bcg_eval_stats *b = &before->stats[k], *a = &res->stats[k];
+    printf("%s %s: ", k ? ";" : "", nm[k]);
+    /* a task without a reference (locomotion) has no tracking error: its
+     * root's travel along x instead */
+    if (isfinite(b->efixed_mean) && isfinite(a->efixed_mean))
+      printf("E_track %.1f -> %.1f cm, E_fixed %.1f -> %.1f cm", b->etrack_mean, a->etrack_mean, b->efixed_mean,
+             a->efixed_mean);
+    else
+      printf("root x travel %.2f -> %.2f m", b->travel_mean, a->travel_mean);
+    printf(", falls %d/%d -> %d/%d, time to the fall or the end %.2f -> %.2f s", b->falls, b->n, a->falls, a->n,
+           b->length_mean, a->length_mean);
+  }
+  printf(" (untrained -> trained)\n");
+  /* the verdict on the simulator the policy was not trained in when it ran
+   * (MuJoCo), else bcg: clearly better = fewer falls or none left, and
+   * E_fixed at most half the untrained policy's */
+  int k = res->have[1] ? 1 : 0;
+  const double e0 = before->stats[k].efixed_mean, e1 = res->stats[k].efixed_mean;
+  const int f0 = before->stats[k].falls, f1 = res->stats[k].falls, n = res->stats[k].n;
+  /* a task without a reference (locomotion) has no E_fixed: then the time
+   * to the fall must at least double instead */
+  const double l0 = before->stats[k].length_mean, l1 = res->stats[k].length_mean;
+  const int better = (f1 < f0 || f1 == 0) && (isfinite(e0) && isfinite(e1) ? e1 <= 0.5 * e0 : l1 >= 2 * l0);
+  printf("verdict (%s): the trained policy is %s than the untrained one: falls %d/%d -> %d/%d, ", nm[k],
+         better ? "clearly better" : "NOT clearly better", f0, before->stats[k].n, f1, n);
+  if (isfinite(e0) && isfinite(e1))
+    printf("E_fixed %.1f -> %.1f cm (%.1fx)\n", e0, e1, e1 > 0 ? e0 / e1 : 0.0);
+  else
+    printf("time to the fall or the end %.2f -> %.2f s\n", l0, l1);
+}
+
+int bcg_cmd_eval(int argc, char **argv) {
+  eval_args A;
+  int rc = parse_args(argc, argv, &A);
+  if (rc >= 0) return rc;
+  char run_dir[PATH_MAX + 8], ckpt[PATH_MAX + 64], cfgpath[PATH_MAX + 32];
+  rc = resolve_target(&A, run_dir, sizeof run_dir, ckpt, sizeof ckpt, cfgpath, sizeof cfgpath);
+  if (rc >= 0) return rc;
+  bcg_config *cfg = eval_config(&A, cfgpath);
+  if (!cfg) return BCG_EXIT_ERROR;
+  bcg_eval_opts o = eval_opts(&A, cfg);
+  char err[4096];
   bcg_session S;
   if (bcg_session_open(&S, cfg, err, sizeof err)) {
     bcg_config_free(cfg);
@@ -214,19 +293,19 @@ int bcg_cmd_eval(int argc, char **argv) {
   bcg_session Ssmall, *E = &S;
   bcg_config *cfg_small = NULL;
   memset(&Ssmall, 0, sizeof Ssmall);
-  if (bcg_config_get_int(cfg, "run", "num_envs") != o.runs && nov < 268) {
+  if (bcg_config_get_int(cfg, "run", "num_envs") != o.runs && A.nov < 268) {
     char nenv_ov[64];
     snprintf(nenv_ov, sizeof nenv_ov, "run.num_envs=%d", o.runs);
-    ov[nov++] = nenv_ov;
+    A.ov[A.nov++] = nenv_ov;
     char e2[4096];
-    if (!bcg_config_load_with(&cfg_small, bcg_registry_global(), cfgpath, nov, ov, e2, sizeof e2) &&
+    if (!bcg_config_load_with(&cfg_small, bcg_registry_global(), cfgpath, A.nov, A.ov, e2, sizeof e2) &&
         !bcg_session_open(&Ssmall, cfg_small, e2, sizeof e2))
       E = &Ssmall;
-    nov--;
+    A.nov--;
   }
-  int rc = BCG_EXIT_OK;
+  rc = BCG_EXIT_OK;
   bcg_eval_result *before = NULL, *res = calloc(1, sizeof *res);
-  if (compare || initial) {
+  if (A.compare || A.initial) {
     before = calloc(1, sizeof *before);
     if (!before || bcg_eval(E, bcg_eval_learner_policy, &S, &o, before, err, sizeof err)) {
       rc = bcg_cli_error("eval of the initial policy: %s", err);
@@ -234,9 +313,9 @@ int bcg_cmd_eval(int argc, char **argv) {
     }
     printf("initial policy (untrained), %d episodes of up to %g s:\n", o.runs, o.seconds);
     bcg_eval_print(before, stdout);
-    if (initial) goto out;
+    if (A.initial) goto out;
   }
-  if (select && select_best(E, &S, &o, run_dir, ckpt, sizeof ckpt, err, sizeof err)) {
+  if (A.select && select_best(E, &S, &o, run_dir, ckpt, sizeof ckpt, err, sizeof err)) {
     rc = bcg_cli_error("--select-best: %s", err);
     goto out;
   }
@@ -247,56 +326,22 @@ int bcg_cmd_eval(int argc, char **argv) {
     rc = bcg_cli_error("%s", err);
     goto out;
   }
-  o.trace = trace; /* the final policy's episodes only (not the untrained's, not --select-best's scan) */
+  o.trace = A.trace; /* the final policy's episodes only (not the untrained's, not --select-best's scan) */
   if (!res || bcg_eval(E, bcg_eval_learner_policy, &S, &o, res, err, sizeof err)) {
     rc = bcg_cli_error("eval: %s", err);
     goto out;
   }
-  if (trace) printf("trace: %s\n", trace);
+  if (A.trace) printf("trace: %s\n", A.trace);
   printf("policy of %s (iteration %lld, %llu samples, %.0f s of training), %d episodes of up to %g s, fall below %g m:\n",
          ckpt, (long long)it, (unsigned long long)samples, wall, o.runs, o.seconds, o.fall_height);
   bcg_eval_print(res, stdout);
   char out[PATH_MAX + 16];
-  if (outpath) snprintf(out, sizeof out, "%s", outpath);
+  if (A.outpath) snprintf(out, sizeof out, "%s", A.outpath);
   else snprintf(out, sizeof out, "%s/eval.h5", run_dir);
   if (!strcmp(out, "-")) { /* not written */
   } else if (bcg_eval_write(res, &o, out, err, sizeof err)) rc = bcg_cli_error("%s", err);
   else printf("written: %s\n", out);
-  if (compare) {
-    static const char *nm[2] = {"bcg", "MuJoCo"};
-    printf("result:");
-    for (int k = 0; k < 2; k++) {
-      if (!res->have[k]) continue;
-      const bcg_eval_stats *b = &before->stats[k], *a = &res->stats[k];
-      printf("%s %s: ", k ? ";" : "", nm[k]);
-      /* a task without a reference (locomotion) has no tracking error: its
-       * root's travel along x instead */
-      if (isfinite(b->efixed_mean) && isfinite(a->efixed_mean))
-        printf("E_track %.1f -> %.1f cm, E_fixed %.1f -> %.1f cm", b->etrack_mean, a->etrack_mean, b->efixed_mean,
-               a->efixed_mean);
-      else
-        printf("root x travel %.2f -> %.2f m", b->travel_mean, a->travel_mean);
-      printf(", falls %d/%d -> %d/%d, time to the fall or the end %.2f -> %.2f s", b->falls, b->n, a->falls, a->n,
-             b->length_mean, a->length_mean);
-    }
-    printf(" (untrained -> trained)\n");
-    /* the verdict on the simulator the policy was not trained in when it ran
-     * (MuJoCo), else bcg: clearly better = fewer falls or none left, and
-     * E_fixed at most half the untrained policy's */
-    int k = res->have[1] ? 1 : 0;
-    const double e0 = before->stats[k].efixed_mean, e1 = res->stats[k].efixed_mean;
-    const int f0 = before->stats[k].falls, f1 = res->stats[k].falls, n = res->stats[k].n;
-    /* a task without a reference (locomotion) has no E_fixed: then the time
-     * to the fall must at least double instead */
-    const double l0 = before->stats[k].length_mean, l1 = res->stats[k].length_mean;
-    const int better = (f1 < f0 || f1 == 0) && (isfinite(e0) && isfinite(e1) ? e1 <= 0.5 * e0 : l1 >= 2 * l0);
-    printf("verdict (%s): the trained policy is %s than the untrained one: falls %d/%d -> %d/%d, ", nm[k],
-           better ? "clearly better" : "NOT clearly better", f0, before->stats[k].n, f1, n);
-    if (isfinite(e0) && isfinite(e1))
-      printf("E_fixed %.1f -> %.1f cm (%.1fx)\n", e0, e1, e1 > 0 ? e0 / e1 : 0.0);
-    else
-      printf("time to the fall or the end %.2f -> %.2f s\n", l0, l1);
-  }
+  if (A.compare) print_comparison(before, res);
 out:
   free(before);
   free(res);
