@@ -972,30 +972,136 @@ static int parse_jobs(const char *s, int *jobs) {
   return 0;
 }
 
-int bcg_cmd_sweep(int argc, char **argv) {
-  const char *path = NULL, *dir_opt = NULL, *status_dir = NULL;
-  int dry = 0, jobs = 1;
+/* the runs of the [sweep] expansion into S (names, overrides, identities),
+ * each matched to the earlier session's run of the same values in M (its
+ * name, run directory and state), then M's runs this expansion no longer has
+ * (kept, not run); -1 when done, else the exit status of the error printed */
+static int expand_runs(sweep *S, int *cap, sweep *M, const bcg_config *cfg, int nk, int zip, const char *base,
+                       int dev_swept, int base_cuda) {
+  int nv[MAXK], total = 1;
+  for (int k = 0; k < nk; k++) {
+    nv[k] = bcg_config_sweep_nvalues(cfg, k);
+    total = zip ? nv[0] : total * nv[k];
+  }
+  for (int i = 0; i < total; i++) {
+    int idx[MAXK], rem = i;
+    for (int k = nk - 1; k >= 0; k--) {
+      idx[k] = zip ? i : rem % nv[k];
+      if (!zip) rem /= nv[k];
+    }
+    srun *r = add_run(S, cap);
+    if (!r) return bcg_cli_error("out of memory");
+    snprintf(r->name, sizeof r->name, "%s", base);
+    for (int k = 0; k < nk; k++) {
+      const char *key = bcg_config_sweep_key(cfg, k), *val = bcg_config_sweep_value(cfg, k, idx[k]);
+      size_t l = strlen(key) + strlen(val) + 2;
+      r->ov[k] = malloc(l);
+      if (r->ov[k]) snprintf(r->ov[k], l, "%s=%s", key, val);
+      r->nov = k + 1;
+      append_name(r->name, sizeof r->name, key, val);
+    }
+    r->ident = make_ident(r->ov, r->nov);
+    r->cuda = dev_swept >= 0 ? !strcmp(bcg_config_sweep_value(cfg, dev_swept, idx[dev_swept]), "cuda") : base_cuda;
+    r->listed = 1;
+    r->index = i + 1;
+    for (int j = 0; j < M->n; j++)
+      if (M->r[j].ident && r->ident && !M->r[j].listed && !strcmp(M->r[j].ident, r->ident)) {
+        M->r[j].listed = 1; /* taken */
+        snprintf(r->name, sizeof r->name, "%s", M->r[j].name);
+        snprintf(r->rundir, sizeof r->rundir, "%s", M->r[j].rundir);
+        r->state = M->r[j].state;
+      }
+  }
+  S->nlisted = total;
+  for (int i = 0; i < total; i++)
+    for (int j = 0; j < i; j++)
+      if (!strcmp(S->r[i].name, S->r[j].name)) {
+        return bcg_cli_error("%s: [sweep] runs %d and %d would have the same name %s (values that differ only in "
+                             "characters a name cannot hold)",
+                             S->path, j + 1, i + 1, S->r[i].name);
+      }
+  for (int j = 0; j < M->n; j++) /* runs of the directory that this expansion no longer has: kept, not run */
+    if (!M->r[j].listed) {
+      srun *r = add_run(S, cap);
+      if (!r) break;
+      *r = M->r[j];
+      M->r[j].nov = 0, M->r[j].ident = NULL, M->r[j].rfd = -1;
+      r->listed = 0;
+      r->index = 0;
+    }
+  return -1;
+}
+
+/* --dry-run: each listed run's state or the command that would train it */
+static void print_dry_run(const sweep *S, int total, const char *path, char **user_ov, int nuser) {
+  for (int i = 0; i < total; i++) {
+    srun *r = &S->r[i];
+    int ck = 0;
+    char p[2 * PATH_MAX] = "";
+    if (r->rundir[0]) full_path(S, r, p, sizeof p), ck = bcg_train_latest_checkpoint(p, NULL, 0) >= 0;
+    printf("[%d/%d]", i + 1, total);
+    if (r->state == ST_FINISHED) {
+      printf(" finished: %s (skipped)\n", p);
+      continue;
+    }
+    if (r->state == ST_RUNNING) {
+      printf(" running: %s (trained by process %ld)\n", p, r->other);
+      continue;
+    }
+    if (r->cuda && S->ngpu > 0) printf(" CUDA_VISIBLE_DEVICES=%s", S->gpus[i % S->ngpu]);
+    if (ck) printf(" train --resume %s", p);
+    else {
+      printf(" train %s", path);
+      for (int k = 0; k < nuser; k++) printf(" %s", user_ov[k]);
+      for (int k = 0; k < r->nov; k++) printf(" %s", r->ov[k]);
+      printf(" run.name=%s run.out_dir=%s", r->name, S->dir);
+    }
+    if (S->threads > 0) printf(" run.threads=%d", S->threads);
+    printf("\n");
+  }
+}
+
+/* the command line of bcg sweep */
+typedef struct sweep_args {
+  const char *path, *dir_opt, *status_dir;
+  int dry, jobs;
   char *user_ov[200];
-  int nuser = 0;
+  int nuser;
+} sweep_args;
+
+/* argv into A; -1 when complete, else the exit status of the usage error printed */
+static int sweep_parse(int argc, char **argv, sweep_args *A) {
+  memset(A, 0, sizeof *A);
+  A->jobs = 1;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--dry-run")) dry = 1;
+    if (!strcmp(argv[i], "--dry-run")) A->dry = 1;
     else if (!strcmp(argv[i], "--jobs") || !strcmp(argv[i], "-j")) {
-      if (i + 1 >= argc || parse_jobs(argv[i + 1], &jobs))
+      if (i + 1 >= argc || parse_jobs(argv[i + 1], &A->jobs))
         return bcg_cli_usage("sweep", "%s needs a number of runs at a time, 1 to 1024", argv[i]);
       i++;
     } else if (!strncmp(argv[i], "--jobs=", 7)) {
-      if (parse_jobs(argv[i] + 7, &jobs)) return bcg_cli_usage("sweep", "--jobs needs a number of runs at a time, 1 to 1024");
+      if (parse_jobs(argv[i] + 7, &A->jobs)) return bcg_cli_usage("sweep", "--jobs needs a number of runs at a time, 1 to 1024");
     } else if (!strcmp(argv[i], "--dir") || !strcmp(argv[i], "--status")) {
       if (i + 1 >= argc || !argv[i + 1][0]) return bcg_cli_usage("sweep", "%s needs DIR", argv[i]);
-      if (argv[i][2] == 'd') dir_opt = argv[++i];
-      else status_dir = argv[++i];
+      if (argv[i][2] == 'd') A->dir_opt = argv[++i];
+      else A->status_dir = argv[++i];
     } else if (argv[i][0] == '-') return bcg_cli_usage("sweep", "unknown option '%s'", argv[i]);
     else if (strchr(argv[i], '=')) {
-      if (nuser >= 190) return bcg_cli_usage("sweep", "too many overrides");
-      user_ov[nuser++] = argv[i];
-    } else if (!path) path = argv[i];
+      if (A->nuser >= 190) return bcg_cli_usage("sweep", "too many overrides");
+      A->user_ov[A->nuser++] = argv[i];
+    } else if (!A->path) A->path = argv[i];
     else return bcg_cli_usage("sweep", "unexpected argument '%s'", argv[i]);
   }
+  return -1;
+}
+
+int bcg_cmd_sweep(int argc, char **argv) {
+  sweep_args A;
+  int prc = sweep_parse(argc, argv, &A);
+  if (prc >= 0) return prc;
+  const char *path = A.path, *dir_opt = A.dir_opt, *status_dir = A.status_dir;
+  int dry = A.dry, jobs = A.jobs, nuser = A.nuser;
+  char **user_ov = A.user_ov;
   if (status_dir) {
     if (path || nuser || dry || dir_opt) return bcg_cli_usage("sweep", "--status DIR takes nothing else");
     return sweep_status(status_dir);
@@ -1077,65 +1183,11 @@ int bcg_cmd_sweep(int argc, char **argv) {
                        S.dir, mcfg, S.dir);
     goto out;
   }
-  int nv[MAXK], total = 1;
-  for (int k = 0; k < nk; k++) {
-    nv[k] = bcg_config_sweep_nvalues(cfg, k);
-    total = zip ? nv[0] : total * nv[k];
-  }
-  for (int i = 0; i < total; i++) {
-    int idx[MAXK], rem = i;
-    for (int k = nk - 1; k >= 0; k--) {
-      idx[k] = zip ? i : rem % nv[k];
-      if (!zip) rem /= nv[k];
-    }
-    srun *r = add_run(&S, &cap);
-    if (!r) {
-      free_runs(&M);
-      rc = bcg_cli_error("out of memory");
-      goto out;
-    }
-    snprintf(r->name, sizeof r->name, "%s", base);
-    for (int k = 0; k < nk; k++) {
-      const char *key = bcg_config_sweep_key(cfg, k), *val = bcg_config_sweep_value(cfg, k, idx[k]);
-      size_t l = strlen(key) + strlen(val) + 2;
-      r->ov[k] = malloc(l);
-      if (r->ov[k]) snprintf(r->ov[k], l, "%s=%s", key, val);
-      r->nov = k + 1;
-      append_name(r->name, sizeof r->name, key, val);
-    }
-    r->ident = make_ident(r->ov, r->nov);
-    r->cuda = dev_swept >= 0 ? !strcmp(bcg_config_sweep_value(cfg, dev_swept, idx[dev_swept]), "cuda") : base_cuda;
-    r->listed = 1;
-    r->index = i + 1;
-    for (int j = 0; j < M.n; j++)
-      if (M.r[j].ident && r->ident && !M.r[j].listed && !strcmp(M.r[j].ident, r->ident)) {
-        M.r[j].listed = 1; /* taken */
-        snprintf(r->name, sizeof r->name, "%s", M.r[j].name);
-        snprintf(r->rundir, sizeof r->rundir, "%s", M.r[j].rundir);
-        r->state = M.r[j].state;
-      }
-  }
-  S.nlisted = total;
-  for (int i = 0; i < total; i++)
-    for (int j = 0; j < i; j++)
-      if (!strcmp(S.r[i].name, S.r[j].name)) {
-        free_runs(&M);
-        rc = bcg_cli_error("%s: [sweep] runs %d and %d would have the same name %s (values that differ only in "
-                           "characters a name cannot hold)",
-                           path, j + 1, i + 1, S.r[i].name);
-        goto out;
-      }
-  for (int j = 0; j < M.n; j++) /* runs of the directory that this expansion no longer has: kept, not run */
-    if (!M.r[j].listed) {
-      srun *r = add_run(&S, &cap);
-      if (!r) break;
-      *r = M.r[j];
-      M.r[j].nov = 0, M.r[j].ident = NULL, M.r[j].rfd = -1;
-      r->listed = 0;
-      r->index = 0;
-    }
+  rc = expand_runs(&S, &cap, &M, cfg, nk, zip, base, dev_swept, base_cuda);
   free_runs(&M);
-
+  if (rc >= 0) goto out;
+  rc = BCG_EXIT_OK;
+  int total = S.nlisted;
   /* where each run stands */
   int c[NST] = {0}, resumable = 0;
   for (int i = 0; i < S.n; i++) {
@@ -1159,31 +1211,7 @@ int bcg_cmd_sweep(int argc, char **argv) {
              S.r[i].other, dry ? "skipped" : "waiting for it");
   fflush(stdout);
   if (dry) {
-    for (int i = 0; i < total; i++) {
-      srun *r = &S.r[i];
-      int ck = 0;
-      char p[2 * PATH_MAX] = "";
-      if (r->rundir[0]) full_path(&S, r, p, sizeof p), ck = bcg_train_latest_checkpoint(p, NULL, 0) >= 0;
-      printf("[%d/%d]", i + 1, total);
-      if (r->state == ST_FINISHED) {
-        printf(" finished: %s (skipped)\n", p);
-        continue;
-      }
-      if (r->state == ST_RUNNING) {
-        printf(" running: %s (trained by process %ld)\n", p, r->other);
-        continue;
-      }
-      if (r->cuda && S.ngpu > 0) printf(" CUDA_VISIBLE_DEVICES=%s", S.gpus[i % S.ngpu]);
-      if (ck) printf(" train --resume %s", p);
-      else {
-        printf(" train %s", path);
-        for (int k = 0; k < nuser; k++) printf(" %s", user_ov[k]);
-        for (int k = 0; k < r->nov; k++) printf(" %s", r->ov[k]);
-        printf(" run.name=%s run.out_dir=%s", r->name, S.dir);
-      }
-      if (S.threads > 0) printf(" run.threads=%d", S.threads);
-      printf("\n");
-    }
+    print_dry_run(&S, total, path, user_ov, nuser);
     goto out;
   }
   if (mkdir_p(S.dir)) {
