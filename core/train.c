@@ -691,6 +691,88 @@ fail:
   return -1;
 }
 
+/* the progress line of one iteration (on a terminal redrawn in place):
+ * iteration, samples, return, episode length, tracking error, rate, ETA */
+static void print_progress(FILE *o, int tty, int64_t it, int64_t max_it, uint64_t samples, double rate_s, double eta_s,
+                           const bcg_learner_stats *st, int tracking) {
+  char sm[32], rate[32], eta[32], ret[32], len[32];
+  fmt_count(sm, sizeof sm, (double)samples);
+  fmt_count(rate, sizeof rate, rate_s);
+  fmt_time(eta, sizeof eta, eta_s);
+  if (isnan(st->mean_return)) snprintf(ret, sizeof ret, "-");
+  else snprintf(ret, sizeof ret, "%.4g", st->mean_return);
+  if (isnan(st->mean_ep_len)) snprintf(len, sizeof len, "-");
+  else snprintf(len, sizeof len, "%.1f", st->mean_ep_len);
+  char itb[48], trk[48] = "";
+  if (tracking) {
+    if (isnan(st->track_err)) snprintf(trk, sizeof trk, "  track_err -");
+    else snprintf(trk, sizeof trk, "  track_err %.1fcm", 100 * st->track_err);
+  }
+  if (max_it > 0) snprintf(itb, sizeof itb, "%" PRId64 "/%" PRId64, it, max_it);
+  else snprintf(itb, sizeof itb, "%" PRId64, it);
+  fprintf(o, "%sit %s  samples %s  return %s  ep_len %s%s  %s samples/s  ETA %s%s", tty ? "\r" : "", itb, sm, ret, len,
+          trk, rate, eta, tty ? "\033[K" : "\n");
+  fflush(o);
+}
+
+/* the run's log (a new run's exists from the start, so a run that fails to
+ * set up still records what it was) and its session; on resume, the state
+ * of the newest good checkpoint and the log rebuilt up to it */
+static int loop_open(loop *L, const bcg_config *cfg, const bcg_train_options *opt, char *err, size_t errlen) {
+  char e2[2048];
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/log.h5", opt->run_dir);
+  bcg_runlog_meta meta = {bcg_config_get_string(cfg, "run", "name"), bcg_config_path(cfg),
+                          bcg_config_get_string(cfg, "run", "device"), bcg_config_get_int(cfg, "run", "seed")};
+  if (!opt->resume) {
+    L->log = bcg_runlog_open(path, &meta, err, errlen);
+    if (!L->log) return -1;
+    static const bcg_kind kinds[] = {BCG_KIND_CONTACT, BCG_KIND_ESTIMATOR, BCG_KIND_LEARNER, BCG_KIND_TASK};
+    for (int k = 0; k < 4; k++) {
+      char attr[32];
+      snprintf(attr, sizeof attr, "%s_plugin", bcg_kind_name(kinds[k]));
+      bcg_runlog_set_attr(L->log, attr, plugin_name(cfg, kinds[k]), e2, sizeof e2);
+    }
+  }
+  if (bcg_session_open(&L->S, cfg, err, errlen)) return -1;
+
+  /* on resume: the state, then the log rebuilt up to it */
+  if (opt->resume) {
+    char ck[PATH_MAX + 64];
+    if (newest_good_checkpoint(opt->run_dir, ck, sizeof ck, err, errlen) < 0) return -1;
+    int64_t keep = 0;
+    if (bcg_session_load(&L->S, ck, &L->it, &L->samples, &L->wall0, &keep, err, errlen)) return -1;
+    L->log = log_resume(path, &meta, keep, err, errlen);
+    if (!L->log) return -1;
+    char stamp[64];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char key[64];
+    snprintf(key, sizeof key, "resumed_%" PRId64, L->it);
+    bcg_runlog_set_attr(L->log, key, stamp, e2, sizeof e2);
+  }
+  return 0;
+}
+
+/* what bcg_train_run reports */
+static void fill_result(bcg_train_result *res, const loop *L, double wall, int stopped, const bcg_learner_stats *st,
+                        const char *ckpath, const time_split *tsum, double session_wall) {
+  res->iterations = L->it;
+  res->samples = L->samples;
+  res->wall = wall;
+  res->stopped = stopped;
+  res->last = *st;
+  snprintf(res->checkpoint, sizeof res->checkpoint, "%s", ckpath);
+  res->time_sim = tsum->sim;
+  res->time_sim_vjp = tsum->vjp;
+  res->time_nn = tsum->nn;
+  res->time_task = tsum->task;
+  res->time_est = tsum->est;
+  res->session_wall = session_wall;
+}
+
 int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train_result *res, char *err,
                   size_t errlen) {
   loop L;
@@ -709,45 +791,8 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   }
   int lock = lock_run(opt->run_dir, err, errlen);
   if (lock < 0) return -1;
-  /* a new run's log exists from the start, so a run that fails to set up
-   * still records what it was */
   char e2[2048];
-  char path[PATH_MAX + 64];
-  snprintf(path, sizeof path, "%s/log.h5", opt->run_dir);
-  bcg_runlog_meta meta = {bcg_config_get_string(cfg, "run", "name"), bcg_config_path(cfg),
-                          bcg_config_get_string(cfg, "run", "device"), bcg_config_get_int(cfg, "run", "seed")};
-  if (!opt->resume) {
-    L.log = bcg_runlog_open(path, &meta, err, errlen);
-    if (!L.log) {
-      close(lock);
-      return -1;
-    }
-    static const bcg_kind kinds[] = {BCG_KIND_CONTACT, BCG_KIND_ESTIMATOR, BCG_KIND_LEARNER, BCG_KIND_TASK};
-    for (int k = 0; k < 4; k++) {
-      char attr[32];
-      snprintf(attr, sizeof attr, "%s_plugin", bcg_kind_name(kinds[k]));
-      bcg_runlog_set_attr(L.log, attr, plugin_name(cfg, kinds[k]), e2, sizeof e2);
-    }
-  }
-  if (bcg_session_open(&L.S, cfg, err, errlen)) goto fail;
-
-  /* on resume: the state, then the log rebuilt up to it */
-  if (opt->resume) {
-    char ck[PATH_MAX + 64];
-    if (newest_good_checkpoint(opt->run_dir, ck, sizeof ck, err, errlen) < 0) goto fail;
-    int64_t keep = 0;
-    if (bcg_session_load(&L.S, ck, &L.it, &L.samples, &L.wall0, &keep, err, errlen)) goto fail;
-    L.log = log_resume(path, &meta, keep, err, errlen);
-    if (!L.log) goto fail;
-    char stamp[64];
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    char key[64];
-    snprintf(key, sizeof key, "resumed_%" PRId64, L.it);
-    bcg_runlog_set_attr(L.log, key, stamp, e2, sizeof e2);
-  }
+  if (loop_open(&L, cfg, opt, err, errlen)) goto fail;
   L.S.tr.log = L.log;
 
   int64_t max_it = bcg_config_get_int(cfg, "run", "iterations");
@@ -815,26 +860,9 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
       break;
     }
     if (opt->progress) {
-      char sm[32], rate[32], eta[32], ret[32], len[32];
-      fmt_count(sm, sizeof sm, (double)L.samples);
-      double el = now_s() - t0;
-      fmt_count(rate, sizeof rate, el > 0 ? (double)(L.samples - s0) / el : 0);
-      double f = budget_frac(max_it, max_s, max_t, L.it, L.samples, wall);
-      fmt_time(eta, sizeof eta, f > f0 && f >= 0 ? el * (1 - f) / (f - f0) : -1);
-      if (isnan(st.mean_return)) snprintf(ret, sizeof ret, "-");
-      else snprintf(ret, sizeof ret, "%.4g", st.mean_return);
-      if (isnan(st.mean_ep_len)) snprintf(len, sizeof len, "-");
-      else snprintf(len, sizeof len, "%.1f", st.mean_ep_len);
-      char itb[48], trk[48] = "";
-      if (tracking) {
-        if (isnan(st.track_err)) snprintf(trk, sizeof trk, "  track_err -");
-        else snprintf(trk, sizeof trk, "  track_err %.1fcm", 100 * st.track_err);
-      }
-      if (max_it > 0) snprintf(itb, sizeof itb, "%" PRId64 "/%" PRId64, L.it, max_it);
-      else snprintf(itb, sizeof itb, "%" PRId64, L.it);
-      fprintf(opt->progress, "%sit %s  samples %s  return %s  ep_len %s%s  %s samples/s  ETA %s%s", tty ? "\r" : "",
-              itb, sm, ret, len, trk, rate, eta, tty ? "\033[K" : "\n");
-      fflush(opt->progress);
+      double el = now_s() - t0, f = budget_frac(max_it, max_s, max_t, L.it, L.samples, wall);
+      print_progress(opt->progress, tty, L.it, max_it, L.samples, el > 0 ? (double)(L.samples - s0) / el : 0,
+                     f > f0 && f >= 0 ? el * (1 - f) / (f - f0) : -1, &st, tracking);
     }
     if (ck_every > 0 && L.it % ck_every == 0) {
       if (write_checkpoint(&L, wall, ckpath, sizeof ckpath, err, errlen)) {
@@ -855,20 +883,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   }
   if (bcg_runlog_close(L.log, rc ? e2 : err, rc ? sizeof e2 : errlen)) rc = -1;
   L.log = NULL;
-  if (res) {
-    res->iterations = L.it;
-    res->samples = L.samples;
-    res->wall = wall;
-    res->stopped = stopped;
-    res->last = st;
-    snprintf(res->checkpoint, sizeof res->checkpoint, "%s", ckpath);
-    res->time_sim = tsum.sim;
-    res->time_sim_vjp = tsum.vjp;
-    res->time_nn = tsum.nn;
-    res->time_task = tsum.task;
-    res->time_est = tsum.est;
-    res->session_wall = now_s() - t0;
-  }
+  if (res) fill_result(res, &L, wall, stopped, &st, ckpath, &tsum, now_s() - t0);
   teardown(&L);
   close(lock);
   return rc;
