@@ -405,7 +405,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 int bcg_registry_scan_dir(bcg_registry *r, const char *dir, int required) {
   DIR *dp = opendir(dir);
   if (!dp) {
-    if (errno == ENOENT && !required) return 0;
+    if ((errno == ENOENT || errno == ENOTDIR) && !required) return 0; /* e.g. build/bcg/plugins: bcg is a file */
     fail(r, NULL, 0, "%s: cannot read plugin directory: %s", dir, strerror(errno));
     return 0;
   }
@@ -450,17 +450,26 @@ static int lib_relative_dir(const char *sub, char *buf, size_t len) {
 }
 static int build_tree_dir(char *buf, size_t len) { return lib_relative_dir("plugins", buf, len); }
 
+/* The built-in plugins come first (the build tree's plugins/ next to
+ * libbcg.so, an installation's lib/bcg/plugins, BCG_PREFIX's), then each
+ * directory of $BCG_PLUGIN_PATH: a user's plugin can add names but never
+ * shadow a built-in (it is reported as a duplicate of it, naming its file). */
 void bcg_plugin_search_path(char *buf, size_t len) {
   const char *env = getenv("BCG_PLUGIN_PATH");
   char tree[PATH_MAX], inst[PATH_MAX];
   int has_tree = build_tree_dir(tree, sizeof tree) == 0;
   int has_inst = lib_relative_dir("bcg/plugins", inst, sizeof inst) == 0 && strcmp(inst, BCG_PREFIX "/lib/bcg/plugins");
-  snprintf(buf, len, "%s%s%s%s%s%s%s/lib/bcg/plugins", env && *env ? env : "", env && *env ? ":" : "",
-           has_tree ? tree : "", has_tree ? ":" : "", has_inst ? inst : "", has_inst ? ":" : "", BCG_PREFIX);
+  snprintf(buf, len, "%s%s%s%s%s/lib/bcg/plugins%s%s", has_tree ? tree : "", has_tree ? ":" : "", has_inst ? inst : "",
+           has_inst ? ":" : "", BCG_PREFIX, env && *env ? ":" : "", env && *env ? env : "");
 }
 
 int bcg_registry_scan_default(bcg_registry *r) {
   int loaded = 0;
+  char dir[PATH_MAX];
+  if (build_tree_dir(dir, sizeof dir) == 0) loaded += bcg_registry_scan_dir(r, dir, 0);
+  if (lib_relative_dir("bcg/plugins", dir, sizeof dir) == 0 && strcmp(dir, BCG_PREFIX "/lib/bcg/plugins"))
+    loaded += bcg_registry_scan_dir(r, dir, 0);
+  loaded += bcg_registry_scan_dir(r, BCG_PREFIX "/lib/bcg/plugins", 0);
   const char *env = getenv("BCG_PLUGIN_PATH");
   if (env && *env) {
     char *copy = strdup(env);
@@ -471,11 +480,6 @@ int bcg_registry_scan_default(bcg_registry *r) {
       free(copy);
     }
   }
-  char dir[PATH_MAX];
-  if (build_tree_dir(dir, sizeof dir) == 0) loaded += bcg_registry_scan_dir(r, dir, 0);
-  if (lib_relative_dir("bcg/plugins", dir, sizeof dir) == 0 && strcmp(dir, BCG_PREFIX "/lib/bcg/plugins"))
-    loaded += bcg_registry_scan_dir(r, dir, 0);
-  loaded += bcg_registry_scan_dir(r, BCG_PREFIX "/lib/bcg/plugins", 0);
   return loaded;
 }
 

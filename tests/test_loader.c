@@ -307,12 +307,11 @@ static void test_default_search(void) {
   setenv("BCG_PLUGIN_PATH", env, 1);
   char path[4096];
   bcg_plugin_search_path(path, sizeof path);
-  CU_ASSERT_EQUAL(strncmp(path, env, strlen(env)), 0);
-  /* the build tree's plugins/ comes next, then the prefix */
-  char tree[600];
-  snprintf(tree, sizeof tree, "/plugins:");
-  CU_ASSERT_PTR_NOT_NULL(strstr(path + strlen(env), tree));
-  CU_ASSERT_PTR_NOT_NULL(strstr(path, "/lib/bcg/plugins"));
+  /* the built-ins first (the build tree's plugins/, the prefix), then $BCG_PLUGIN_PATH */
+  size_t lp = strlen(path), le = strlen(env);
+  CU_ASSERT(lp > le && !strcmp(path + lp - le, env) && path[lp - le - 1] == ':');
+  CU_ASSERT_PTR_NOT_NULL(strstr(path, "/plugins:"));
+  CU_ASSERT(strstr(path, "/lib/bcg/plugins") != NULL && strstr(path, "/lib/bcg/plugins") < path + lp - le);
   bcg_registry *r = bcg_registry_new();
   CU_ASSERT(bcg_registry_scan_default(r) >= 4);
   CU_ASSERT_PTR_NOT_NULL(bcg_registry_find(r, BCG_KIND_TASK, "test_task"));
@@ -320,6 +319,34 @@ static void test_default_search(void) {
                          "/nonexistent/a: cannot read plugin directory: No such file or directory");
   bcg_registry_free(r);
   unsetenv("BCG_PLUGIN_PATH");
+}
+
+/* A plugin on $BCG_PLUGIN_PATH with a built-in's kind and name (here a copy
+ * of the built-in autodiff.so) does not shadow it: the built-in stays, and
+ * the copy is reported as a duplicate, naming the copy's file. */
+static void test_no_shadowing(void) {
+  char src[600], dir[700], dst[800], cmd[2400];
+  snprintf(src, sizeof src, "%s/plugins/autodiff.so", bcg_test_build_dir());
+  snprintf(dir, sizeof dir, "%s", bcg_test_tmp_path("shadow"));
+  snprintf(dst, sizeof dst, "%s/autodiff.so", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s'", dir, src, dst);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  setenv("BCG_PLUGIN_PATH", dir, 1);
+  bcg_registry *r = bcg_registry_new();
+  bcg_registry_scan_default(r);
+  const bcg_plugin *p = bcg_registry_find(r, BCG_KIND_ESTIMATOR, "autodiff");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  CU_ASSERT_PTR_NULL(strstr(p->path, dir));
+  int found = 0;
+  for (int i = 0; i < bcg_registry_error_count(r); i++) {
+    const char *e = bcg_registry_error(r, i);
+    if (!strncmp(e, dst, strlen(dst)) && strstr(e, "duplicate estimator plugin 'autodiff' (already loaded from")) found = 1;
+  }
+  CU_ASSERT(found);
+  bcg_registry_free(r);
+  unsetenv("BCG_PLUGIN_PATH");
+  unlink(dst);
+  rmdir(dir);
 }
 
 /* Descriptor checks on in-process descriptors. */
@@ -471,7 +498,7 @@ static void test_names(void) {
 
 BCG_TESTS({"good plugins of all kinds", test_good}, {"missing file, not ELF", test_missing_and_not_elf},
           {"truncated plugin", test_truncated}, {"estimator and task tables of the older size", test_old_ops_sizes},
-          {"broken plugins", test_broken}, {"duplicate name", test_duplicate}, {"scan a directory", test_scan},
+          {"broken plugins", test_broken}, {"duplicate name", test_duplicate}, {"no shadowing of a built-in", test_no_shadowing}, {"scan a directory", test_scan},
           {"default search path", test_default_search}, {"descriptor checks", test_desc_checks},
           {"use the good plugins", test_use_plugins}, {"names", test_names});
 BCG_RUN("loader")
