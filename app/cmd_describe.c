@@ -90,6 +90,15 @@ int bcg_cmd_describe(int argc, char **argv) {
     const char *best = bcg_closest(slash ? slash + 1 : arg, c, nc);
     char sug[128] = "";
     if (best) snprintf(sug, sizeof sug, " (did you mean %s?)", best);
+    /* a plugin file of that name that failed to load: say why */
+    const char *name = slash ? slash + 1 : arg;
+    char file[300];
+    snprintf(file, sizeof file, "/%s.so: ", name);
+    for (int i = 0; i < bcg_registry_error_count(r); i++) {
+      const char *e = bcg_registry_error(r, i);
+      if (strstr(e, file) || !strncmp(e, file + 1, strlen(file) - 1))
+        return bcg_cli_error("no plugin named '%s' is loaded: %s", name, e);
+    }
     return bcg_cli_error("no plugin or section named '%s'%s; 'bcg plugins' lists them", arg, sug);
   }
   return BCG_EXIT_OK;

@@ -339,9 +339,16 @@ static void test_truncated_plugin(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "contact plugin test_contact"));
   const char *p = write_ini("cutcheck.ini", "[contact]\nplugin = test_contact\n");
   CU_ASSERT_EQUAL(run_out("check %s", p), 0);
-  /* the build's own soft.so, later on the path, still serves a config selecting soft */
+  /* the build's own soft.so (a built-in, found first) still serves a config selecting soft */
   p = write_ini("cutsoft.ini", "[contact]\nplugin = soft\n");
   CU_ASSERT_EQUAL(run_out("check %s", p), 0);
+  /* describe of a plugin whose file failed to load says why, not just "no plugin named" */
+  snprintf(cmd, sizeof cmd, "cp %s/soft.so %s/mycut.so", extra_plugin_dir, extra_plugin_dir);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  snprintf(want, sizeof want, "bcg: error: no plugin named 'mycut' is loaded: %s/mycut.so: not a loadable shared object",
+           extra_plugin_dir);
+  CU_ASSERT_EQUAL(run_err("describe mycut"), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
   extra_plugin_dir[0] = 0;
 }
 
