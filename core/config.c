@@ -45,6 +45,8 @@ typedef struct header {
   int line; /* as entry.line */
 } header;
 
+static void host_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 struct bcg_params {
   const bcg_config *cfg;
   const char *name;
@@ -55,6 +57,7 @@ struct bcg_params {
   int *lines;
   int line;    /* header line; 0 when the section is absent */
   int present; /* plugin sections: given in the file or the command line */
+  int plugin_overridden; /* plugin sections: 'plugin' set by a command-line override */
 };
 
 typedef struct sweep_entry {
@@ -844,6 +847,7 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
     p->plugin = pl;
     p->keys = pl->desc->keys;
     p->nkeys = pl->desc->nkeys;
+    p->plugin_overridden = pe->line < 0;
   }
 
   /* allocate resolved values */
@@ -871,6 +875,15 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
     if (p->plugin && strcmp(e->key, "plugin") == 0) continue;
     int ki = key_index(p, e->key);
     if (ki < 0 && strcmp(e->section, "sweep") == 0 && strchr(e->key, '.')) continue; /* below */
+    if (ki < 0 && p->plugin_overridden && e->line > 0) {
+      /* the file's key of the plugin the command line replaced (estimator.plugin=autodiff
+       * over a section of bcg's keys): not this plugin's, so ignored, with a warning */
+      char w[1200];
+      where(cfg, e->line, w, sizeof w);
+      host_log(1, "%s: [%s] %s: not a key of %s plugin '%s', which the command line selected: ignored", w,
+               e->section, e->key, bcg_kind_name(bcg_section_kind(e->section)), p->plugin->desc->name);
+      continue;
+    }
     if (ki < 0) {
       char label[MAX_SECNAME + MAX_KEYNAME + 4];
       snprintf(label, sizeof label, "[%s] %s", e->section, e->key);

@@ -444,6 +444,25 @@ static void test_check(void) {
   const char *p2 = write_ini("resolved.ini", out);
   CU_ASSERT_EQUAL(run("check %s", p2), 0);
 
+  /* a plugin replaced on the command line: the file's keys the new plugin lacks are
+   * ignored with a warning naming each (estimator.plugin=autodiff over bcg's keys) */
+  const char *sw = write_ini("swap.ini", "[estimator]\nplugin = bcg\nbranches = 4\nsigma_p = 0.02\n");
+  CU_ASSERT_EQUAL(run_err("check %s estimator.plugin=autodiff", sw), 0);
+  char wantw[1024];
+  snprintf(wantw, sizeof wantw,
+           "bcg: warning: %s:3: [estimator] branches: not a key of estimator plugin 'autodiff', which the command "
+           "line selected: ignored\n",
+           sw);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, wantw));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[estimator] sigma_p: not a key"));
+  CU_ASSERT_EQUAL(run_out("check %s estimator.plugin=autodiff", sw), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[estimator]\nplugin = autodiff\n\n"));
+  /* without the override the same keys are the file's own plugin's; an unknown key is still an error */
+  CU_ASSERT_EQUAL(run("check %s", sw), 0);
+  CU_ASSERT_EQUAL(run("check %s estimator.plugin=autodiff estimator.branches=4", sw), 1);
+  const char *sw2 = write_ini("swap2.ini", "[estimator]\nplugin = bcg\nbranchez = 4\n");
+  CU_ASSERT_EQUAL(run("check %s", sw2), 1);
+
   const char *bad = write_ini("bad.ini", "# bad\n[run]\nseed = abc\n");
   CU_ASSERT_EQUAL(run("check %s", bad), 1);
   char want[1024];
