@@ -12,7 +12,9 @@
  * DIR/sweep.manifest: the configuration's hash and one line per run with its
  * state, name, run directory and values. Running the same sweep again skips
  * the finished runs, resumes (`bcg train --resume`) the interrupted ones and
- * starts the rest; a run that failed is tried again. What a run's state is
+ * starts the rest; a run that failed is tried again. The budget ([run]
+ * iterations, samples, seconds) is not part of the sweep's identity: a larger
+ * one continues the finished runs. What a run's state is
  * comes from the run itself where it can: "running" while a process holds
  * its train.lock, "finished" once its log reached a budget of its
  * config.ini (or its last session said so) and its newest checkpoint is of
@@ -96,6 +98,12 @@ typedef struct sweep {
   int ngpu, gpu_load[64];
   int tty, drawn;
   char *last; /* the text drawn last on a terminal */
+  /* the configuration's budget ([run] iterations, samples, seconds; a run's
+   * own [sweep] values of them win); have_budget = 0 (--status): each run's
+   * config.ini */
+  int have_budget;
+  long budget_it;
+  double budget_samples, budget_s;
 } sweep;
 
 static volatile sig_atomic_t stop_count;
@@ -207,12 +215,19 @@ static const char *abs_value(const char *v, char *buf, size_t len) {
   return buf;
 }
 
-static void hash_section(uint64_t *h, const bcg_config *cfg, const char *sec, const bcg_key_spec *keys, int nk) {
+/* the [run] budget keys: a sweep may be continued with a larger (or smaller) budget */
+static int is_budget_key(const char *sec, const char *key) {
+  return !strcmp(sec, "run") && (!strcmp(key, "iterations") || !strcmp(key, "samples") || !strcmp(key, "seconds"));
+}
+
+static void hash_section(uint64_t *h, const bcg_config *cfg, const char *sec, const bcg_key_spec *keys, int nk,
+                         int with_budget) {
   const bcg_params *p = bcg_config_section(cfg, sec);
   if (!p) return;
   const bcg_plugin *pl = bcg_params_plugin(p);
   if (pl) fnv(h, sec, "plugin", pl->desc->name);
   for (int k = 0; k < nk; k++) {
+    if (!with_budget && is_budget_key(sec, keys[k].name)) continue;
     char buf[PATH_MAX + 64];
     const char *v = bcg_params_value(p, keys[k].name);
     if (keys[k].type == BCG_KEY_PATH) v = abs_value(v, buf, sizeof buf);
@@ -220,23 +235,37 @@ static void hash_section(uint64_t *h, const bcg_config *cfg, const char *sec, co
   }
 }
 
-/* FNV-1a over every resolved value of the configuration except [sweep]
- * (paths absolute): what every run of the sweep shares, so that a sweep
- * directory is never continued with another configuration, while the
- * [sweep] lists may grow (more seeds) */
-static void config_hash(const bcg_config *cfg, char *out, size_t len) {
+/* FNV-1a over every resolved value of the configuration except [sweep] and
+ * the [run] budget (paths absolute): what every run of the sweep shares, so
+ * that a sweep directory is never continued with another configuration,
+ * while the [sweep] lists may grow (more seeds) and the budget may change
+ * (finished runs continue to a larger one). with_budget: the hash sweep
+ * directories made before the budget was left out recorded. */
+static void config_hash(const bcg_config *cfg, char *out, size_t len, int with_budget) {
   uint64_t h = 1469598103934665603ull;
   for (int i = 0; i < bcg_core_section_count(); i++) {
     const char *sec = bcg_core_section_name(i);
     int nk = 0;
     const bcg_key_spec *keys = bcg_core_keys(sec, &nk);
-    if (strcmp(sec, "sweep") && keys) hash_section(&h, cfg, sec, keys, nk);
+    if (strcmp(sec, "sweep") && keys) hash_section(&h, cfg, sec, keys, nk, with_budget);
   }
   for (int k = BCG_KIND_CONTACT; k <= BCG_KIND_TASK; k++) {
     const bcg_plugin *pl = bcg_config_plugin(cfg, (bcg_kind)k);
-    if (pl) hash_section(&h, cfg, bcg_kind_name((bcg_kind)k), pl->desc->keys, pl->desc->nkeys);
+    if (pl) hash_section(&h, cfg, bcg_kind_name((bcg_kind)k), pl->desc->keys, pl->desc->nkeys, with_budget);
   }
   snprintf(out, len, "%016llx", (unsigned long long)h);
+}
+
+/* run r's budget: the sweep's, or the run's own [sweep] value of a budget key */
+static void run_budget(const sweep *S, const srun *r, long *it, double *samples, double *secs) {
+  *it = S->budget_it, *samples = S->budget_samples, *secs = S->budget_s;
+  for (int k = 0; k < r->nov; k++) {
+    const char *o = r->ov[k];
+    if (!o) continue;
+    if (!strncmp(o, "run.iterations=", 15)) *it = strtol(o + 15, NULL, 10);
+    else if (!strncmp(o, "run.samples=", 12)) *samples = strtod(o + 12, NULL);
+    else if (!strncmp(o, "run.seconds=", 12)) *secs = strtod(o + 12, NULL);
+  }
 }
 
 /* ---- the manifest --------------------------------------------------------------------- */
@@ -438,12 +467,23 @@ static int derive(const sweep *S, srun *r, int *has_ck) {
     tbudget = iniparser_getdouble(d, "run:seconds", 0);
     iniparser_freedict(d);
   }
+  /* the budget it is held to: this sweep's configuration's, which may differ
+   * from the one it was trained with (its config.ini); the run's "finished"
+   * line counts only under the same budget */
+  int same = 1;
+  if (S->have_budget) {
+    long bi;
+    double bs, bt;
+    run_budget(S, r, &bi, &bs, &bt);
+    same = bi == budget && bs == sbudget && bt == tbudget;
+    budget = bi, sbudget = bs, tbudget = bt;
+  }
   int logged = bcg_cli_read_runlog(p, &s, err, sizeof err) == 0;
   if (logged) fill_from_log(S, r, &s, budget);
   if ((r->other = lock_holder(lk))) return ST_RUNNING;
   if (logged && s.iters > 0 && ck == s.iters &&
       ((budget > 0 && s.iters >= budget) || (sbudget > 0 && s.samples >= sbudget) ||
-       (tbudget > 0 && s.wall >= tbudget) || said_finished(S, r)))
+       (tbudget > 0 && s.wall >= tbudget) || (same && said_finished(S, r))))
     return ST_FINISHED;
   return r->state == ST_FAILED ? ST_FAILED : ST_INTERRUPTED;
 }
@@ -647,6 +687,17 @@ static int start_run(sweep *S, srun *r, int resume) {
     full_path(S, r, rd, sizeof rd);
     args[na++] = "--resume";
     args[na++] = rd;
+    if (S->have_budget) { /* the configuration's budget, which may have grown since */
+      long bi;
+      double bs, bt;
+      run_budget(S, r, &bi, &bs, &bt);
+      snprintf(ovbuf[3], sizeof ovbuf[3], "run.iterations=%ld", bi);
+      snprintf(ovbuf[4], sizeof ovbuf[4], "run.samples=%.17g", bs);
+      snprintf(ovbuf[5], sizeof ovbuf[5], "run.seconds=%.17g", bt);
+      args[na++] = ovbuf[3];
+      args[na++] = ovbuf[4];
+      args[na++] = ovbuf[5];
+    }
   } else {
     args[na++] = (char *)S->path;
     for (int i = 0; i < S->nuser; i++) args[na++] = S->user_ov[i];
@@ -1049,8 +1100,13 @@ static void print_dry_run(const sweep *S, int total, const char *path, char **us
       continue;
     }
     if (r->cuda && S->ngpu > 0) printf(" CUDA_VISIBLE_DEVICES=%s", S->gpus[i % S->ngpu]);
-    if (ck) printf(" train --resume %s", p);
-    else {
+    if (ck) {
+      printf(" train --resume %s", p);
+      long bi;
+      double bs, bt;
+      run_budget(S, r, &bi, &bs, &bt);
+      printf(" run.iterations=%ld run.samples=%.17g run.seconds=%.17g", bi, bs, bt);
+    } else {
       printf(" train %s", path);
       for (int k = 0; k < nuser; k++) printf(" %s", user_ov[k]);
       for (int k = 0; k < r->nov; k++) printf(" %s", r->ov[k]);
@@ -1142,7 +1198,13 @@ int bcg_cmd_sweep(int argc, char **argv) {
   }
   S.self[sl] = 0;
   if (!realpath(path, S.config)) snprintf(S.config, sizeof S.config, "%s", path);
-  config_hash(cfg, S.hash, sizeof S.hash);
+  config_hash(cfg, S.hash, sizeof S.hash, 0);
+  char old_hash[40];
+  config_hash(cfg, old_hash, sizeof old_hash, 1);
+  S.have_budget = 1;
+  S.budget_it = bcg_config_get_int(cfg, "run", "iterations");
+  S.budget_samples = (double)bcg_config_get_int(cfg, "run", "samples");
+  S.budget_s = bcg_config_get_real(cfg, "run", "seconds");
   const char *base = bcg_config_get_string(cfg, "run", "name");
   if (!base[0]) base = "sweep";
   if (dir_opt) snprintf(S.dir, sizeof S.dir, "%s", dir_opt);
@@ -1176,7 +1238,7 @@ int bcg_cmd_sweep(int argc, char **argv) {
     rc = BCG_EXIT_ERROR;
     goto out;
   }
-  if (have == 0 && strcmp(mhash, S.hash)) {
+  if (have == 0 && strcmp(mhash, S.hash) && strcmp(mhash, old_hash)) {
     free_runs(&M);
     rc = bcg_cli_error("%s: a sweep of another configuration (%s; the resolved configurations without [sweep] "
                        "differ): give this one another --dir, or remove %s",

@@ -821,6 +821,19 @@ static void test_sweep_jobs(void) {
            "grep -q 'finished after 2 iterations' %s/train.out && test $(grep -c '^== bcg sweep: ' %s/train.out) = 2",
            p2, p2, p2, p2);
   CU_ASSERT_EQUAL(system(cmd), 0);
+  /* a larger budget continues the finished runs (the budget is not part of the sweep's identity) */
+  CU_ASSERT_EQUAL(run_out("sweep %s --jobs 2 --dry-run run.iterations=3", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "earlier sessions: 0 finished (skipped), 4 to resume, 0 failed"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, " run.iterations=3 run.samples=0 run.seconds=0"));
+  CU_ASSERT_EQUAL(run_out("sweep %s --jobs 2 run.iterations=3", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[1/4] resume      swk-task.step_sleep_ms_0-run.seed_0 from iteration 2\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, ": 4 runs: 4 finished\n"));
+  CU_ASSERT_EQUAL(run_out("sweep --status %s", dir), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "1/4 finished     3/3 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "4/4 finished     3/3 "));
+  /* and the same configuration with the smaller budget: all finished, nothing to do */
+  CU_ASSERT_EQUAL(run_out("sweep %s --jobs 2 --dry-run", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "earlier sessions: 4 finished (skipped), 0 to resume, 0 failed"));
   /* SIGTERM to a sweep: its runs stop the same way, and it exits 0 */
   snprintf(cmd, sizeof cmd,
            "touch %s; %s sweep %s --jobs 2 --dir %s/swk_term > %s/swk2.out 2>&1 & pid=$!; "
