@@ -856,6 +856,99 @@ static void describe_end(sweep *S, srun *r, double secs) {
   event(S, "[%d/%d] %-11s %s%s", r->index, S->nlisted, st_name[r->state], r->name, what);
 }
 
+/* the children that ended: their output drained, their state derived
+ * (handled: a stop was signalled, so a killed child was interrupted, not
+ * failed), the manifest rewritten */
+static void reap_children(sweep *S, int handled, int *nrun) {
+  for (;;) {
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid <= 0) break;
+    srun *r = by_pid(S, pid);
+    if (!r) continue;
+    drain(S, r);
+    close(r->rfd);
+    r->rfd = -1;
+    r->pid = 0;
+    (*nrun)--;
+    if (r->gpu >= 0) S->gpu_load[r->gpu]--;
+    int ck, ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (ok || (WIFSIGNALED(st) && handled)) {
+      r->state = ST_INTERRUPTED;
+      r->state = derive(S, r, &ck);
+    } else {
+      r->state = ST_FAILED;
+      derive(S, r, &ck);
+      r->state = ST_FAILED;
+      if (!r->msg[0]) {
+        if (WIFEXITED(st)) snprintf(r->msg, sizeof r->msg, "exit status %d", WEXITSTATUS(st));
+        else snprintf(r->msg, sizeof r->msg, "killed by signal %d", WTERMSIG(st));
+      }
+    }
+    describe_end(S, r, now_s() - r->t0);
+    write_manifest(S);
+  }
+}
+
+/* start what can start (at most S->jobs at a time; none once a stop was
+ * signalled); returns the number of runs still waiting (for a slot, or for
+ * another process that trains them) */
+static int start_ready(sweep *S, int handled, int *nrun) {
+  int waiting = 0;
+  for (int i = 0; i < S->n && !handled; i++) {
+    srun *r = &S->r[i];
+    if (!r->listed || r->pid > 0 || r->tried) continue;
+    if (r->other) {
+      waiting++;
+      continue;
+    }
+    if (r->state == ST_FINISHED) continue;
+    if (*nrun >= S->jobs) {
+      waiting++;
+      continue;
+    }
+    int ck;
+    int was_failed = r->state == ST_FAILED;
+    r->state = derive(S, r, &ck);
+    if (r->other) {
+      event(S, "[%d/%d] %s is being trained by process %ld, not by this sweep: waiting for it", r->index,
+            S->nlisted, r->name, r->other);
+      waiting++;
+      continue;
+    }
+    if (r->state == ST_FINISHED) continue;
+    int resume = ck;
+    if (!ck && r->rundir[0]) { /* it never wrote a checkpoint: start it again */
+      char p[2 * PATH_MAX];
+      full_path(S, r, p, sizeof p);
+      event(S, "[%d/%d] %s: %s has no checkpoint to resume from: removed, starting again", r->index, S->nlisted,
+            r->name, p);
+      nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+      r->rundir[0] = 0;
+    }
+    char ckit[40] = "";
+    if (resume) {
+      char p[2 * PATH_MAX];
+      full_path(S, r, p, sizeof p);
+      snprintf(ckit, sizeof ckit, " from iteration %lld", (long long)bcg_train_latest_checkpoint(p, NULL, 0));
+    }
+    if (start_run(S, r, resume)) {
+      r->state = ST_FAILED;
+      r->tried = 1;
+      describe_end(S, r, 0);
+      write_manifest(S);
+      continue;
+    }
+    (*nrun)++;
+    char gpu[64] = "";
+    if (r->gpu >= 0) snprintf(gpu, sizeof gpu, " on GPU %s", S->gpus[r->gpu]);
+    event(S, "[%d/%d] %-11s %s%s%s%s", r->index, S->nlisted, resume ? "resume" : "start", r->name, ckit,
+          was_failed ? " (it failed before)" : "", gpu);
+    write_manifest(S);
+  }
+  return waiting;
+}
+
 static int run_sweep(sweep *S) {
   struct sigaction sa, old_int, old_term, old_hup;
   memset(&sa, 0, sizeof sa);
@@ -879,35 +972,7 @@ static int run_sweep(sweep *S) {
         event(S, "bcg: sweep: stopping: SIGTERM to %d run%s (each checkpoints and exits; again: at once)", k,
               k == 1 ? "" : "s");
     }
-    /* children that ended */
-    for (;;) {
-      int st;
-      pid_t pid = waitpid(-1, &st, WNOHANG);
-      if (pid <= 0) break;
-      srun *r = by_pid(S, pid);
-      if (!r) continue;
-      drain(S, r);
-      close(r->rfd);
-      r->rfd = -1;
-      r->pid = 0;
-      nrun--;
-      if (r->gpu >= 0) S->gpu_load[r->gpu]--;
-      int ck, ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-      if (ok || (WIFSIGNALED(st) && handled)) {
-        r->state = ST_INTERRUPTED;
-        r->state = derive(S, r, &ck);
-      } else {
-        r->state = ST_FAILED;
-        derive(S, r, &ck);
-        r->state = ST_FAILED;
-        if (!r->msg[0]) {
-          if (WIFEXITED(st)) snprintf(r->msg, sizeof r->msg, "exit status %d", WEXITSTATUS(st));
-          else snprintf(r->msg, sizeof r->msg, "killed by signal %d", WTERMSIG(st));
-        }
-      }
-      describe_end(S, r, now_s() - r->t0);
-      write_manifest(S);
-    }
+    reap_children(S, handled, &nrun);
     /* runs another process trains: look again now and then */
     double t = now_s();
     if (t - last_probe > 1) {
@@ -921,59 +986,7 @@ static int run_sweep(sweep *S) {
         }
       }
     }
-    /* start what can start */
-    int waiting = 0;
-    for (int i = 0; i < S->n && !handled; i++) {
-      srun *r = &S->r[i];
-      if (!r->listed || r->pid > 0 || r->tried) continue;
-      if (r->other) {
-        waiting++;
-        continue;
-      }
-      if (r->state == ST_FINISHED) continue;
-      if (nrun >= S->jobs) {
-        waiting++;
-        continue;
-      }
-      int ck;
-      int was_failed = r->state == ST_FAILED;
-      r->state = derive(S, r, &ck);
-      if (r->other) {
-        event(S, "[%d/%d] %s is being trained by process %ld, not by this sweep: waiting for it", r->index,
-              S->nlisted, r->name, r->other);
-        waiting++;
-        continue;
-      }
-      if (r->state == ST_FINISHED) continue;
-      int resume = ck;
-      if (!ck && r->rundir[0]) { /* it never wrote a checkpoint: start it again */
-        char p[2 * PATH_MAX];
-        full_path(S, r, p, sizeof p);
-        event(S, "[%d/%d] %s: %s has no checkpoint to resume from: removed, starting again", r->index, S->nlisted,
-              r->name, p);
-        nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-        r->rundir[0] = 0;
-      }
-      char ckit[40] = "";
-      if (resume) {
-        char p[2 * PATH_MAX];
-        full_path(S, r, p, sizeof p);
-        snprintf(ckit, sizeof ckit, " from iteration %lld", (long long)bcg_train_latest_checkpoint(p, NULL, 0));
-      }
-      if (start_run(S, r, resume)) {
-        r->state = ST_FAILED;
-        r->tried = 1;
-        describe_end(S, r, 0);
-        write_manifest(S);
-        continue;
-      }
-      nrun++;
-      char gpu[64] = "";
-      if (r->gpu >= 0) snprintf(gpu, sizeof gpu, " on GPU %s", S->gpus[r->gpu]);
-      event(S, "[%d/%d] %-11s %s%s%s%s", r->index, S->nlisted, resume ? "resume" : "start", r->name, ckit,
-            was_failed ? " (it failed before)" : "", gpu);
-      write_manifest(S);
-    }
+    int waiting = start_ready(S, handled, &nrun);
     for (int i = 0; i < S->n; i++)
       if (S->r[i].pid > 0) drain(S, &S->r[i]);
     if (nrun == 0 && (handled || waiting == 0)) break;
