@@ -97,6 +97,100 @@ typedef struct imit {
 
 enum { T_POS, T_ROT, T_JPOS, T_JVEL, T_ROOT };
 
+/* the clip ([task] motion, its format, quaternion order, rate and segment),
+ * with the loader's warnings logged */
+static int load_motion(imit *s, const bcg_services *svc, const bcg_params *p, char *err, size_t errlen) {
+  const char *path = svc->get_string(p, "motion");
+  const char *qo = svc->get_string(p, "quat_order"), *fmt = svc->get_string(p, "motion_format");
+  bcg_motion_opts mopt = {BCG_MOTION_AUTO, svc->get_real(p, "fps"), BCG_QUAT_FILE, svc->get_real(p, "motion_start"),
+                          svc->get_real(p, "motion_end")};
+  mopt.quat = strcmp(qo, "wxyz") == 0 ? BCG_QUAT_WXYZ : strcmp(qo, "xyzw") == 0 ? BCG_QUAT_XYZW : BCG_QUAT_FILE;
+  mopt.format = strcmp(fmt, "bcg") == 0 ? BCG_MOTION_BCG : strcmp(fmt, "lafan") == 0 ? BCG_MOTION_LAFAN : BCG_MOTION_AUTO;
+  if (!path || !*path) return snprintf(err, errlen, "[task] motion: no motion file given"), -1;
+  char merr[1400];
+  if (bcg_motion_load_opts(&s->mo, s->model, path, &mopt, merr, sizeof merr))
+    return snprintf(err, errlen, "[task] motion: %s", merr), -1;
+  if (mopt.format == BCG_MOTION_AUTO && s->mo.format == BCG_MOTION_LAFAN)
+    svc->log(2, "[task] motion: %s has no header: read as the LAFAN format (%g fps, root quaternion x y z w; "
+                "motion_format = bcg reads it as bcg's CSV)", path, s->mo.fps);
+  bcg_motion_checks mc;
+  char wl[3][1600];
+  bcg_motion_check(&s->mo, s->model, &mc);
+  int nw = bcg_motion_warnings(&s->mo, s->model, &mc, wl, 3);
+  for (int i = 0; i < nw; i++) svc->log(1, "[task] motion: %s", wl[i]);
+  return 0;
+}
+
+/* [task] key_bodies: auto (the leaves of the tree but the root), none, or names */
+static int key_bodies(imit *s, const bcg_services *svc, const bcg_params *p, char *err, size_t errlen) {
+  const char *kb = svc->get_string(p, "key_bodies");
+  const bcg_mdata *m = s->m;
+  if (strcmp(kb, "auto") == 0) {
+    for (int b = 1; b < m->nbody && s->nk < MAX_KEY; b++) {
+      int leaf = 1;
+      for (int c = b + 1; c < m->nbody; c++)
+        if (m->body_parent[c] == b) leaf = 0;
+      if (leaf && b != s->L.root) s->key[s->nk++] = b;
+    }
+  } else if (strcmp(kb, "none") != 0) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", kb);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+      int b = bcg_model_body_id(s->model, t);
+      if (b <= 0 || s->nk >= MAX_KEY)
+        return snprintf(err, errlen, "[task] key_bodies: %s '%s' (model %s)", b <= 0 ? "no body" : "too many bodies at",
+                        t, s->model->path), -1;
+      s->key[s->nk++] = b;
+    }
+  }
+  return 0;
+}
+
+/* a clip whose own frames overlap the robot's capsules: a warning (the
+ * self-collision penalty pulls the policy away from the reference there) */
+static void check_clip_overlap(imit *s, const bcg_services *svc, const bcg_params *p) {
+  if (!(s->w_self > 0 && s->self.npair)) return;
+  int nover = 0, worst = 0;
+  double pmax = 0;
+  for (int f = 0; f < s->mo.nframes; f++) {
+    bcg_real qf[BCG_MAX_Q];
+    for (int c = 0; c < s->nq; c++) qf[c] = (bcg_real)s->mo.qpos[(size_t)f * s->mo.nq + c];
+    bcg_kinematics(s->m, qf, &s->w_[0].k);
+    double pen = tu_self_penalty(&s->self, &s->w_[0].k, 0, NULL);
+    if (pen > 0) nover++;
+    if (pen > pmax) pmax = pen, worst = f;
+  }
+  if (nover)
+    svc->log(1, "[task] motion: %s: %d of %d frames overlap the robot's own capsules (worst: frame %d, "
+                "sqrt of the summed squared overlaps %.1f mm); MuJoCo collides those bodies, and the "
+                "self-collision penalty (w_self) pulls the policy away from the reference there",
+             svc->get_string(p, "motion"), nover, s->mo.nframes, worst + s->mo.first_frame, 1e3 * sqrt(pmax));
+}
+
+/* the ADD discriminator and its buffers ([task] add) */
+static int init_add(imit *s, const bcg_services *svc, const bcg_params *p, const bcg_env *env, char *err,
+                    size_t errlen) {
+  s->track = !svc->get_bool(p, "add_only");
+  s->add_w = svc->get_real(p, "add_weight");
+  s->add_scale = svc->get_real(p, "add_reward_scale");
+  s->adim = 15 + 2 * s->L.nj + 3 * (s->m->nbody - 2);
+  long hl[BCG_MLP_MAX_HIDDEN];
+  int nh = svc->get_list(p, "add_layers", hl, BCG_MLP_MAX_HIDDEN);
+  s->delta = malloc(sizeof(bcg_real) * (size_t)s->nenv * s->adim);
+  s->dbar = malloc(sizeof(bcg_real) * (size_t)s->nenv * s->adim);
+  s->z = malloc(sizeof(bcg_real) * (size_t)s->nenv);
+  s->dz = malloc(sizeof(bcg_real) * (size_t)s->nenv);
+  if (!s->delta || !s->dbar || !s->z || !s->dz ||
+      add_init(&s->disc, s->adim, hl, nh, svc->get_real(p, "add_lr"), svc->get_real(p, "add_grad_penalty"),
+               svc->get_real(p, "add_logit_reg"), svc->get_real(p, "add_weight_decay"), svc->get_int(p, "add_replay"),
+               (int)svc->get_int(p, "add_batch"), (int)svc->get_int(p, "add_steps"), s->nenv, env->seed))
+    return snprintf(err, errlen, "[task] add: cannot build the discriminator (out of memory?)"), -1;
+  return 0;
+}
+
+static void destroy(void *p);
+
 static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, char *err, size_t errlen) {
   imit *s = calloc(1, sizeof *s);
   if (!s) return snprintf(err, errlen, "out of memory"), NULL;
@@ -110,30 +204,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->nu = env->nu;
   s->nx = env->nx;
   s->dt = env->control_dt;
-  /* the motion */
-  const char *path = svc->get_string(p, "motion");
-  const char *qo = svc->get_string(p, "quat_order"), *fmt = svc->get_string(p, "motion_format");
-  bcg_motion_opts mopt = {BCG_MOTION_AUTO, svc->get_real(p, "fps"), BCG_QUAT_FILE, svc->get_real(p, "motion_start"),
-                          svc->get_real(p, "motion_end")};
-  mopt.quat = strcmp(qo, "wxyz") == 0 ? BCG_QUAT_WXYZ : strcmp(qo, "xyzw") == 0 ? BCG_QUAT_XYZW : BCG_QUAT_FILE;
-  mopt.format = strcmp(fmt, "bcg") == 0 ? BCG_MOTION_BCG : strcmp(fmt, "lafan") == 0 ? BCG_MOTION_LAFAN : BCG_MOTION_AUTO;
-  if (!path || !*path) return free(s), snprintf(err, errlen, "[task] motion: no motion file given"), NULL;
-  char merr[1400];
-  if (bcg_motion_load_opts(&s->mo, s->model, path, &mopt, merr, sizeof merr)) {
-    snprintf(err, errlen, "[task] motion: %s", merr);
-    free(s);
-    return NULL;
-  }
-  if (mopt.format == BCG_MOTION_AUTO && s->mo.format == BCG_MOTION_LAFAN)
-    svc->log(2, "[task] motion: %s has no header: read as the LAFAN format (%g fps, root quaternion x y z w; "
-                "motion_format = bcg reads it as bcg's CSV)", path, s->mo.fps);
-  {
-    bcg_motion_checks mc;
-    char wl[3][1600];
-    bcg_motion_check(&s->mo, s->model, &mc);
-    int nw = bcg_motion_warnings(&s->mo, s->model, &mc, wl, 3);
-    for (int i = 0; i < nw; i++) svc->log(1, "[task] motion: %s", wl[i]);
-  }
+  if (load_motion(s, svc, p, err, errlen)) goto fail;
   s->loop = svc->get_bool(p, "loop");
   s->rsi = svc->get_bool(p, "rsi");
   static const char *wk[5] = {"w_body_pos", "w_body_rot", "w_joint_pos", "w_joint_vel", "w_root"};
@@ -155,82 +226,23 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   long fl[MAX_FUT];
   s->nf = svc->get_list(p, "future", fl, MAX_FUT);
   for (int i = 0; i < s->nf; i++) s->fut[i] = (int)fl[i];
-  /* key bodies */
-  const char *kb = svc->get_string(p, "key_bodies");
-  const bcg_mdata *m = s->m;
-  if (strcmp(kb, "auto") == 0) {
-    for (int b = 1; b < m->nbody && s->nk < MAX_KEY; b++) {
-      int leaf = 1;
-      for (int c = b + 1; c < m->nbody; c++)
-        if (m->body_parent[c] == b) leaf = 0;
-      if (leaf && b != s->L.root) s->key[s->nk++] = b;
-    }
-  } else if (strcmp(kb, "none") != 0) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", kb);
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-      int b = bcg_model_body_id(s->model, t);
-      if (b <= 0 || s->nk >= MAX_KEY) {
-        snprintf(err, errlen, "[task] key_bodies: %s '%s' (model %s)", b <= 0 ? "no body" : "too many bodies at",
-                 t, s->model->path);
-        bcg_motion_free(&s->mo);
-        free(s);
-        return NULL;
-      }
-      s->key[s->nk++] = b;
-    }
-  }
+  if (key_bodies(s, svc, p, err, errlen)) goto fail;
   s->pdim = tu_proprio_dim(&s->L, s->nu);
   s->odim = s->pdim + 3 * s->nk + s->nf * (9 + s->L.nj + 3 * s->nk);
   s->w_ = malloc(sizeof(ws) * s->nenv);
   if (!s->w_) {
-    bcg_motion_free(&s->mo), free(s);
-    return snprintf(err, errlen, "out of memory"), NULL;
+    snprintf(err, errlen, "out of memory");
+    goto fail;
   }
-  if (s->w_self > 0 && s->self.npair) { /* a clip whose own frames overlap the robot's capsules */
-    int nover = 0, worst = 0;
-    double pmax = 0;
-    for (int f = 0; f < s->mo.nframes; f++) {
-      bcg_real qf[BCG_MAX_Q];
-      for (int c = 0; c < s->nq; c++) qf[c] = (bcg_real)s->mo.qpos[(size_t)f * s->mo.nq + c];
-      bcg_kinematics(m, qf, &s->w_[0].k);
-      double pen = tu_self_penalty(&s->self, &s->w_[0].k, 0, NULL);
-      if (pen > 0) nover++;
-      if (pen > pmax) pmax = pen, worst = f;
-    }
-    if (nover)
-      svc->log(1, "[task] motion: %s: %d of %d frames overlap the robot's own capsules (worst: frame %d, "
-                  "sqrt of the summed squared overlaps %.1f mm); MuJoCo collides those bodies, and the "
-                  "self-collision penalty (w_self) pulls the policy away from the reference there",
-               path, nover, s->mo.nframes, worst + s->mo.first_frame, 1e3 * sqrt(pmax));
-  }
+  check_clip_overlap(s, svc, p);
   s->self.margin = svc->get_real(p, "self_margin"); /* after the clip's check, which looks for overlap */
   s->track = 1;
   s->add = svc->get_bool(p, "add");
-  if (s->add) {
-    s->track = !svc->get_bool(p, "add_only");
-    s->add_w = svc->get_real(p, "add_weight");
-    s->add_scale = svc->get_real(p, "add_reward_scale");
-    s->adim = 15 + 2 * s->L.nj + 3 * (m->nbody - 2);
-    long hl[BCG_MLP_MAX_HIDDEN];
-    int nh = svc->get_list(p, "add_layers", hl, BCG_MLP_MAX_HIDDEN);
-    s->delta = malloc(sizeof(bcg_real) * (size_t)s->nenv * s->adim);
-    s->dbar = malloc(sizeof(bcg_real) * (size_t)s->nenv * s->adim);
-    s->z = malloc(sizeof(bcg_real) * (size_t)s->nenv);
-    s->dz = malloc(sizeof(bcg_real) * (size_t)s->nenv);
-    if (!s->delta || !s->dbar || !s->z || !s->dz ||
-        add_init(&s->disc, s->adim, hl, nh, svc->get_real(p, "add_lr"), svc->get_real(p, "add_grad_penalty"),
-                 svc->get_real(p, "add_logit_reg"), svc->get_real(p, "add_weight_decay"),
-                 svc->get_int(p, "add_replay"), (int)svc->get_int(p, "add_batch"), (int)svc->get_int(p, "add_steps"),
-                 s->nenv, env->seed)) {
-      snprintf(err, errlen, "[task] add: cannot build the discriminator (out of memory?)");
-      free(s->delta), free(s->dbar), free(s->z), free(s->dz), free(s->w_);
-      bcg_motion_free(&s->mo), free(s);
-      return NULL;
-    }
-  }
+  if (s->add && init_add(s, svc, p, env, err, errlen)) goto fail;
   return s;
+fail:
+  destroy(s);
+  return NULL;
 }
 
 static void destroy(void *p) {
