@@ -314,6 +314,50 @@ static int target_values(shac *s, int t, const bcg_real *obsn, bcg_real *v) {
 /* step 1 of the module header: T steps from s->x into the rollout buffers,
  * with the loss coefficients of step 2 (CR, CV); rs: the return normaliser's
  * scale at the iteration's start */
+/* step t's rewards: a non-finite reward, state or observation makes the
+ * environment's transition a NaN reset (done 3: its segment contributes
+ * nothing); the rest go into R, RW (scaled and normalised for the critic),
+ * CR (the loss coefficient), the return normaliser's running return, the
+ * episode sums and S. Returns the number of environments to reset, listed
+ * in s->envs. */
+static int record_rewards(shac *s, int t, double rs, double norm, const bcg_real *XNt, bcg_real *OBSXt, int *Dt,
+                          lu_sums *S) {
+  int N = s->N, nx = s->nx, od = s->od, nreset = 0;
+  for (int e = 0; e < N; e++) {
+    int bad = !isfinite((double)s->rew[e]) || !lu_finite(XNt + (size_t)e * nx, (size_t)nx) ||
+              !lu_finite(OBSXt + (size_t)e * od, (size_t)od);
+    size_t te = (size_t)t * N + e;
+    if (bad) {
+      Dt[e] = 3;
+      S->nan_resets++;
+      for (int u = s->seg[e]; u <= t; u++) {
+        s->live[(size_t)u * N + e] = 0;
+        s->CR[(size_t)u * N + e] = 0;
+        s->CV[(size_t)u * N + e] = 0;
+      }
+      s->rew[e] = 0;
+      memset(OBSXt + (size_t)e * od, 0, sizeof(bcg_real) * od); /* keep the critic's input finite */
+    }
+    double r = (double)s->rew[e];
+    s->R[te] = (bcg_real)r;
+    double rw = r * s->rew_scale;
+    if (s->ret_norm && !bad) {
+      s->ret[e] = s->ret[e] * s->gamma + rw;
+    }
+    s->RW[te] = (bcg_real)(rw / rs);
+    s->CR[te] = bad ? 0 : (bcg_real)(-s->g[e] * s->rew_scale * norm);
+    if (!bad) {
+      S->rew += r;
+      S->nrew++;
+      s->ep_ret[e] += r;
+      s->ep_len[e]++;
+      S->loss += (double)s->CR[te] * r;
+    }
+    if (Dt[e]) s->envs[nreset++] = e;
+  }
+  return nreset;
+}
+
 static int rollout(shac *s, double rs, lu_sums *S) {
   int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx;
   const bcg_task_ops *to = s->task_ops;
@@ -363,39 +407,7 @@ static int rollout(shac *s, double rs, lu_sums *S) {
     if (lu_track_add(&s->trk, to, s->task, N, XNt, CLKNt)) return -1;
     bcg_real *OBSXt = s->OBSX + (size_t)t * N * od;
     if (to->observe(s->task, XNt, At, CLKNt, OBSXt)) return -1;
-    int nreset = 0;
-    for (int e = 0; e < N; e++) {
-      int bad = !isfinite((double)s->rew[e]) || !lu_finite(XNt + (size_t)e * nx, (size_t)nx) ||
-                !lu_finite(OBSXt + (size_t)e * od, (size_t)od);
-      size_t te = (size_t)t * N + e;
-      if (bad) {
-        Dt[e] = 3;
-        S->nan_resets++;
-        for (int u = s->seg[e]; u <= t; u++) {
-          s->live[(size_t)u * N + e] = 0;
-          s->CR[(size_t)u * N + e] = 0;
-          s->CV[(size_t)u * N + e] = 0;
-        }
-        s->rew[e] = 0;
-        memset(OBSXt + (size_t)e * od, 0, sizeof(bcg_real) * od); /* keep the critic's input finite */
-      }
-      double r = (double)s->rew[e];
-      s->R[te] = (bcg_real)r;
-      double rw = r * s->rew_scale;
-      if (s->ret_norm && !bad) {
-        s->ret[e] = s->ret[e] * s->gamma + rw;
-      }
-      s->RW[te] = (bcg_real)(rw / rs);
-      s->CR[te] = bad ? 0 : (bcg_real)(-s->g[e] * s->rew_scale * norm);
-      if (!bad) {
-        S->rew += r;
-        S->nrew++;
-        s->ep_ret[e] += r;
-        s->ep_len[e]++;
-        S->loss += (double)s->CR[te] * r;
-      }
-      if (Dt[e]) s->envs[nreset++] = e;
-    }
+    int nreset = record_rewards(s, t, rs, norm, XNt, OBSXt, Dt, S);
     if (s->ret_norm) {
       bcg_real rb[1];
       for (int e = 0; e < N; e++) {
