@@ -745,66 +745,48 @@ static void base_name(const char *path, char *out, size_t len) {
   if (!out[0]) snprintf(out, len, "run");
 }
 
-int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *path, int noverride,
-                         char **overrides, char *err, size_t errlen) {
-  *out = NULL;
-  if (err && errlen) err[0] = 0;
-  if (!path) return setf(err, errlen, "no config file given"), -1;
-  char *text = NULL;
-  size_t n = 0;
-  if (read_file(path, &text, &n, err, errlen)) return -1;
-  scan s = {0};
-  bcg_config *cfg = calloc(1, sizeof *cfg);
-  int rc = -1;
-  dictionary *d = NULL;
-  if (!cfg || !(cfg->path = xstrdup(path))) {
-    setf(err, errlen, "out of memory");
-    goto done;
-  }
-  if (scan_text(path, text, n, &s, err, errlen)) goto done;
+/* the file's values (as iniparser reads them) into the scanned entries,
+ * then the command-line overrides (after every file entry) */
+static int read_values(bcg_config *cfg, const char *path, scan *s, int noverride, char **overrides, char *err,
+                       size_t errlen) {
   iniparser_set_error_callback(silent_error);
-  d = iniparser_load(path);
-  if (!d) {
-    setf(err, errlen, "%s: iniparser could not parse the file", path);
-    goto done;
-  }
-  for (int i = 0; i < s.nent; i++) {
+  dictionary *d = iniparser_load(path);
+  if (!d) return setf(err, errlen, "%s: iniparser could not parse the file", path), -1;
+  for (int i = 0; i < s->nent; i++) {
     char k[MAX_SECNAME + MAX_KEYNAME + 2];
-    snprintf(k, sizeof k, "%s:%s", s.ent[i].section, s.ent[i].key);
+    snprintf(k, sizeof k, "%s:%s", s->ent[i].section, s->ent[i].key);
     const char *v = iniparser_getstring(d, k, NULL);
-    if (!(s.ent[i].value = xstrdup(v ? v : ""))) {
-      setf(err, errlen, "out of memory");
-      goto done;
+    if (!(s->ent[i].value = xstrdup(v ? v : ""))) {
+      iniparser_freedict(d);
+      return setf(err, errlen, "out of memory"), -1;
     }
   }
+  iniparser_freedict(d);
   /* overrides come after every file entry */
   if (noverride > 0) {
     cfg->overrides = calloc((size_t)noverride, sizeof(char *));
     if (!cfg->overrides) {
       setf(err, errlen, "out of memory");
-      goto done;
+      return -1;
     }
     cfg->noverride = noverride;
     for (int i = 0; i < noverride; i++)
       if (!(cfg->overrides[i] = xstrdup(overrides[i] ? overrides[i] : ""))) {
         setf(err, errlen, "out of memory");
-        goto done;
+        return -1;
       }
     for (int i = 0; i < noverride; i++)
-      if (parse_override(cfg->overrides[i], i, &s, err, errlen)) goto done;
+      if (parse_override(cfg->overrides[i], i, s, err, errlen)) return -1;
   }
+  return 0;
+}
 
-  /* set up every section with its key table */
-  for (int i = 0; i < NSEC; i++) {
-    bcg_params *p = &cfg->sec[i];
-    p->cfg = cfg;
-    p->name = all_sections[i];
-    p->keys = bcg_core_keys(p->name, &p->nkeys);
-  }
-
+/* the sections: known, and for a plugin section a plugin selected and
+ * found (its key table then replaces the section's) */
+static int resolve_sections(bcg_config *cfg, const bcg_registry *reg, scan *s, char *err, size_t errlen) {
   /* sections: known? plugin selected and found? */
-  for (int h = 0; h < s.nhdr; h++) {
-    header *hd = &s.hdr[h];
+  for (int h = 0; h < s->nhdr; h++) {
+    header *hd = &s->hdr[h];
     char w[1200], note[600];
     where(cfg, hd->line, w, sizeof w);
     override_note(cfg, hd->line, note, sizeof note);
@@ -813,20 +795,20 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
       char sug[96];
       suggestion(sug, sizeof sug, hd->name, all_sections, NSEC);
       setf(err, errlen, "%s: [%s]: unknown section%s%s", w, hd->name, sug, note);
-      goto done;
+      return -1;
     }
     bcg_params *p = &cfg->sec[si];
     p->line = hd->line;
     p->present = 1;
     bcg_kind kind = bcg_section_kind(hd->name);
     if (!kind) continue;
-    entry *pe = find_entry(&s, hd->name, "plugin");
+    entry *pe = find_entry(s, hd->name, "plugin");
     char names[512];
     bcg_registry_names(reg, kind, names, sizeof names);
     if (!pe) {
       setf(err, errlen, "%s: [%s] plugin: missing; say 'plugin = NAME' (available: %s)%s", w, hd->name,
            names[0] ? names : "none", note);
-      goto done;
+      return -1;
     }
     const bcg_plugin *pl = bcg_registry_find(reg, kind, pe->value);
     if (!pl) {
@@ -842,14 +824,19 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
       override_note(cfg, pe->line, note, sizeof note);
       setf(err, errlen, "%s: [%s] plugin: no %s plugin named '%s'%s (available: %s)%s", w, hd->name,
            bcg_kind_name(kind), pe->value, sug, names[0] ? names : "none", note);
-      goto done;
+      return -1;
     }
     p->plugin = pl;
     p->keys = pl->desc->keys;
     p->nkeys = pl->desc->nkeys;
     p->plugin_overridden = pe->line < 0;
   }
+  return 0;
+}
 
+/* the keys: declared by their section (or its plugin), valid values, in
+ * file order then overrides; then the [sweep] lists */
+static int resolve_keys(bcg_config *cfg, const bcg_registry *reg, scan *s, char *err, size_t errlen) {
   /* allocate resolved values */
   for (int i = 0; i < NSEC; i++) {
     bcg_params *p = &cfg->sec[i];
@@ -858,19 +845,19 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
     p->lines = calloc((size_t)p->nkeys, sizeof(int));
     if (!p->values || !p->lines) {
       setf(err, errlen, "out of memory");
-      goto done;
+      return -1;
     }
   }
   int nsweep_max = 0;
-  for (int i = 0; i < s.nent; i++) nsweep_max += strcmp(s.ent[i].section, "sweep") == 0;
+  for (int i = 0; i < s->nent; i++) nsweep_max += strcmp(s->ent[i].section, "sweep") == 0;
   if (nsweep_max && !(cfg->sweep = calloc((size_t)nsweep_max, sizeof *cfg->sweep))) {
     setf(err, errlen, "out of memory");
-    goto done;
+    return -1;
   }
 
   /* keys: declared? valid value? (file order, then overrides) */
-  for (int i = 0; i < s.nent; i++) {
-    entry *e = &s.ent[i];
+  for (int i = 0; i < s->nent; i++) {
+    entry *e = &s->ent[i];
     bcg_params *p = &cfg->sec[section_index(e->section)];
     if (p->plugin && strcmp(e->key, "plugin") == 0) continue;
     int ki = key_index(p, e->key);
@@ -888,29 +875,34 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
       char label[MAX_SECNAME + MAX_KEYNAME + 4];
       snprintf(label, sizeof label, "[%s] %s", e->section, e->key);
       unknown_key(cfg, p, e->key, label, e->line, err, errlen);
-      goto done;
+      return -1;
     }
     char why[700], w[1200], note[600];
     if (bcg_key_check(&p->keys[ki], e->value, why, sizeof why)) {
       where(cfg, e->line, w, sizeof w);
       override_note(cfg, e->line, note, sizeof note);
       setf(err, errlen, "%s: [%s] %s: %s%s", w, e->section, e->key, why, note);
-      goto done;
+      return -1;
     }
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s", e->value);
     if (!(p->values[ki] = xstrdup(trim(tmp)))) {
       setf(err, errlen, "out of memory");
-      goto done;
+      return -1;
     }
     p->lines[ki] = e->line;
   }
-  for (int i = 0; i < s.nent; i++) {
-    entry *e = &s.ent[i];
+  for (int i = 0; i < s->nent; i++) {
+    entry *e = &s->ent[i];
     if (strcmp(e->section, "sweep") == 0 && strchr(e->key, '.'))
-      if (check_sweep(cfg, reg, e, err, errlen)) goto done;
+      if (check_sweep(cfg, reg, e, err, errlen)) return -1;
   }
+  return 0;
+}
 
+/* the defaults of the keys not given, an error for a required one, and
+ * [run] name defaulting to the config's base name */
+static int fill_defaults(bcg_config *cfg, const char *path, char *err, size_t errlen) {
   /* defaults and required keys */
   for (int i = 0; i < NSEC; i++) {
     bcg_params *p = &cfg->sec[i];
@@ -922,11 +914,11 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
         where(cfg, p->line, w, sizeof w);
         setf(err, errlen, "%s: [%s] %s: required (%s has no default)", w, p->name, p->keys[k].name,
              p->plugin ? p->plugin->desc->name : "the key");
-        goto done;
+        return -1;
       }
       if (!(p->values[k] = xstrdup(p->keys[k].def))) {
         setf(err, errlen, "out of memory");
-        goto done;
+        return -1;
       }
     }
   }
@@ -940,13 +932,43 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
       free(run->values[ki]);
       if (!(run->values[ki] = xstrdup(b))) {
         setf(err, errlen, "out of memory");
-        goto done;
+        return -1;
       }
     }
   }
+  return 0;
+}
+
+int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *path, int noverride,
+                         char **overrides, char *err, size_t errlen) {
+  *out = NULL;
+  if (err && errlen) err[0] = 0;
+  if (!path) return setf(err, errlen, "no config file given"), -1;
+  char *text = NULL;
+  size_t n = 0;
+  if (read_file(path, &text, &n, err, errlen)) return -1;
+  scan s = {0};
+  bcg_config *cfg = calloc(1, sizeof *cfg);
+  int rc = -1;
+  if (!cfg || !(cfg->path = xstrdup(path))) {
+    setf(err, errlen, "out of memory");
+    goto done;
+  }
+  if (scan_text(path, text, n, &s, err, errlen)) goto done;
+  if (read_values(cfg, path, &s, noverride, overrides, err, errlen)) goto done;
+  /* set up every section with its key table */
+  for (int i = 0; i < NSEC; i++) {
+    bcg_params *p = &cfg->sec[i];
+    p->cfg = cfg;
+    p->name = all_sections[i];
+    p->keys = bcg_core_keys(p->name, &p->nkeys);
+  }
+
+  if (resolve_sections(cfg, reg, &s, err, errlen)) goto done;
+  if (resolve_keys(cfg, reg, &s, err, errlen)) goto done;
+  if (fill_defaults(cfg, path, err, errlen)) goto done;
   rc = 0;
 done:
-  if (d) iniparser_freedict(d);
   scan_free(&s);
   free(text);
   if (rc == 0)
