@@ -450,26 +450,34 @@ static int lib_relative_dir(const char *sub, char *buf, size_t len) {
 }
 static int build_tree_dir(char *buf, size_t len) { return lib_relative_dir("plugins", buf, len); }
 
-/* The built-in plugins come first (the build tree's plugins/ next to
- * libbcg.so, an installation's lib/bcg/plugins, BCG_PREFIX's), then each
- * directory of $BCG_PLUGIN_PATH: a user's plugin can add names but never
- * shadow a built-in (it is reported as a duplicate of it, naming its file). */
+/* The built-in plugin directories, in search order: the build tree's
+ * plugins/ next to libbcg.so, an installation's lib/bcg/plugins next to it
+ * (when it is not BCG_PREFIX's), BCG_PREFIX's; returns how many. They come
+ * before $BCG_PLUGIN_PATH, so a user's plugin can add names but never shadow
+ * a built-in (it is reported as a duplicate of it, naming its file). */
+static int builtin_dirs(char dirs[3][PATH_MAX]) {
+  int n = 0;
+  if (build_tree_dir(dirs[n], PATH_MAX) == 0) n++;
+  if (lib_relative_dir("bcg/plugins", dirs[n], PATH_MAX) == 0 && strcmp(dirs[n], BCG_PREFIX "/lib/bcg/plugins")) n++;
+  snprintf(dirs[n++], PATH_MAX, "%s", BCG_PREFIX "/lib/bcg/plugins");
+  return n;
+}
+
 void bcg_plugin_search_path(char *buf, size_t len) {
   const char *env = getenv("BCG_PLUGIN_PATH");
-  char tree[PATH_MAX], inst[PATH_MAX];
-  int has_tree = build_tree_dir(tree, sizeof tree) == 0;
-  int has_inst = lib_relative_dir("bcg/plugins", inst, sizeof inst) == 0 && strcmp(inst, BCG_PREFIX "/lib/bcg/plugins");
-  snprintf(buf, len, "%s%s%s%s%s/lib/bcg/plugins%s%s", has_tree ? tree : "", has_tree ? ":" : "", has_inst ? inst : "",
-           has_inst ? ":" : "", BCG_PREFIX, env && *env ? ":" : "", env && *env ? env : "");
+  char dirs[3][PATH_MAX];
+  int n = builtin_dirs(dirs);
+  size_t used = 0;
+  if (len) buf[0] = 0;
+  for (int i = 0; i < n && used < len; i++) used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ":" : "", dirs[i]);
+  if (env && *env && used < len) snprintf(buf + used, len - used, ":%s", env);
 }
 
 int bcg_registry_scan_default(bcg_registry *r) {
   int loaded = 0;
-  char dir[PATH_MAX];
-  if (build_tree_dir(dir, sizeof dir) == 0) loaded += bcg_registry_scan_dir(r, dir, 0);
-  if (lib_relative_dir("bcg/plugins", dir, sizeof dir) == 0 && strcmp(dir, BCG_PREFIX "/lib/bcg/plugins"))
-    loaded += bcg_registry_scan_dir(r, dir, 0);
-  loaded += bcg_registry_scan_dir(r, BCG_PREFIX "/lib/bcg/plugins", 0);
+  char dirs[3][PATH_MAX];
+  int n = builtin_dirs(dirs);
+  for (int i = 0; i < n; i++) loaded += bcg_registry_scan_dir(r, dirs[i], 0);
   const char *env = getenv("BCG_PLUGIN_PATH");
   if (env && *env) {
     char *copy = strdup(env);

@@ -137,9 +137,8 @@ int bcg_rundir_create(const char *out_dir, const char *name, char *dir, size_t d
 
 /* ---- string attributes ---------------------------------------------------------- */
 
-/* An attribute bcg reads as one value must hold exactly one (a scalar or a
- * 1-element array): HDF5 writes every element it holds into the buffer. */
-static int single_value(hid_t a) {
+int bcg_h5_attr_single(int64_t attr) {
+  hid_t a = (hid_t)attr;
   hid_t sp = H5Aget_space(a);
   hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
   if (sp >= 0) H5Sclose(sp);
@@ -185,7 +184,7 @@ int bcg_h5_read_str(int64_t loc, const char *name, char *buf, size_t len, char *
     goto out;
   }
   size_t n = H5Tget_size(t);
-  if (!single_value(a) || n > ((size_t)1 << 20)) {
+  if (!bcg_h5_attr_single(a) || n > ((size_t)1 << 20)) {
     char f[PATH_MAX];
     setf(err, errlen, "%s: %s: not one string (of at most 1 MiB)", h5_file((hid_t)loc, f, sizeof f), name);
     goto out;
@@ -789,7 +788,7 @@ static int read_i64_root(hid_t f, const char *name, int64_t *v) {
   hid_t t = H5Aget_type(a);
   int num = t >= 0 && number_type(t);
   if (t >= 0) H5Tclose(t);
-  int rc = (!num || !single_value(a) || H5Aread(a, H5T_NATIVE_INT64, v) < 0) ? -2 : 0;
+  int rc = (!num || !bcg_h5_attr_single(a) || H5Aread(a, H5T_NATIVE_INT64, v) < 0) ? -2 : 0;
   H5Aclose(a);
   return rc;
 }

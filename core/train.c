@@ -385,15 +385,6 @@ typedef H5O_info_t obj_info;
 #define VISIT(f, cb, data) H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_INC, cb, data, H5O_INFO_BASIC)
 #endif
 
-/* an attribute read as one value holds exactly one (HDF5 writes every
- * element it holds into the buffer) */
-static int attr_single(hid_t a) {
-  hid_t sp = H5Aget_space(a);
-  hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
-  if (sp >= 0) H5Sclose(sp);
-  return n == 1;
-}
-
 static herr_t visit_cb(hid_t obj, const char *name, const obj_info *info, void *data) {
   oldlog *o = data;
   if (info->type != H5O_TYPE_DATASET) return 0;
@@ -426,7 +417,8 @@ static herr_t visit_cb(hid_t obj, const char *name, const obj_info *info, void *
     hid_t a = H5Aopen(d, "first_iteration", H5P_DEFAULT);
     if (a >= 0) {
       hid_t t = H5Aget_type(a);
-      if (t >= 0 && H5Tget_class(t) == H5T_INTEGER && attr_single(a)) H5Aread(a, H5T_NATIVE_INT64, &c->first);
+      if (t >= 0 && H5Tget_class(t) == H5T_INTEGER && bcg_h5_attr_single(a))
+        H5Aread(a, H5T_NATIVE_INT64, &c->first);
       if (t >= 0) H5Tclose(t);
       H5Aclose(a);
     }
@@ -442,7 +434,7 @@ static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void 
   if (a < 0) return 0;
   hid_t t = H5Aget_type(a);
   /* one fixed-length string (the config's text is the longest, a few KB) */
-  if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) <= 0 && attr_single(a) &&
+  if (H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) <= 0 && bcg_h5_attr_single(a) &&
       H5Tget_size(t) <= ((size_t)1 << 20)) {
     size_t n = H5Tget_size(t);
     char *v = calloc(n + 2, 1);

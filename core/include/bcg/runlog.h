@@ -125,6 +125,10 @@ long bcg_h5_length(int64_t loc, const char *name);
 /* Open any HDF5 file read-only (a log, an evaluation): a file id (>= 0, close
  * it with bcg_checkpoint_close) or -1 with "<path>: cannot open: <cause>". */
 int64_t bcg_h5_open(const char *path, char *err, size_t errlen);
+/* 1 when the attribute attr (an HDF5 attribute id) holds exactly one
+ * element (a scalar or a 1-element array), as an attribute read as one value
+ * must: HDF5 writes every element it holds into the reader's buffer. */
+int bcg_h5_attr_single(int64_t attr);
 /* String attributes of a group (or file). */
 int bcg_h5_write_str(int64_t loc, const char *name, const char *value, char *err, size_t errlen);
 int bcg_h5_read_str(int64_t loc, const char *name, char *buf, size_t len, char *err, size_t errlen);
