@@ -57,7 +57,6 @@ struct bcg_params {
   int *lines;
   int line;    /* header line; 0 when the section is absent */
   int present; /* plugin sections: given in the file or the command line */
-  int plugin_overridden; /* plugin sections: 'plugin' set by a command-line override */
 };
 
 typedef struct sweep_entry {
@@ -829,7 +828,6 @@ static int resolve_sections(bcg_config *cfg, const bcg_registry *reg, scan *s, c
     p->plugin = pl;
     p->keys = pl->desc->keys;
     p->nkeys = pl->desc->nkeys;
-    p->plugin_overridden = pe->line < 0;
   }
   return 0;
 }
@@ -862,7 +860,8 @@ static int resolve_keys(bcg_config *cfg, const bcg_registry *reg, scan *s, char 
     if (p->plugin && strcmp(e->key, "plugin") == 0) continue;
     int ki = key_index(p, e->key);
     if (ki < 0 && strcmp(e->section, "sweep") == 0 && strchr(e->key, '.')) continue; /* below */
-    if (ki < 0 && p->plugin_overridden && e->line > 0) {
+    const entry *pe = ki < 0 && p->plugin && e->line > 0 ? find_entry(s, e->section, "plugin") : NULL;
+    if (pe && pe->line < 0) {
       /* the file's key of the plugin the command line replaced (estimator.plugin=autodiff
        * over a section of bcg's keys): not this plugin's, so ignored, with a warning */
       char w[1200];
