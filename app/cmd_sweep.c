@@ -268,6 +268,16 @@ static void run_budget(const sweep *S, const srun *r, long *it, double *samples,
   }
 }
 
+/* that budget as the three overrides a --resume of run r gets (and --dry-run shows) */
+static void budget_overrides(const sweep *S, const srun *r, char ov[3][64]) {
+  long it;
+  double samples, secs;
+  run_budget(S, r, &it, &samples, &secs);
+  snprintf(ov[0], 64, "run.iterations=%ld", it);
+  snprintf(ov[1], 64, "run.samples=%.17g", samples);
+  snprintf(ov[2], 64, "run.seconds=%.17g", secs);
+}
+
 /* ---- the manifest --------------------------------------------------------------------- */
 
 static int write_manifest(const sweep *S) {
@@ -688,15 +698,9 @@ static int start_run(sweep *S, srun *r, int resume) {
     args[na++] = "--resume";
     args[na++] = rd;
     if (S->have_budget) { /* the configuration's budget, which may have grown since */
-      long bi;
-      double bs, bt;
-      run_budget(S, r, &bi, &bs, &bt);
-      snprintf(ovbuf[3], sizeof ovbuf[3], "run.iterations=%ld", bi);
-      snprintf(ovbuf[4], sizeof ovbuf[4], "run.samples=%.17g", bs);
-      snprintf(ovbuf[5], sizeof ovbuf[5], "run.seconds=%.17g", bt);
-      args[na++] = ovbuf[3];
-      args[na++] = ovbuf[4];
-      args[na++] = ovbuf[5];
+      static char bov[3][64];
+      budget_overrides(S, r, bov);
+      for (int k = 0; k < 3; k++) args[na++] = bov[k];
     }
   } else {
     args[na++] = (char *)S->path;
@@ -1115,10 +1119,9 @@ static void print_dry_run(const sweep *S, int total, const char *path, char **us
     if (r->cuda && S->ngpu > 0) printf(" CUDA_VISIBLE_DEVICES=%s", S->gpus[i % S->ngpu]);
     if (ck) {
       printf(" train --resume %s", p);
-      long bi;
-      double bs, bt;
-      run_budget(S, r, &bi, &bs, &bt);
-      printf(" run.iterations=%ld run.samples=%.17g run.seconds=%.17g", bi, bs, bt);
+      char bov[3][64];
+      budget_overrides(S, r, bov);
+      printf(" %s %s %s", bov[0], bov[1], bov[2]);
     } else {
       printf(" train %s", path);
       for (int k = 0; k < nuser; k++) printf(" %s", user_ov[k]);
