@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bcg/config.h"
@@ -12,6 +13,11 @@
 #include "bcg/model.h"
 #include "bcg/sim.h"
 #include "cmd.h"
+
+int bcg_cli_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
 
 int bcg_cli_error(const char *fmt, ...) {
   va_list ap;

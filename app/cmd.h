@@ -29,6 +29,8 @@ int bcg_cmd_feasibility(int argc, char **argv);
 
 /* "bcg: error: <msg>" on stderr; returns BCG_EXIT_ERROR. */
 int bcg_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* 1 when path names a directory (following links) */
+int bcg_cli_is_dir(const char *path);
 /* "bcg: <cmd>: <msg>\nusage: ..." on stderr; returns BCG_EXIT_USAGE. */
 int bcg_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parse "CONFIG [section.key=value ...]" and load the config; on failure

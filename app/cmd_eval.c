@@ -16,10 +16,6 @@
 #include "bcg/loader.h"
 #include "cmd.h"
 
-static int is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 typedef struct ckpt_name {
   int64_t it;
@@ -148,7 +144,7 @@ static int parse_args(int argc, char **argv, eval_args *A) {
   if (!A->target) return bcg_cli_usage("eval", "missing RUN_DIR or CHECKPOINT");
   if (A->sim && strcmp(A->sim, "bcg") && strcmp(A->sim, "mujoco") && strcmp(A->sim, "both"))
     return bcg_cli_usage("eval", "--sim must be mujoco, bcg or both");
-  if (A->select && (!is_dir(A->target) || A->initial))
+  if (A->select && (!bcg_cli_is_dir(A->target) || A->initial))
     return bcg_cli_usage("eval", "--select-best needs a RUN_DIR (and no --initial)");
   return -1;
 }
@@ -159,7 +155,7 @@ static int parse_args(int argc, char **argv, eval_args *A) {
 static int resolve_target(const eval_args *A, char *run_dir, size_t rdlen, char *ckpt, size_t cklen, char *cfgpath,
                           size_t cflen) {
   const char *target = A->target;
-  if (is_dir(target)) {
+  if (bcg_cli_is_dir(target)) {
     snprintf(run_dir, rdlen, "%s", target);
     if (!A->initial && bcg_train_latest_checkpoint(run_dir, ckpt, cklen) < 0)
       return bcg_cli_error("%s: no checkpoint in %s/checkpoints (train first, or --initial)", target, target);
@@ -172,7 +168,7 @@ static int resolve_target(const eval_args *A, char *run_dir, size_t rdlen, char 
     snprintf(run_dir, rdlen, "%s/..", tmp); /* RUN/checkpoints/ckpt_*.h5 */
   }
   snprintf(cfgpath, cflen, "%s/config.ini", run_dir);
-  if (!is_dir(target) && access(cfgpath, R_OK) != 0) {
+  if (!bcg_cli_is_dir(target) && access(cfgpath, R_OK) != 0) {
     if (access(target, R_OK) != 0)
       return bcg_cli_error("%s: cannot read: %s", target, strerror(errno));
     const char *base = strrchr(target, '/');

@@ -51,10 +51,6 @@ typedef struct row {
   char seed[32];
 } row;
 
-static int is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
 static int is_file(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
@@ -299,7 +295,7 @@ static int collect(rows *R, const char *dir, int depth) {
   int rc = 0;
   for (int i = 0; i < n; i++) {
     char sub[PATH_MAX];
-    if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, names[i]) < sizeof sub && is_dir(sub))
+    if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, names[i]) < sizeof sub && bcg_cli_is_dir(sub))
       rc |= collect(R, sub, depth + 1);
     free(names[i]);
   }
@@ -810,7 +806,7 @@ int bcg_cmd_report(int argc, char **argv) {
     }
     if (argv[i][0] == '-') continue;
     ntarget++;
-    if (!is_dir(argv[i])) {
+    if (!bcg_cli_is_dir(argv[i])) {
       rc = bcg_cli_error("report: %s: not a directory", argv[i]);
       break;
     }

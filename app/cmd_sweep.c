@@ -118,10 +118,6 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 static int mkdir_p(const char *path) {
   char tmp[PATH_MAX];
@@ -133,7 +129,7 @@ static int mkdir_p(const char *path) {
       *p = '/';
     }
   if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
-  return is_dir(tmp) ? 0 : -1;
+  return bcg_cli_is_dir(tmp) ? 0 : -1;
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -403,7 +399,7 @@ static int find_rundir(const sweep *S, srun *r) {
   char p[2 * PATH_MAX];
   if (r->rundir[0]) {
     full_path(S, r, p, sizeof p);
-    if (is_dir(p)) return 1;
+    if (bcg_cli_is_dir(p)) return 1;
     r->rundir[0] = 0;
   }
   snprintf(p, sizeof p, "%s/%s", S->dir, r->name);
@@ -415,7 +411,7 @@ static int find_rundir(const sweep *S, srun *r) {
     char sub[2 * PATH_MAX + 300];
     if (de->d_name[0] == '.' || !isdigit((unsigned char)de->d_name[0])) continue;
     snprintf(sub, sizeof sub, "%s/%s", p, de->d_name);
-    if (is_dir(sub) && strcmp(de->d_name, best) > 0) snprintf(best, sizeof best, "%s", de->d_name);
+    if (bcg_cli_is_dir(sub) && strcmp(de->d_name, best) > 0) snprintf(best, sizeof best, "%s", de->d_name);
   }
   closedir(d);
   if (!best[0]) return 0;
@@ -1248,7 +1244,7 @@ int bcg_cmd_sweep(int argc, char **argv) {
   snprintf(M.dir, sizeof M.dir, "%s", S.dir);
   int mcap = 0;
   char mcfg[PATH_MAX] = "", mhash[64] = "";
-  int have = is_dir(S.dir) ? read_manifest(&M, &mcap, mcfg, sizeof mcfg, mhash, sizeof mhash) : 1;
+  int have = bcg_cli_is_dir(S.dir) ? read_manifest(&M, &mcap, mcfg, sizeof mcfg, mhash, sizeof mhash) : 1;
   if (have < 0) {
     free_runs(&M);
     rc = BCG_EXIT_ERROR;
