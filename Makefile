@@ -4,6 +4,7 @@
 #   make REAL=float      single precision (default double); switching rebuilds
 #   make CUDA=0          CPU only even when nvcc is found
 #   make deps            install the Debian packages bcg needs (only the missing ones)
+#                        and MuJoCo 3 under deps/ (tools/fetch_mujoco.sh)
 #   make test            deps + build + every CUnit suite (a few minutes on 2 cores)
 #   make test-asan       the same suites under AddressSanitizer + UBSan
 #   make fuzz            libFuzzer harnesses (tests/fuzz/), each run FUZZ_SECONDS (default 60)
@@ -42,12 +43,22 @@ HDF5_CFLAGS := -I/usr/include/hdf5/serial
 HDF5_LIBS := -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5
 endif
 
+# MuJoCo 3 (model compiler, cross-checks, transfer target): C library and
+# headers of DeepMind's pinned `mujoco` wheel, unpacked by tools/fetch_mujoco.sh
+# into deps/ (make deps, or on the first build); libmujoco.so is copied next to
+# libbcg.so so that every rpath that finds libbcg finds it too.
+MUJOCO_VERSION := 3.17.0
+MUJOCO_DIR ?= deps/mujoco-$(MUJOCO_VERSION)
+MUJOCO_HDR := $(MUJOCO_DIR)/include/mujoco/mujoco.h
+MUJOCO_SO := libmujoco.so.$(MUJOCO_VERSION)
+MUJOCO_LIB := $(BUILD)/$(MUJOCO_SO)
+
 SANITIZE ?=
 OPT ?= -O2
 CFLAGS_BASE := -std=c11 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter -fopenmp \
-  -D_GNU_SOURCE $(REALDEF) -Icore/include -Icore $(HDF5_CFLAGS) $(SANITIZE)
+  -D_GNU_SOURCE $(REALDEF) -Icore/include -Icore -I$(MUJOCO_DIR)/include $(HDF5_CFLAGS) $(SANITIZE)
 CFLAGS += $(CFLAGS_BASE)
-LDLIBS_CORE := -lmujoco -liniparser $(HDF5_LIBS) -lopenblas -ldl -lm -fopenmp $(SANITIZE)
+LDLIBS_CORE := -L$(BUILD) -l:$(MUJOCO_SO) -liniparser $(HDF5_LIBS) -lopenblas -ldl -lm -fopenmp $(SANITIZE)
 
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NVCCFLAGS := -O2 -std=c++17 -Xcompiler -fPIC -Xcompiler -Wall $(REALDEF) -Icore/include -Icore \
@@ -107,7 +118,13 @@ $(FLAGS_STAMP):
 	@rm -f $(BUILD)/.flags-* ; rm -rf $(BUILD)/obj $(BUILD)/plugins $(BUILD)/tests
 	@touch $@
 
-$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
+$(MUJOCO_HDR) $(MUJOCO_DIR)/lib/$(MUJOCO_SO):
+	sh tools/fetch_mujoco.sh $(MUJOCO_DIR)
+$(MUJOCO_LIB): $(MUJOCO_DIR)/lib/$(MUJOCO_SO)
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | $(MUJOCO_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -122,9 +139,9 @@ $(BUILD)/obj/plugin-cu/%.o: $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -x cu -c $(filter %/$*.c,$(PLUGIN_SRC)) -o $@
 
-$(LIB): $(CORE_OBJ)
+$(LIB): $(CORE_OBJ) $(MUJOCO_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $^ $(LDLIBS_CORE)
+	$(CC) -shared -o $@ $(CORE_OBJ) -Wl,-rpath,'$$ORIGIN' $(LDLIBS_CORE)
 
 $(BIN): $(APP_OBJ) $(LIB)
 	$(CC) -o $@ $(APP_OBJ) -L$(BUILD) -lbcg $(RPATH_BIN) $(LDLIBS_CORE)
@@ -166,7 +183,7 @@ motions: $(BUILD)/motiongen
 	@mkdir -p models/motions
 	$(BUILD)/motiongen /usr/share/mujoco/model/humanoid/humanoid.xml models/motions
 
-DEBIAN_PACKAGES := libmujoco-dev libmujoco-samples libiniparser-dev libhdf5-dev hdf5-tools \
+DEBIAN_PACKAGES := libmujoco-samples python3-pip libiniparser-dev libhdf5-dev hdf5-tools \
   libcunit1-dev libopenblas-dev pkg-config valgrind clang libclang-rt-14-dev libomp-dev \
   python3-matplotlib python3-h5py
 deps:
@@ -179,6 +196,7 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || \
 	    { echo "bcg: apt-get install failed for:$$missing" >&2; exit 1; }; \
 	fi
+	@test -f $(MUJOCO_HDR) -a -f $(MUJOCO_DIR)/lib/$(MUJOCO_SO) || sh tools/fetch_mujoco.sh $(MUJOCO_DIR)
 
 test: deps
 	$(MAKE) tests-build
@@ -262,7 +280,7 @@ SDK_SHARE = $(PREFIX)/share/bcg/sdk
 install-built:
 	@test -f $(LIB) -a -f $(BIN) || { echo "bcg: $(BUILD) holds no build (run make BUILD=$(BUILD) first)" >&2; exit 1; }
 	install -d $(PREFIX)/lib $(PREFIX)/bin $(PREFIX)/lib/bcg/plugins $(PREFIX)/include/bcg
-	install -m 755 $(LIB) $(PREFIX)/lib/
+	install -m 755 $(LIB) $(MUJOCO_LIB) $(PREFIX)/lib/
 	install -m 755 $(BIN) $(PREFIX)/bin/
 	install -d $(PREFIX)/share/bcg
 	install -m 755 tools/bcg_plots.py $(PREFIX)/share/bcg/

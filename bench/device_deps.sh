@@ -1,4 +1,4 @@
-# bench/device_deps.sh - sourced by the device scripts: makes libmujoco,
+# bench/device_deps.sh - sourced by the device scripts: makes
 # iniparser, HDF5, CUnit and OpenBLAS available on the device machine (no
 # network, no apt) from the Debian packages carried in build-debs/, unpacked
 # privately under /tmp/bcgdeps; only what the machine lacks is put on the
@@ -7,12 +7,11 @@ D=/tmp/bcgdeps
 have_hdr() { echo "#include <$1>" | gcc -E -x c - ${2:-} >/dev/null 2>&1; }
 have_lib() { [ "$(gcc -print-file-name=lib$1.so)" != "lib$1.so" ]; }
 missing=""
-have_hdr mujoco/mujoco.h || missing="$missing mujoco"
 have_hdr iniparser/iniparser.h || missing="$missing iniparser"
 have_hdr CUnit/CUnit.h || missing="$missing cunit"
 have_hdr hdf5.h "-I/usr/include/hdf5/serial" || missing="$missing hdf5"
 have_hdr cblas.h || missing="$missing cblas"
-for l in mujoco iniparser cunit openblas; do have_lib $l || missing="$missing lib$l"; done
+for l in iniparser cunit openblas; do have_lib $l || missing="$missing lib$l"; done
 F=${BCG_FORCE_DEBS:-} # set: use every carried package even where the machine has its own (a test of this path)
 [ -n "$F" ] && missing="$missing (forced)"
 if [ -n "$missing" ]; then
@@ -32,7 +31,7 @@ if [ -n "$missing" ]; then
     b=$(basename "$f")
     if [ -n "$F" ] || ! ldconfig -p | grep -q "^[[:space:]]*$b "; then ln -sf "$f" "$D/lib-missing/$b"; n=$((n + 1)); fi
   done < <(find "$D" \( -type f -o -type l \) -name 'lib*.so.*' | grep -v '/lib-missing/')
-  for l in mujoco iniparser cunit openblas hdf5; do
+  for l in iniparser cunit openblas hdf5; do
     if [ -n "$F" ] || ! have_lib $l; then
       f=$(find "$D/usr" -name "lib$l.so" | grep -v 'lib-dev' | sort | head -n 1)
       [ -n "$f" ] && ln -sf "$f" "$D/lib-dev/lib$l.so"
@@ -51,8 +50,7 @@ if [ -n "$missing" ]; then
     fi
   fi
   missing=""
-  have_hdr mujoco/mujoco.h || missing="$missing mujoco"
-  have_hdr iniparser/iniparser.h || missing="$missing iniparser"
+    have_hdr iniparser/iniparser.h || missing="$missing iniparser"
   have_hdr CUnit/CUnit.h || missing="$missing cunit"
   have_hdr hdf5.h "-I/usr/include/hdf5/serial" || missing="$missing hdf5"
   have_hdr cblas.h || missing="$missing cblas"

@@ -6,7 +6,7 @@
 #   device:  run(command="bash bench/device_run.sh", carry=["build-debs"])
 #
 # The device machine (an H200 with this workplace's CUDA image: nvcc, gcc, no
-# network, no apt) lacks libmujoco, iniparser, hdf5, cunit and openblas. The
+# network, no apt) lacks iniparser, hdf5, cunit and openblas (MuJoCo 3: the wheel in build-debs/). The
 # Debian packages carried in build-debs/ are unpacked privately under
 # /tmp/bcgdeps (dpkg-deb -x, never into /), and only the libraries and -dev
 # names the machine does not already have are put on the search paths, so

@@ -19,7 +19,7 @@ bcg_mjref *bcg_mjref_new(const bcg_model *model, int flags) {
   if (!r->m) { free(r); return NULL; }
   if (flags & BCG_MJREF_NO_CONTACT) r->m->opt.disableflags |= mjDSBL_CONTACT;
   if (flags & BCG_MJREF_NO_LIMIT) r->m->opt.disableflags |= mjDSBL_LIMIT;
-  if (flags & BCG_MJREF_NO_PASSIVE) r->m->opt.disableflags |= mjDSBL_PASSIVE;
+  if (flags & BCG_MJREF_NO_PASSIVE) r->m->opt.disableflags |= mjDSBL_SPRING | mjDSBL_DAMPER;
   if (flags & BCG_MJREF_NO_GRAVITY) r->m->opt.disableflags |= mjDSBL_GRAVITY;
   if (flags & BCG_MJREF_NO_CLAMPCTRL) r->m->opt.disableflags |= mjDSBL_CLAMPCTRL;
   if (flags & BCG_MJREF_NO_CONSTRAINT) r->m->opt.disableflags |= mjDSBL_CONSTRAINT;
@@ -57,7 +57,7 @@ void bcg_mjref_forward(bcg_mjref *r, const double *qpos, const double *qvel, con
   mj_forward(r->m, r->d);
 }
 
-void bcg_mjref_fullM(const bcg_mjref *r, double *M) { mj_fullM(r->m, M, r->d->qM); }
+void bcg_mjref_fullM(const bcg_mjref *r, double *M) { mj_fullM(r->m, r->d, M); }
 void bcg_mjref_bias(const bcg_mjref *r, double *v) { mju_copy(v, r->d->qfrc_bias, r->m->nv); }
 void bcg_mjref_passive(const bcg_mjref *r, double *v) { mju_copy(v, r->d->qfrc_passive, r->m->nv); }
 void bcg_mjref_actuator(const bcg_mjref *r, double *v) { mju_copy(v, r->d->qfrc_actuator, r->m->nv); }

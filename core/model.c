@@ -17,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if !defined(mjVERSION_HEADER) || mjVERSION_HEADER < 3000000
+#error "bcg needs MuJoCo 3's headers (make deps puts them under deps/)"
+#endif
+
 #define DEFAULT_MODEL "/usr/share/mujoco/model/humanoid/humanoid.xml"
 
 typedef struct conv {
@@ -121,12 +125,12 @@ static int can_collide(const mjModel *m, int g1, int g2) {
 }
 
 /* Whether MuJoCo's <exclude> removes contacts between bodies b1 and b2; the
- * signature is (b1+1)<<16 + b2+1 with b1 < b2 (checked against 2.2.2). */
+ * signature is body1 << 16 + body2 (MuJoCo 3; the compiler orders the pair,
+ * both orders are accepted here). */
 static int excluded(const mjModel *m, int b1, int b2) {
-  if (b1 > b2) { int t = b1; b1 = b2; b2 = t; }
-  int sig = ((b1 + 1) << 16) + b2 + 1;
+  int s1 = (b1 << 16) + b2, s2 = (b2 << 16) + b1;
   for (int i = 0; i < m->nexclude; i++)
-    if (m->exclude_signature[i] == sig) return 1;
+    if (m->exclude_signature[i] == s1 || m->exclude_signature[i] == s2) return 1;
   return 0;
 }
 
@@ -151,15 +155,15 @@ static int add_cp(conv *c, int g, const mjtNum *pos, mjtNum radius, mjtNum frict
 static int convert_capacity(conv *c) {
   const mjModel *m = c->mj;
   if (m->nbody > BCG_MAX_BODY)
-    return fail(c, "%d bodies exceed BCG_MAX_BODY = %d", m->nbody, BCG_MAX_BODY);
+    return fail(c, "%ld bodies exceed BCG_MAX_BODY = %d", (long)m->nbody, BCG_MAX_BODY);
   if (m->njnt > BCG_MAX_JNT)
-    return fail(c, "%d joints exceed BCG_MAX_JNT = %d", m->njnt, BCG_MAX_JNT);
+    return fail(c, "%ld joints exceed BCG_MAX_JNT = %d", (long)m->njnt, BCG_MAX_JNT);
   if (m->nv > BCG_MAX_DOF)
-    return fail(c, "%d dofs exceed BCG_MAX_DOF = %d", m->nv, BCG_MAX_DOF);
+    return fail(c, "%ld dofs exceed BCG_MAX_DOF = %d", (long)m->nv, BCG_MAX_DOF);
   if (m->nq > BCG_MAX_Q)
-    return fail(c, "%d qpos entries exceed BCG_MAX_Q = %d", m->nq, BCG_MAX_Q);
+    return fail(c, "%ld qpos entries exceed BCG_MAX_Q = %d", (long)m->nq, BCG_MAX_Q);
   if (m->nu > BCG_MAX_ACT)
-    return fail(c, "%d actuators exceed BCG_MAX_ACT = %d", m->nu, BCG_MAX_ACT);
+    return fail(c, "%ld actuators exceed BCG_MAX_ACT = %d", (long)m->nu, BCG_MAX_ACT);
   return 0;
 }
 
@@ -177,7 +181,7 @@ static int convert_unsupported(conv *c) {
   if (m->opt.density != 0 || m->opt.viscosity != 0)
     return fail(c, "option: fluid forces (density/viscosity) are not supported");
   if (m->na > 0)
-    return fail(c, "actuator activations (na = %d) are not supported", m->na);
+    return fail(c, "actuator activations (na = %ld) are not supported", (long)m->na);
   for (int v = 0; v < m->nv; v++)
     if (m->dof_frictionloss[v] != 0)
       return fail(c, "%s: frictionloss is not supported", jlabel(m, m->dof_jntid[v], lb, sizeof lb));
@@ -217,7 +221,8 @@ static int convert_joints(conv *c) {
   const mjModel *m = c->mj;
   bcg_mdata *d = &c->out->m;
   const int nolimit = (m->opt.disableflags & mjDSBL_LIMIT) != 0;
-  const int nopassive = (m->opt.disableflags & mjDSBL_PASSIVE) != 0;
+  const int nospring = (m->opt.disableflags & mjDSBL_SPRING) != 0;
+  const int nodamper = (m->opt.disableflags & mjDSBL_DAMPER) != 0;
   char lb[512];
   d->njnt = m->njnt;
   d->nq = m->nq;
@@ -237,7 +242,7 @@ static int convert_joints(conv *c) {
     d->jnt_limited[j] = nolimit ? 0 : m->jnt_limited[j];
     d->jnt_range[j][0] = (bcg_real)m->jnt_range[2 * j];
     d->jnt_range[j][1] = (bcg_real)m->jnt_range[2 * j + 1];
-    d->jnt_stiffness[j] = nopassive ? 0 : (bcg_real)m->jnt_stiffness[j];
+    d->jnt_stiffness[j] = nospring ? 0 : (bcg_real)m->jnt_stiffness[j];
     if (name_fits(c, mjOBJ_JOINT, j, jlabel(m, j, lb, sizeof lb))) return -1;
     copy_name(c->out->jnt_name[j], m, mjOBJ_JOINT, j);
   }
@@ -246,7 +251,7 @@ static int convert_joints(conv *c) {
     d->dof_jnt[v] = m->dof_jntid[v];
     d->dof_parent[v] = m->dof_parentid[v];
     d->dof_armature[v] = (bcg_real)m->dof_armature[v];
-    d->dof_damping[v] = nopassive ? 0 : (bcg_real)m->dof_damping[v];
+    d->dof_damping[v] = nodamper ? 0 : (bcg_real)m->dof_damping[v];
   }
   for (int q = 0; q < m->nq; q++) {
     d->qpos0[q] = (bcg_real)m->qpos0[q];
@@ -417,6 +422,12 @@ bcg_model *bcg_model_load(const char *path, char *err, size_t errlen) {
   }
   if (strlen(path) >= sizeof(((bcg_model *)0)->path)) {
     if (err && errlen) snprintf(err, errlen, "%.200s...: model path too long", path);
+    return NULL;
+  }
+  if (mj_version() != mjVERSION_HEADER) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s: the libmujoco loaded is version %d, bcg was built against %d (the libmujoco.so "
+               "next to libbcg.so is the one it needs)", path, mj_version(), mjVERSION_HEADER);
     return NULL;
   }
   FILE *probe = fopen(path, "r");

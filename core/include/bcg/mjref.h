@@ -18,7 +18,7 @@ typedef struct bcg_mjref bcg_mjref;
 enum {
   BCG_MJREF_NO_CONTACT = 1 << 0, /* no contacts (mjDSBL_CONTACT) */
   BCG_MJREF_NO_LIMIT = 1 << 1,   /* no joint-limit constraints (mjDSBL_LIMIT) */
-  BCG_MJREF_NO_PASSIVE = 1 << 2, /* no springs or damping (mjDSBL_PASSIVE) */
+  BCG_MJREF_NO_PASSIVE = 1 << 2, /* no springs or damping (mjDSBL_SPRING | mjDSBL_DAMPER) */
   BCG_MJREF_NO_GRAVITY = 1 << 3, /* gravity off (mjDSBL_GRAVITY) */
   BCG_MJREF_NO_CLAMPCTRL = 1 << 4, /* ctrl not clamped to ctrlrange (mjDSBL_CLAMPCTRL) */
   BCG_MJREF_NO_CONSTRAINT = 1 << 5 /* whole constraint solver off (mjDSBL_CONSTRAINT) */
