@@ -130,14 +130,14 @@ $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | $(MUJOCO_HDR)
 
 $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $@.d -c $< -o $@
 
 # A plugin file X.c is compiled by gcc; with CUDA it is also compiled by nvcc
 # as CUDA (-x cu), where its `#ifdef __CUDACC__` part yields the device entry
 # points. Both objects go into the same X.so.
 $(BUILD)/obj/plugin-cu/%.o: $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -x cu -c $(filter %/$*.c,$(PLUGIN_SRC)) -o $@
+	$(NVCC) $(NVCCFLAGS) -x cu -MMD -MP -MF $@.d -c $(filter %/$*.c,$(PLUGIN_SRC)) -o $@
 
 $(LIB): $(CORE_OBJ) $(MUJOCO_LIB)
 	@mkdir -p $(dir $@)

@@ -85,13 +85,9 @@ int bcg_cli_check_sweep(const bcg_config *cfg) {
  * verbose, else one summary line) with a warning when they cannot hold the
  * robot up (bcg_pd_check_gains). Messages on stderr. */
 static int check_model(const bcg_config *cfg, int verbose) {
-  char err[2048], merr[1400];
-  const char *path = bcg_config_get_string(cfg, "model", "path");
-  bcg_model *model = bcg_model_load(path, merr, sizeof merr);
-  if (!model) {
-    bcg_config_errorf(cfg, "model", "path", err, sizeof err, "%s", merr);
-    return bcg_cli_error("%s", err);
-  }
+  char err[2048];
+  bcg_model *model = bcg_model_from_config(cfg, err, sizeof err);
+  if (!model) return bcg_cli_error("%s", err);
   int rc = BCG_EXIT_OK;
   bcg_simparams sp;
   if (bcg_env_check_floor(cfg, model, err, sizeof err) || bcg_simparams_from_config(cfg, model, &sp, err, sizeof err)) {
@@ -100,7 +96,8 @@ static int check_model(const bcg_config *cfg, int verbose) {
     const bcg_mdata *m = &model->m;
     double kp = bcg_config_get_real(cfg, "sim", "kp"), kd = bcg_config_get_real(cfg, "sim", "kd");
     if (verbose) {
-      fprintf(stderr, "bcg: pd gains of %s (each joint: [sim] kp = %g, kd = %g times gear / 100):\n", path, kp, kd);
+      fprintf(stderr, "bcg: pd gains of %s (each joint: [sim] kp_joints / kd_joints where a pattern matches, else "
+              "kp = %g, kd = %g times gear / 100):\n", model->path, kp, kd);
       for (int i = 0; i < m->nu; i++) {
         char lim[64] = "none";
         if (sp.tau_max[i] > 0) snprintf(lim, sizeof lim, "%g N m", (double)sp.tau_max[i]);
@@ -120,12 +117,16 @@ static int check_model(const bcg_config *cfg, int verbose) {
     bcg_pd_check pc;
     if (bcg_pd_check_gains(model, &sp, &pc)) {
       int i = pc.act_max;
-      bcg_config_errorf(cfg, "sim", "kp", err, sizeof err,
+      const char *kj = bcg_config_get_string(cfg, "sim", "kp_joints");
+      char advice[96];
+      if (kj && kj[0]) snprintf(advice, sizeof advice, "the policy has to keep the balance (gains of kp_joints)");
+      else snprintf(advice, sizeof advice, "raise [sim] kp above %.4g", kp * pc.need / pc.kp_max);
+      bcg_config_errorf(cfg, "sim", kj && kj[0] ? "kp_joints" : "kp", err, sizeof err,
                         "the stiffest PD joint gets kp = %g N m/rad (joint '%s', gear %g), below M g h = %.0f N m/rad "
                         "(mass %.1f kg, centre of mass %.2f m above the lowest contact point): no joint can hold the "
-                        "robot up (an inverted pendulum needs kp > M g h); raise [sim] kp above %.4g",
+                        "robot up (an inverted pendulum needs kp > M g h); %s",
                         pc.kp_max, model->jnt_name[m->act_jnt[i]], (double)m->act_gear[i], pc.need, pc.mass, pc.h,
-                        kp * pc.need / pc.kp_max);
+                        advice);
       fprintf(stderr, "bcg: warning: %s\n", err);
     }
   }

@@ -45,17 +45,29 @@ static const bcg_key_spec model_keys[] = {
     {"allow_no_floor", BCG_KEY_BOOL, "false", 0, 0, NULL,
      "accept a model without floor contact (no floor plane, or no geom touching it) for a task that needs one "
      "(imitation, locomotion); false: an error"},
+    {"contact_bodies", BCG_KEY_STRING, "", 0, 0, NULL,
+     "comma-separated body names whose collision geoms touch the floor in bcg (e.g. the feet); empty: every "
+     "body's. MuJoCo (bcg eval) keeps all of the model's contacts"},
+    {"mesh_contact_points", BCG_KEY_INT, "6", 0, 64, NULL,
+     "contact points of a mesh collision geom against the floor: at most this many vertices of its convex hull "
+     "(the lowest in the default pose first, then farthest apart); 0: mesh geoms do not touch the floor in bcg"},
 };
 
 static const bcg_key_spec sim_keys[] = {
     {"substeps", BCG_KEY_INT, "4", 1, 1000, NULL, "substeps per control step (paper: 4 of 5 ms)"},
     {"control_dt", BCG_KEY_REAL, "0.02", 1e-5, 1.0, NULL, "control step in seconds (paper: 0.02)"},
     {"actuation", BCG_KEY_CHOICE, "motor", 0, 0, "motor|pd",
-     "motor: action is a torque scaled by gear; pd: action is a target joint position"},
+     "motor: action is the control of the MJCF's actuators (motor: a torque scaled by gear; position and "
+     "velocity servos with their kp/kv; general affine); pd: action is a target joint position of bcg's PD law"},
     {"kp", BCG_KEY_REAL, "500", 0, INF, NULL,
      "PD position gain of an actuator with gear 100 (N m/rad); each actuator's gain is kp * gear / 100"},
     {"kd", BCG_KEY_REAL, "10", 0, INF, NULL,
      "PD velocity gain of an actuator with gear 100 (N m s/rad); scaled by gear / 100 like kp"},
+    {"kp_joints", BCG_KEY_STRING, "", 0, 0, NULL,
+     "PD position gains in N m/rad by joint name, 'pattern:value, ...' (a pattern matches a joint whose name "
+     "contains it; the first match wins; e.g. 'hip:100, knee:150, ankle:40'); unmatched joints get kp * gear / 100"},
+    {"kd_joints", BCG_KEY_STRING, "", 0, 0, NULL,
+     "PD velocity gains in N m s/rad by joint name, as kp_joints; unmatched joints get kd * gear / 100"},
     {"action_scale", BCG_KEY_REAL, "0.5", 0, INF, NULL,
      "pd: target = default pose + action_scale * action (rad); motor: unused"},
     {"pd_torque_limit", BCG_KEY_BOOL, "true", 0, 0, NULL,
@@ -71,6 +83,9 @@ static const bcg_key_spec sim_keys[] = {
      "(smoothed_kappa tapers its weight to 0 here, so the step is continuous)"},
     {"friction", BCG_KEY_REAL, "-1", -1, 10, NULL,
      "friction coefficient of every contact; -1 uses the MJCF's (MuJoCo's max pairing rule)"},
+    {"frictionloss_velocity", BCG_KEY_REAL, "0.1", 1e-6, 100, NULL,
+     "a joint's dry friction (MJCF frictionloss f) acts as -f tanh(qdot / v) with this v (rad/s or m/s): "
+     "smooth and differentiable; MuJoCo's is a constraint (docs/physics-notes.md)"},
     {"max_contacts", BCG_KEY_INT, "16", 0, 24, NULL,
      "active contacts kept per environment, deepest first (capacity BCG_MAX_CONTACT = 24)"},
     {"dr_friction_min", BCG_KEY_REAL, "-1", -1, 10, NULL,

@@ -287,14 +287,21 @@ int bcg_env_check_floor(const bcg_config *cfg, const bcg_model *model, char *err
   return -1;
 }
 
-bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errlen) {
+bcg_model *bcg_model_from_config(const bcg_config *cfg, char *err, size_t errlen) {
   const char *path = bcg_config_get_string(cfg, "model", "path");
-  char merr[1024];
-  bcg_model *model = bcg_model_load(path, merr, sizeof merr);
-  if (!model) {
-    bcg_config_errorf(cfg, "model", "path", err, errlen, "%s", merr);
-    return NULL;
-  }
+  char merr[1400];
+  bcg_model_opts o;
+  bcg_model_opts_default(&o);
+  o.mesh_points = (int)bcg_config_get_int(cfg, "model", "mesh_contact_points");
+  o.contact_bodies = bcg_config_get_string(cfg, "model", "contact_bodies");
+  bcg_model *model = bcg_model_load_opts(path, &o, merr, sizeof merr);
+  if (!model) bcg_config_errorf(cfg, "model", o.failed_key[0] ? o.failed_key : "path", err, errlen, "%s", merr);
+  return model;
+}
+
+bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errlen) {
+  bcg_model *model = bcg_model_from_config(cfg, err, errlen);
+  if (!model) return NULL;
   if (bcg_env_check_floor(cfg, model, err, errlen)) {
     bcg_model_free(model);
     return NULL;

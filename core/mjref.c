@@ -65,6 +65,14 @@ void bcg_mjref_constraint(const bcg_mjref *r, double *v) { mju_copy(v, r->d->qfr
 void bcg_mjref_qacc(const bcg_mjref *r, double *v) { mju_copy(v, r->d->qacc, r->m->nv); }
 int bcg_mjref_ncon(const bcg_mjref *r) { return r->d->ncon; }
 
+void bcg_mjref_contact(const bcg_mjref *r, int i, double *dist, double pos[3], int *geom1, int *geom2) {
+  const mjContact *c = r->d->contact + i;
+  if (dist) *dist = c->dist;
+  if (pos) mju_copy3(pos, c->pos);
+  if (geom1) *geom1 = c->geom[0];
+  if (geom2) *geom2 = c->geom[1];
+}
+
 int bcg_mjref_self_contacts(const bcg_mjref *r) {
   const mjModel *m = r->m;
   int n = 0;

@@ -29,6 +29,9 @@ typedef struct conv {
   const char *path;
   char *err;
   size_t errlen;
+  bcg_model_opts *opts;
+  mjData *d0; /* kinematics at qpos0 (mesh hull points: the lowest first) */
+  int only[BCG_MAX_BODY]; /* contact_bodies: 1 where a body's geoms touch the floor */
 } conv;
 
 static int fail(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -180,11 +183,13 @@ static int convert_unsupported(conv *c) {
         return fail(c, "%s: mocap bodies are not supported", label(m, mjOBJ_BODY, "body", b, lb, sizeof lb));
   if (m->opt.density != 0 || m->opt.viscosity != 0)
     return fail(c, "option: fluid forces (density/viscosity) are not supported");
-  if (m->na > 0)
+  if (m->na > 0) {
+    for (int a = 0; a < m->nu; a++)
+      if (m->actuator_actnum[a] > 0)
+        return fail(c, "%s: activation dynamics not supported (only actuators without activation state: motor, "
+                    "position, velocity, general)", label(m, mjOBJ_ACTUATOR, "actuator", a, lb, sizeof lb));
     return fail(c, "actuator activations (na = %ld) are not supported", (long)m->na);
-  for (int v = 0; v < m->nv; v++)
-    if (m->dof_frictionloss[v] != 0)
-      return fail(c, "%s: frictionloss is not supported", jlabel(m, m->dof_jntid[v], lb, sizeof lb));
+  }
   return 0;
 }
 
@@ -252,6 +257,14 @@ static int convert_joints(conv *c) {
     d->dof_parent[v] = m->dof_parentid[v];
     d->dof_armature[v] = (bcg_real)m->dof_armature[v];
     d->dof_damping[v] = nodamper ? 0 : (bcg_real)m->dof_damping[v];
+    const int j = m->dof_jntid[v];
+    d->dof_frictionloss[v] =
+        (m->opt.disableflags & (mjDSBL_FRICTIONLOSS | mjDSBL_CONSTRAINT)) ? 0 : (bcg_real)m->dof_frictionloss[v];
+    /* actuatorfrcrange: hinge and slide joints (one dof each) */
+    const int jt = m->jnt_type[j];
+    d->dof_actfrclimited[v] = (jt == mjJNT_HINGE || jt == mjJNT_SLIDE) && m->jnt_actfrclimited[j];
+    d->dof_actfrcrange[v][0] = (bcg_real)m->jnt_actfrcrange[2 * j];
+    d->dof_actfrcrange[v][1] = (bcg_real)m->jnt_actfrcrange[2 * j + 1];
   }
   for (int q = 0; q < m->nq; q++) {
     d->qpos0[q] = (bcg_real)m->qpos0[q];
@@ -276,24 +289,119 @@ static int convert_actuators(conv *c) {
     if (m->actuator_trntype[a] != mjTRN_JOINT)
       return fail(c, "%s: transmission type not supported (only joint transmission)", lb);
     if (m->actuator_dyntype[a] != mjDYN_NONE)
-      return fail(c, "%s: activation dynamics not supported (only motor actuators)", lb);
-    if (m->actuator_gaintype[a] != mjGAIN_FIXED || m->actuator_biastype[a] != mjBIAS_NONE)
-      return fail(c, "%s: gain/bias type not supported (only motor actuators)", lb);
-    if (m->actuator_forcelimited[a])
-      return fail(c, "%s: forcelimited/forcerange not supported", lb);
+      return fail(c, "%s: activation dynamics not supported (only actuators without activation state: motor, position, velocity, general)", lb);
+    const mjtNum *gp = m->actuator_gainprm + mjNGAIN * a, *bp = m->actuator_biasprm + mjNBIAS * a;
+    if (m->actuator_gaintype[a] != mjGAIN_FIXED && !(m->actuator_gaintype[a] == mjGAIN_AFFINE && gp[1] == 0 && gp[2] == 0))
+      return fail(c, "%s: gain type not supported (only fixed gains: motor, position, velocity, general)", lb);
+    if (m->actuator_biastype[a] != mjBIAS_NONE && m->actuator_biastype[a] != mjBIAS_AFFINE)
+      return fail(c, "%s: bias type not supported (only none and affine: motor, position, velocity, general)", lb);
     int j = m->actuator_trnid[2 * a];
     int jt = m->jnt_type[j];
     if (jt != mjJNT_HINGE && jt != mjJNT_SLIDE)
       return fail(c, "%s: only hinge and slide joints can be actuated", lb);
+    for (int k = 1; k < 6; k++)
+      if (m->actuator_gear[6 * a + k] != 0)
+        return fail(c, "%s: gear with more than one component is not supported on a joint transmission", lb);
     d->act_jnt[a] = j;
     d->act_dof[a] = m->jnt_dofadr[j];
-    /* force = gainprm[0] * ctrl (a motor has gainprm[0] = 1); torque = gear * force */
-    d->act_gear[a] = (bcg_real)(m->actuator_gear[6 * a] * m->actuator_gainprm[mjNGAIN * a]);
-    d->act_ctrllimited[a] = m->actuator_ctrllimited[a];
+    d->act_gear[a] = (bcg_real)m->actuator_gear[6 * a];
+    d->act_gain[a] = (bcg_real)gp[0];
+    for (int k = 0; k < 3; k++)
+      d->act_bias[a][k] = m->actuator_biastype[a] == mjBIAS_AFFINE ? (bcg_real)bp[k] : 0;
+    d->act_forcelimited[a] = m->actuator_forcelimited[a] != 0;
+    d->act_forcerange[a][0] = (bcg_real)m->actuator_forcerange[2 * a];
+    d->act_forcerange[a][1] = (bcg_real)m->actuator_forcerange[2 * a + 1];
+    d->act_ctrllimited[a] = m->actuator_ctrllimited[a] && !(m->opt.disableflags & mjDSBL_CLAMPCTRL);
     d->act_ctrlrange[a][0] = (bcg_real)m->actuator_ctrlrange[2 * a];
     d->act_ctrlrange[a][1] = (bcg_real)m->actuator_ctrlrange[2 * a + 1];
     if (name_fits(c, mjOBJ_ACTUATOR, a, lb)) return -1;
     copy_name(c->out->act_name[a], m, mjOBJ_ACTUATOR, a);
+  }
+  return 0;
+}
+
+#define CYL_RIM 8
+
+/* A mesh geom's contact points: vertices of its convex hull (libmujoco's
+ * mesh graph; all vertices where it has none), at most opts->mesh_points:
+ * the lowest in the default pose (qpos0) first, then each next the one
+ * farthest from those chosen (in the geom frame). Radius 0. */
+static int add_mesh_points(conv *c, int g, mjtNum mu) {
+  const mjModel *m = c->mj;
+  int mesh = m->geom_dataid[g];
+  char lb[512];
+  if (mesh < 0) return fail(c, "%s: mesh geom without mesh data", glabel(m, g, lb, sizeof lb));
+  const float *V = m->mesh_vert + 3 * (size_t)m->mesh_vertadr[mesh];
+  int nvert = m->mesh_vertnum[mesh], nh = nvert;
+  const int *ids = NULL;
+  if (m->mesh_graphadr[mesh] >= 0) {
+    const int *gr = m->mesh_graph + m->mesh_graphadr[mesh];
+    nh = gr[0];
+    ids = gr + 2 + nh; /* numvert, numface, vert_edgeadr[numvert], vert_globalid[numvert] */
+  }
+  if (nh <= 0) return fail(c, "%s: mesh without vertices", glabel(m, g, lb, sizeof lb));
+  int want = c->opts->mesh_points < nh ? c->opts->mesh_points : nh;
+  mjtNum *dist = malloc(sizeof(mjtNum) * (size_t)nh);
+  if (!dist) return fail(c, "out of memory");
+  const mjtNum *xp = c->d0->geom_xpos + 3 * g, *xm = c->d0->geom_xmat + 9 * g;
+  int pick = 0;
+  mjtNum lo = 1e300;
+  for (int k = 0; k < nh; k++) {
+    const float *v = V + 3 * (ids ? ids[k] : k);
+    mjtNum z = xp[2] + xm[6] * v[0] + xm[7] * v[1] + xm[8] * v[2];
+    if (z < lo) lo = z, pick = k;
+    dist[k] = 1e300;
+  }
+  const mjtNum *gp = m->geom_pos + 3 * g, *gq = m->geom_quat + 4 * g;
+  for (int n = 0; n < want; n++) {
+    const float *v = V + 3 * (ids ? ids[pick] : pick);
+    mjtNum e[3] = {v[0], v[1], v[2]}, p[3];
+    quat_rot(gq, e, p);
+    mju_addTo3(p, gp);
+    if (add_cp(c, g, p, 0, mu)) { free(dist); return -1; }
+    int next = -1;
+    mjtNum far = -1;
+    for (int k = 0; k < nh; k++) {
+      const float *w = V + 3 * (ids ? ids[k] : k);
+      mjtNum dx = w[0] - v[0], dy = w[1] - v[1], dz = w[2] - v[2], dd = dx * dx + dy * dy + dz * dz;
+      if (dd < dist[k]) dist[k] = dd;
+      if (dist[k] > far) far = dist[k], next = k;
+    }
+    if (next < 0 || far <= 0) break; /* every vertex already chosen */
+    pick = next;
+  }
+  free(dist);
+  return 0;
+}
+
+/* [model] contact_bodies: mark the listed bodies (every name must exist). */
+static int parse_contact_bodies(conv *c) {
+  const char *spec = c->opts->contact_bodies;
+  if (!spec || !spec[0]) return 0;
+  char buf[4096];
+  if (strlen(spec) >= sizeof buf) {
+    snprintf(c->opts->failed_key, sizeof c->opts->failed_key, "contact_bodies");
+    return fail(c, "contact_bodies: longer than %zu characters", sizeof buf - 1);
+  }
+  snprintf(buf, sizeof buf, "%s", spec);
+  char *save = NULL;
+  int n = 0;
+  for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+    while (*it == ' ' || *it == '\t') it++;
+    char *e = it + strlen(it);
+    while (e > it && (e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
+    if (!it[0]) continue;
+    int b = mj_name2id(c->mj, mjOBJ_BODY, it);
+    if (b < 0) {
+      snprintf(c->opts->failed_key, sizeof c->opts->failed_key, "contact_bodies");
+      return fail(c, "contact_bodies: no body named '%s' in the model", it);
+    }
+    c->only[b] = 1;
+    n++;
+  }
+  if (n == 0) {
+    snprintf(c->opts->failed_key, sizeof c->opts->failed_key, "contact_bodies");
+    return fail(c, "contact_bodies: no body names in '%s'", spec);
   }
   return 0;
 }
@@ -344,6 +452,10 @@ static int convert_contacts(conv *c) {
 
   if (floor < 0 || (m->opt.disableflags & (mjDSBL_CONTACT | mjDSBL_CONSTRAINT))) return 0;
 
+  if (parse_contact_bodies(c)) return -1;
+  c->d0 = mj_makeData(m);
+  if (!c->d0) return fail(c, "out of memory (mjData)");
+  mj_kinematics(m, c->d0);
   int fb = m->geom_bodyid[floor];
   for (int g = 0; g < m->ngeom; g++) {
     if (g == floor) continue;
@@ -360,6 +472,8 @@ static int convert_contacts(conv *c) {
       continue;
     }
     if (excluded(m, b, fb)) continue;
+    if (c->opts->contact_bodies && c->opts->contact_bodies[0] && !c->only[b]) continue;
+    if (m->geom_type[g] == mjGEOM_MESH && c->opts->mesh_points <= 0) continue;
 
     /* pairing rule of mj_contactParam: the higher priority wins, else max */
     mjtNum mu;
@@ -396,9 +510,26 @@ static int convert_contacts(conv *c) {
           if (add_cp(c, g, p, 0, mu)) return -1;
         }
         break;
+      case mjGEOM_CYLINDER:
+        /* CYL_RIM points on each end circle (radius 0): the lowest point of
+         * a tilted cylinder is on a rim; between two points the floor sees
+         * the chord, at most r (1 - cos(pi / CYL_RIM)) higher */
+        for (int s = -1; s <= 1; s += 2)
+          for (int k = 0; k < CYL_RIM; k++) {
+            mjtNum ang = 2 * mjPI * k / CYL_RIM;
+            mjtNum e[3] = {sz[0] * cos(ang), sz[0] * sin(ang), s * sz[1]}, p[3];
+            quat_rot(gq, e, p);
+            mju_addTo3(p, gp);
+            if (add_cp(c, g, p, 0, mu)) return -1;
+          }
+        break;
+      case mjGEOM_MESH:
+        if (add_mesh_points(c, g, mu)) return -1;
+        break;
       default:
-        return fail(c, "%s: %s collision geom touching the floor is not supported (only sphere, capsule, box; "
-                    "set contype=conaffinity=0 to make it visual)", lb, geom_type_name(m->geom_type[g]));
+        return fail(c, "%s: %s collision geom touching the floor is not supported (only sphere, capsule, box, "
+                    "cylinder, mesh; set contype=conaffinity=0 to make it visual, or leave its body out of "
+                    "[model] contact_bodies)", lb, geom_type_name(m->geom_type[g]));
     }
   }
   return 0;
@@ -414,8 +545,20 @@ static void one_line(char *s) {
     else if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
 }
 
+void bcg_model_opts_default(bcg_model_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->mesh_points = 6;
+}
+
 bcg_model *bcg_model_load(const char *path, char *err, size_t errlen) {
+  bcg_model_opts o;
+  bcg_model_opts_default(&o);
+  return bcg_model_load_opts(path, &o, err, errlen);
+}
+
+bcg_model *bcg_model_load_opts(const char *path, bcg_model_opts *opts, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
+  opts->failed_key[0] = 0;
   if (!path || !path[0]) {
     if (err && errlen) snprintf(err, errlen, "model: empty path");
     return NULL;
@@ -451,13 +594,15 @@ bcg_model *bcg_model_load(const char *path, char *err, size_t errlen) {
   }
   snprintf(model->path, sizeof model->path, "%s", path);
   model->mj = mj;
-  conv c = {mj, model, path, err, errlen};
+  conv c = {mj, model, path, err, errlen, opts, NULL, {0}};
   bcg_mdata *d = &model->m;
   d->timestep = (bcg_real)mj->opt.timestep;
   for (int i = 0; i < 3; i++)
     d->gravity[i] = (mj->opt.disableflags & mjDSBL_GRAVITY) ? 0 : (bcg_real)mj->opt.gravity[i];
-  if (convert_capacity(&c) || convert_unsupported(&c) || convert_bodies(&c) || convert_joints(&c) ||
-      convert_actuators(&c) || convert_contacts(&c)) {
+  int bad = convert_capacity(&c) || convert_unsupported(&c) || convert_bodies(&c) || convert_joints(&c) ||
+            convert_actuators(&c) || convert_contacts(&c);
+  if (c.d0) mj_deleteData(c.d0);
+  if (bad) {
     bcg_model_free(model);
     return NULL;
   }

@@ -20,9 +20,7 @@ void bcg_simparams_default(const bcg_model *model, bcg_simparams *sp) {
     /* PD gains scale with the actuator's strength (gear) */
     sp->kp[i] = 5 * m->act_gear[i];
     sp->kd[i] = (bcg_real)0.1 * m->act_gear[i];
-    sp->tau_max[i] = m->act_ctrllimited[i]
-                         ? m->act_gear[i] * fmax(fabs(m->act_ctrlrange[i][0]), fabs(m->act_ctrlrange[i][1]))
-                         : 0;
+    sp->tau_max[i] = bcg_act_torque_limit(m, i);
   }
   for (int i = 0; i < m->nq; i++) sp->qdef[i] = m->qpos0[i];
   sp->lim_k = 1000;
@@ -30,6 +28,7 @@ void bcg_simparams_default(const bcg_model *model, bcg_simparams *sp) {
   sp->lim_d = 5;
   sp->margin = (bcg_real)0.01;
   sp->mu = -1;
+  sp->floss_v = (bcg_real)0.1;
   sp->ncmax = 16;
   sp->gravity = 1;
 }

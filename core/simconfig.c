@@ -10,6 +10,54 @@
 #include "bcg/sim.h"
 #include "bcg/step.h"
 
+/* Per-joint gains 'pattern:value, ...' ([sim] kp_joints / kd_joints): each
+ * actuator whose joint name contains a pattern (the first that matches) gets
+ * its value in g[]. A malformed entry or a pattern that matches no actuated
+ * joint is an error naming the key. */
+static int joint_gains(const bcg_config *cfg, const bcg_model *model, const char *key, bcg_real *g, char *err,
+                       size_t errlen) {
+  const char *spec = bcg_config_get_string(cfg, "sim", key);
+  if (!spec || !spec[0]) return 0;
+  const bcg_mdata *m = &model->m;
+  int set[BCG_MAX_ACT] = {0};
+  char buf[2048];
+  if (strlen(spec) >= sizeof buf) {
+    bcg_config_errorf(cfg, "sim", key, err, errlen, "longer than %zu characters", sizeof buf - 1);
+    return -1;
+  }
+  snprintf(buf, sizeof buf, "%s", spec);
+  char *save = NULL;
+  for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+    char *colon = strrchr(it, ':');
+    while (*it == ' ' || *it == '\t') it++;
+    if (!colon || colon == it) {
+      bcg_config_errorf(cfg, "sim", key, err, errlen, "'%s': expected pattern:value", it);
+      return -1;
+    }
+    *colon = 0;
+    char *e = colon - 1;
+    while (e > it && (*e == ' ' || *e == '\t')) *e-- = 0;
+    char *end;
+    double v = strtod(colon + 1, &end);
+    while (*end == ' ' || *end == '\t') end++;
+    if (end == colon + 1 || *end || !isfinite(v) || v < 0) {
+      bcg_config_errorf(cfg, "sim", key, err, errlen, "'%s': value '%s' is not a non-negative number", it, colon + 1);
+      return -1;
+    }
+    int hit = 0;
+    for (int i = 0; i < m->nu; i++) {
+      if (!strstr(model->jnt_name[m->act_jnt[i]], it)) continue;
+      hit = 1;
+      if (!set[i]) g[i] = (bcg_real)v, set[i] = 1;
+    }
+    if (!hit) {
+      bcg_config_errorf(cfg, "sim", key, err, errlen, "pattern '%s' matches no actuated joint of %s", it, model->path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg_simparams *sp, char *err,
                               size_t errlen) {
   const bcg_mdata *m = &model->m;
@@ -32,6 +80,10 @@ int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg
     sp->kd[i] = (bcg_real)(kd * m->act_gear[i] / 100);
     if (!lim) sp->tau_max[i] = 0;
   }
+  if (joint_gains(cfg, model, "kp_joints", sp->kp, err, errlen) ||
+      joint_gains(cfg, model, "kd_joints", sp->kd, err, errlen))
+    return -1;
+  sp->floss_v = (bcg_real)bcg_config_get_real(cfg, "sim", "frictionloss_velocity");
   sp->action_scale = (bcg_real)bcg_config_get_real(cfg, "sim", "action_scale");
   sp->lim_k = (bcg_real)bcg_config_get_real(cfg, "sim", "joint_limit_stiffness");
   sp->lim_width = (bcg_real)bcg_config_get_real(cfg, "sim", "joint_limit_width");

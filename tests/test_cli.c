@@ -386,6 +386,18 @@ static void test_check_model(void) {
   CU_ASSERT_EQUAL(run_err("check %s sim.kp=200", p), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: warning: command line: [sim] kp: the stiffest PD joint gets kp = 240 N m/rad "
                                      "(joint 'right_hip_y', gear 120), below M g h = "));
+  /* per-joint gains by name pattern: the first pattern that matches wins,
+   * unmatched joints keep kp * gear / 100 */
+  CU_ASSERT_EQUAL(run_err("check %s sim.kp_joints=hip_y:300,hip:100 sim.kd_joints=knee:7", p), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "joint 'right_hip_y' (actuator 'right_hip_y', gear 120): kp 300 N m/rad, kd 12 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "joint 'right_hip_x' (actuator 'right_hip_x', gear 40): kp 100 N m/rad, kd 4 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "joint 'right_knee' (actuator 'right_knee', gear 80): kp 400 N m/rad, kd 7 "));
+  CU_ASSERT_EQUAL(run("check %s sim.kp_joints=hip:100,elbow", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[sim] kp_joints: 'elbow': expected pattern:value"));
+  CU_ASSERT_EQUAL(run("check %s sim.kp_joints=wing:100", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[sim] kp_joints: pattern 'wing' matches no actuated joint of "));
+  CU_ASSERT_EQUAL(run("check %s sim.kd_joints=knee:-3", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[sim] kd_joints: 'knee': value '-3' is not a non-negative number"));
   /* motor actuation: gains unused, nothing printed */
   CU_ASSERT_EQUAL(run_err("check %s sim.actuation=motor", p), 0);
   CU_ASSERT_STRING_EQUAL(out, "");
@@ -401,13 +413,19 @@ static void test_check_model(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "or set [model] allow_no_floor = true\n"));
   CU_ASSERT_EQUAL(run_out("check %s model.allow_no_floor=true", p), 0);
   /* a conversion error names the geom and its body */
-  const char *x = write_ini("cyl.xml", "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
-                                       "<body name='torso' pos='0 0 1'><freejoint/><geom name='can' type='cylinder' "
-                                       "size='.1 .2'/></body></worldbody></mujoco>\n");
+  const char *x = write_ini("egg.xml", "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
+                                       "<body name='torso' pos='0 0 1'><freejoint/><geom name='egg' type='ellipsoid' "
+                                       "size='.1 .2 .3'/></body></worldbody></mujoco>\n");
   snprintf(text, sizeof text, "[model]\npath = %s\n", x);
-  p = write_ini("cyl.ini", text);
+  p = write_ini("egg.ini", text);
   CU_ASSERT_EQUAL(run("check %s", p), 1);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "geom 'can' (#1) of body 'torso': cylinder collision geom"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "geom 'egg' (#1) of body 'torso': ellipsoid collision geom"));
+  /* ... or leaving its body out of contact_bodies lets it load; a name the
+   * model lacks is an error naming the key */
+  CU_ASSERT_EQUAL(run_out("check %s model.contact_bodies=world model.allow_no_floor=true", p), 0);
+  CU_ASSERT_EQUAL(run("check %s model.contact_bodies=torso,nosuch", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[model] contact_bodies: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "contact_bodies: no body named 'nosuch' in the model"));
   /* bench says what it simulates */
   CU_ASSERT_EQUAL(run_out("bench --model %s --seconds 0.01 --envs 1", body), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "state: default pose in the air: the model has no floor, so no contact is simulated"));

@@ -174,6 +174,173 @@ static void check_contacts_vs_mujoco(const bcg_model *model, int root_z_qadr, do
   mj_deleteData(dd);
 }
 
+
+/* A robot file with what real robots use: armature, damping, frictionloss,
+ * actuatorfrcrange, motor / position (kp, kv, dampratio) / velocity /
+ * general affine actuators with ctrl and force ranges, two actuators on one
+ * joint, cylinder and mesh collision geoms. Shared with test_step (FD). */
+#define GENERAL_XML model_path("tests/models/general_robot.xml")
+
+/* The actuators' generalised force against MuJoCo's qfrc_actuator (motor
+ * mode: the MJCF's actuators), with controls inside and beyond their ranges
+ * and states that saturate the force ranges and the joint's
+ * actuatorfrcrange; dampratio compiled to a damping as MuJoCo does. */
+static void test_general_actuators(void) {
+  const char *p = GENERAL_XML;
+  bcg_model *model = load_ok(p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  const bcg_mdata *m = &model->m;
+  CU_ASSERT_EQUAL(m->nu, 5);
+  CU_ASSERT(m->dof_frictionloss[6] > 0.39 && m->dof_actfrclimited[7] && !m->dof_actfrclimited[6]);
+  CU_ASSERT(m->act_bias[4][2] < 0); /* dampratio: a damping by now */
+  bcg_simparams sp;
+  bcg_simparams_default(model, &sp);
+  bcg_mjref *r = bcg_mjref_new(model, BCG_MJREF_NO_CONSTRAINT);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  double worst = 0;
+  int sat = 0;
+  for (int trial = 0; trial < 40; trial++) {
+    double q[BCG_MAX_Q], u[BCG_MAX_DOF], a[BCG_MAX_ACT], mjact[BCG_MAX_DOF], t[BCG_MAX_DOF];
+    for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
+    for (int i = 7; i < m->nq; i++) q[i] += 0.8 * sin(1.3 * trial + i);
+    for (int i = 0; i < m->nv; i++) u[i] = 3 * cos(0.7 * trial + 2 * i);
+    for (int i = 0; i < m->nu; i++) a[i] = 1.8 * sin(0.9 * trial + 3 * i);
+    bcg_mjref_forward(r, q, u, a, NULL);
+    bcg_mjref_actuator(r, mjact);
+    bcg_actuator_qfrc(m, &sp, q, u, a, t);
+    for (int d = 0; d < m->nv; d++) worst = fmax(worst, fabs(t[d] - mjact[d]) / (1 + fabs(mjact[d])));
+    sat += fabs(t[7]) >= 3 - 1e-12; /* actuatorfrcrange holds j2 */
+  }
+  bcg_test_report("actuator forces vs MuJoCo qfrc_actuator (rel)", worst);
+  CU_ASSERT(worst < 1e-12);
+  CU_ASSERT(sat > 0);
+  bcg_mjref_free(r);
+  bcg_model_free(model);
+}
+
+/* Cylinder and mesh geoms against the floor: the contact points are the
+ * convex hull's vertices (the interior vertex is not one) and rim points of
+ * the cylinder's end circles. For tilted, penetrating states the deepest bcg
+ * point of every geom equals MuJoCo's contact distance (sphere, capsule, box,
+ * mesh) or is above it by at most the rim chord r (1 - cos(pi / 8))
+ * (cylinder); every geom MuJoCo reports in contact has bcg points below the
+ * floor and the other way round. */
+static void test_cylinder_mesh_contacts(void) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s", GENERAL_XML);
+  bcg_model *model = load_ok(p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  const bcg_mdata *d = &model->m;
+  CU_ASSERT_EQUAL(count_cp_of(model, "hull"), 4);
+  CU_ASSERT_EQUAL(count_cp_of(model, "can"), 16);
+  const mjModel *mj = model->mj;
+  mjData *dd = mj_makeData(mj);
+  int floor = mj_name2id(mj, mjOBJ_GEOM, "floor");
+  double worst = 0, cyl_over = 0;
+  int compared = 0, cyl = 0, mesh = 0;
+  for (int trial = 0; trial < 60; trial++) {
+    mj_resetData(mj, dd);
+    double e[3] = {0.7 * sin(1.1 * trial), 0.5 * sin(2.3 * trial + 1), 0.9 * trial};
+    mju_euler2Quat(dd->qpos + 3, e, "xyz");
+    for (int i = 7; i < mj->nq; i++) dd->qpos[i] = 0.6 * sin(0.37 * trial + i);
+    mj_kinematics(mj, dd);
+    /* the lowest bcg point of one geom (each in turn) 5 mm into the floor */
+    static bcg_kin k;
+    bcg_kinematics(d, dd->qpos, &k);
+    int target = 1 + trial % (mj->ngeom - 1);
+    double lo = 1e9;
+    for (int i = 0; i < d->ncp; i++) {
+      double pc[3];
+      bcg_contact_point(d, &k, i, pc);
+      if (d->cp_geom[i] == target) lo = fmin(lo, pc[2] + k.o[2] - d->floor_z);
+    }
+    dd->qpos[2] -= lo + 0.005;
+    mj_forward(mj, dd);
+    bcg_kinematics(d, dd->qpos, &k);
+    double mjmin[64], bmin[64];
+    for (int g = 0; g < mj->ngeom; g++) mjmin[g] = 1e9, bmin[g] = 1e9;
+    for (int c = 0; c < dd->ncon; c++) {
+      int g1 = dd->contact[c].geom[0], g2 = dd->contact[c].geom[1];
+      if (g1 != floor && g2 != floor) continue;
+      int g = g1 == floor ? g2 : g1;
+      mjmin[g] = fmin(mjmin[g], dd->contact[c].dist);
+    }
+    for (int i = 0; i < d->ncp; i++) {
+      double pc[3];
+      bcg_contact_point(d, &k, i, pc);
+      bmin[d->cp_geom[i]] = fmin(bmin[d->cp_geom[i]], pc[2] + k.o[2] - d->floor_z);
+    }
+    for (int g = 0; g < mj->ngeom; g++) {
+      if (g == floor) continue;
+      if (bmin[g] < -1e-6) CU_ASSERT(mjmin[g] < 0);
+      if (mjmin[g] > 0 || mjmin[g] > 1e8) continue;
+      compared++;
+      if (mj->geom_type[g] == mjGEOM_CYLINDER) {
+        double over = bmin[g] - mjmin[g], chord = mj->geom_size[3 * g] * (1 - cos(mjPI / 8));
+        CU_ASSERT(over > -1e-9 && over < chord + 1e-9);
+        cyl_over = fmax(cyl_over, over);
+        cyl++;
+      } else {
+        worst = fmax(worst, fabs(bmin[g] - mjmin[g]));
+        mesh += mj->geom_type[g] == mjGEOM_MESH;
+      }
+    }
+  }
+  bcg_test_report("deepest point vs MuJoCo contact distance (m): sphere, capsule, box, mesh", worst);
+  bcg_test_report("cylinder: bcg above MuJoCo by at most (m)", cyl_over);
+  CU_ASSERT(worst < 1e-9);
+  if (getenv("BCG_TEST_VERBOSE")) fprintf(stderr, "compared %d cylinder %d mesh %d\n", compared, cyl, mesh);
+  CU_ASSERT(compared > 60 && cyl > 5 && mesh > 5);
+  /* 0 mesh points: the mesh geom does not touch the floor; contact_bodies
+   * keeps only the listed bodies' geoms */
+  bcg_model_opts o;
+  bcg_model_opts_default(&o);
+  o.mesh_points = 0;
+  o.contact_bodies = "base, a2";
+  bcg_model *m2 = bcg_model_load_opts(p, &o, errbuf, sizeof errbuf);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m2);
+  CU_ASSERT_EQUAL(count_cp_of(m2, "hull"), 0);
+  CU_ASSERT_EQUAL(count_cp_of(m2, "arm"), 0);
+  CU_ASSERT_EQUAL(count_cp_of(m2, "chassis"), 8);
+  CU_ASSERT_EQUAL(count_cp_of(m2, "can"), 16);
+  bcg_model_free(m2);
+  o.contact_bodies = "base, nosuch";
+  CU_ASSERT_PTR_NULL(bcg_model_load_opts(p, &o, errbuf, sizeof errbuf));
+  CU_ASSERT_STRING_EQUAL(o.failed_key, "contact_bodies");
+  CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, "no body named 'nosuch'"));
+  mj_deleteData(dd);
+  bcg_model_free(model);
+}
+
+/* Unitree's G1 (../shared/robots, where present): loads unmodified (MuJoCo 3
+ * attributes, frictionloss, armature, actuatorfrcrange, mesh and sphere
+ * collision geoms), its facts, and its contact points against MuJoCo's. */
+static void test_g1(void) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s", model_path("../shared/robots/unitree_g1/scene_29dof.xml"));
+  if (access(p, R_OK) != 0) {
+    char why[1100];
+    snprintf(why, sizeof why, "%s absent", p);
+    bcg_test_skip(why);
+    return;
+  }
+  bcg_model *model = load_ok(p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  const bcg_mdata *d = &model->m;
+  CU_ASSERT_EQUAL(d->nq, 36);
+  CU_ASSERT_EQUAL(d->nv, 35);
+  CU_ASSERT_EQUAL(d->nu, 29);
+  CU_ASSERT(d->has_floor);
+  for (int v = 6; v < d->nv; v++) {
+    CU_ASSERT(d->dof_frictionloss[v] > 0);
+    CU_ASSERT(d->dof_armature[v] > 0);
+    CU_ASSERT(d->dof_actfrclimited[v]);
+  }
+  for (int a = 0; a < d->nu; a++) CU_ASSERT_DOUBLE_EQUAL(d->act_gear[a], 1, 0);
+  check_contacts_vs_mujoco(model, 2, 0.02);
+  bcg_model_free(model);
+}
+
 static void test_humanoid(void) {
   bcg_model *model = load_ok(HUMANOID);
   CU_ASSERT_PTR_NOT_NULL_FATAL(model);
@@ -390,9 +557,9 @@ static void test_errors(void) {
 
   p = write_xml("unnamed_cyl.xml",
     "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
-    "<body pos='0 0 1'><freejoint/><geom type='cylinder' size='.1 .2'/></body>\n"
+    "<body pos='0 0 1'><freejoint/><geom type='ellipsoid' size='.1 .2 .3'/></body>\n"
     "</worldbody></mujoco>\n");
-  expect_error(p, "geom #1", "cylinder");
+  expect_error(p, "geom #1", "ellipsoid");
 
   p = write_xml("tilted.xml",
     "<mujoco><worldbody><geom name='ramp' type='plane' size='1 1 .1' euler='10 0 0'/>\n"
@@ -406,8 +573,8 @@ static void test_errors(void) {
 
   p = write_xml("servo.xml",
     "<mujoco><worldbody><body><joint name='j'/><geom size='.1'/></body></worldbody>\n"
-    "<actuator><position name='servo' joint='j' kp='10'/></actuator></mujoco>\n");
-  expect_error(p, "actuator 'servo'", "gain/bias type not supported (only motor actuators)");
+    "<actuator><intvelocity name='servo' joint='j' kp='10' actrange='-1 1'/></actuator></mujoco>\n");
+  expect_error(p, "actuator 'servo'", "activation");
 
   p = write_xml("site_act.xml",
     "<mujoco><worldbody><body><freejoint/><geom size='.1'/><site name='s'/></body></worldbody>\n"
@@ -450,23 +617,18 @@ static void test_errors(void) {
 static void test_error_labels(void) {
   const char *p = write_xml("named_cyl.xml",
     "<mujoco><worldbody><geom name='floor' type='plane' size='1 1 .1'/>\n"
-    "<body name='torso' pos='0 0 1'><freejoint/><geom name='can' type='cylinder' size='.1 .2'/></body>\n"
+    "<body name='torso' pos='0 0 1'><freejoint/><geom name='egg' type='ellipsoid' size='.1 .2 .3'/></body>\n"
     "</worldbody></mujoco>\n");
-  expect_error(p, "geom 'can' (#1) of body 'torso': cylinder collision geom", NULL);
+  expect_error(p, "geom 'egg' (#1) of body 'torso': ellipsoid collision geom", NULL);
   p = write_xml("unnamed_cyl2.xml",
     "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
-    "<body pos='0 0 1'><freejoint/><geom type='cylinder' size='.1 .2'/></body>\n"
+    "<body pos='0 0 1'><freejoint/><geom type='ellipsoid' size='.1 .2 .3'/></body>\n"
     "</worldbody></mujoco>\n");
-  expect_error(p, "geom #1 of body #1: cylinder", NULL);
-  p = write_xml("frictionloss.xml",
-    "<mujoco><worldbody><body name='thigh'><joint name='hip'/><geom size='.1'/>\n"
-    "<body name='shin' pos='0 0 1'><joint name='knee' frictionloss='1'/><geom size='.1'/></body></body>"
-    "</worldbody></mujoco>\n");
-  expect_error(p, "joint 'knee' (#1) of body 'shin': frictionloss is not supported", NULL);
+  expect_error(p, "geom #1 of body #1: ellipsoid", NULL);
   p = write_xml("servo2.xml",
     "<mujoco><worldbody><body name='arm'><joint name='j'/><geom size='.1'/></body></worldbody>\n"
-    "<actuator><position name='servo' joint='j' kp='10'/></actuator></mujoco>\n");
-  expect_error(p, "actuator 'servo' (#0) on joint 'j' (#0) of body 'arm': gain/bias type not supported", NULL);
+    "<actuator><general name='servo' joint='j' gaintype='affine' gainprm='1 2 0'/></actuator></mujoco>\n");
+  expect_error(p, "actuator 'servo' (#0) on joint 'j' (#0) of body 'arm': gain type not supported", NULL);
   p = write_xml("two_floors.xml",
     "<mujoco><worldbody><geom name='a' type='plane' size='1 1 .1'/><geom name='b' type='plane' size='1 1 .1'/>\n"
     "<body pos='0 0 1'><freejoint/><geom size='.1'/></body></worldbody></mujoco>\n");
@@ -496,9 +658,9 @@ static void test_names(void) {
   bcg_model_free(m);
   p = write_xml("newline_name.xml",
     "<mujoco><worldbody><geom type='plane' size='1 1 .1'/>\n"
-    "<body name='a&#10;b' pos='0 0 1'><freejoint/><geom name='c&#10;d' type='cylinder' size='.1 .2'/></body>\n"
+    "<body name='a&#10;b' pos='0 0 1'><freejoint/><geom name='c&#10;d' type='ellipsoid' size='.1 .2 .3'/></body>\n"
     "</worldbody></mujoco>\n");
-  expect_error(p, "geom 'c?d' (#1) of body 'a?b': cylinder collision geom", NULL);
+  expect_error(p, "geom 'c?d' (#1) of body 'a?b': ellipsoid collision geom", NULL);
   CU_ASSERT_PTR_NULL(strchr(errbuf, '\n'));
 }
 
@@ -625,5 +787,7 @@ static void test_mjref(void) {
 }
 
 BCG_TESTS({"error_labels", test_error_labels}, {"pd_gains", test_pd_gains}, {"humanoid", test_humanoid}, {"own_models", test_own_models}, {"contact_rules", test_contact_rules},
-          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref}, {"names", test_names});
+          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref}, {"names", test_names},
+          {"general_actuators", test_general_actuators}, {"cylinder_mesh_contacts", test_cylinder_mesh_contacts},
+          {"g1", test_g1});
 BCG_RUN("model")

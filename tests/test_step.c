@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bcg/sim.h"
 #include "testutil.h"
@@ -58,7 +59,8 @@ static const bcg_contact_ops FAKE = {sizeof(bcg_contact_ops), NULL, NULL, fake_s
 
 static bcg_model *model;
 
-static void fd_suite(int actuation, int need_G, int control, double height, const char *label) {
+static void fd_suite_on(const bcg_model *model, int actuation, int need_G, int control, double height,
+                        const char *label) {
   const bcg_mdata *m = &model->m;
   bcg_simparams sp;
   bcg_simparams_default(model, &sp);
@@ -89,6 +91,47 @@ static void fd_suite(int actuation, int need_G, int control, double height, cons
   bcg_sim_free(sim);
 }
 
+static void fd_suite(int actuation, int need_G, int control, double height, const char *label) {
+  fd_suite_on(model, actuation, need_G, control, height, label);
+}
+
+/* tests/models/general_robot.xml: dry friction (smoothed, with its
+ * state-dependent implicit term), armature, actuatorfrcrange, motor /
+ * position / velocity / general actuators with ranges, cylinder and mesh
+ * contact points */
+static bcg_model *load_rel(const char *rel) {
+  char p[1024], err[1024];
+  if (access(rel, R_OK) == 0) snprintf(p, sizeof p, "%s", rel);
+  else snprintf(p, sizeof p, "%s/../%s", bcg_test_build_dir(), rel);
+  if (access(p, R_OK) != 0) return NULL;
+  bcg_model *mm = bcg_model_load(p, err, sizeof err);
+  if (!mm) fprintf(stderr, "%s\n", err);
+  return mm;
+}
+static void test_general_robot(void) {
+  bcg_model *g = load_rel("tests/models/general_robot.xml");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  fd_suite_on(g, BCG_ACTUATION_MOTOR, 0, 0, 0.5, "general actuators, frictionloss: substep VJP airborne (rel)");
+  fd_suite_on(g, BCG_ACTUATION_MOTOR, 1, 0, -0.002, "general actuators, frictionloss: substep VJP in contact (rel)");
+  fd_suite_on(g, BCG_ACTUATION_MOTOR, 0, 1, 0.003, "general actuators: control step VJP near contact (rel)");
+  fd_suite_on(g, BCG_ACTUATION_PD, 1, 1, -0.002, "general robot, PD: control step VJP in contact (rel)");
+  bcg_model_free(g);
+}
+
+/* Unitree's G1 (../shared/robots, where present): a control step in contact
+ * and in the air, motor and PD */
+static void test_g1(void) {
+  bcg_model *g = load_rel("../shared/robots/unitree_g1/scene_29dof.xml");
+  if (!g) {
+    bcg_test_skip("../shared/robots/unitree_g1 absent");
+    return;
+  }
+  fd_suite_on(g, BCG_ACTUATION_PD, 1, 1, -0.002, "G1: control step VJP in contact, PD (rel)");
+  fd_suite_on(g, BCG_ACTUATION_MOTOR, 0, 1, 0.3, "G1: control step VJP airborne, motor (rel)");
+  fd_suite_on(g, BCG_ACTUATION_MOTOR, 1, 0, 0.001, "G1: substep VJP 1 mm above the floor, motor (rel)");
+  bcg_model_free(g);
+}
+
 static void test_substep_airborne(void) { fd_suite(BCG_ACTUATION_MOTOR, 0, 0, 0.5, "substep VJP airborne, motor (rel)"); }
 static void test_substep_pd(void) { fd_suite(BCG_ACTUATION_PD, 0, 0, 0.5, "substep VJP airborne, PD (rel)"); }
 static void test_substep_contact(void) { fd_suite(BCG_ACTUATION_PD, 1, 0, -0.002, "substep VJP in contact + Delassus (rel)"); }
@@ -110,5 +153,6 @@ static void test_load(void) {
 
 BCG_TESTS({"load", test_load}, {"substep_airborne", test_substep_airborne}, {"substep_pd", test_substep_pd},
           {"substep_contact", test_substep_contact}, {"substep_near_contact", test_substep_near},
-          {"control_step_contact", test_control_contact}, {"control_step_airborne", test_control_airborne});
+          {"control_step_contact", test_control_contact}, {"control_step_airborne", test_control_airborne},
+          {"general_robot", test_general_robot}, {"g1", test_g1});
 BCG_RUN("step")

@@ -56,6 +56,10 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
  * true. 0, or -1 with a one-line message naming the config's [model] path.
  * bcg_env_create and bcg check call it. */
 int bcg_env_check_floor(const bcg_config *cfg, const bcg_model *model, char *err, size_t errlen);
+
+/* The model as the config's [model] section asks (path, contact_bodies,
+ * mesh_contact_points): NULL with a message naming the file and the key. */
+bcg_model *bcg_model_from_config(const bcg_config *cfg, char *err, size_t errlen);
 /* Build an env from parts (tests, tools). The env takes ownership of model
  * and of the contact instance when own != 0. */
 bcg_env *bcg_env_create_from(bcg_model *model, const bcg_simparams *sp, const bcg_contact_ops *contact_ops,

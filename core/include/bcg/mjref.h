@@ -51,6 +51,9 @@ void bcg_mjref_bodies(const bcg_mjref *r, double *xpos, double *xquat, double *x
  * be NULL) of a world point attached to body b, at the last forward. */
 void bcg_mjref_jac(const bcg_mjref *r, int body, const double point[3], double *jacp, double *jacr);
 int bcg_mjref_ncon(const bcg_mjref *r); /* active MuJoCo contacts */
+/* Contact i of the last forward: signed distance (< 0: penetration), the
+ * world point midway between the surfaces, and the two geom ids. */
+void bcg_mjref_contact(const bcg_mjref *r, int i, double *dist, double pos[3], int *geom1, int *geom2);
 /* contacts between two moving bodies (self-collision: bcg models only the
  * floor, so these are one place where bcg and MuJoCo differ) */
 int bcg_mjref_self_contacts(const bcg_mjref *r);

@@ -19,7 +19,7 @@ BCG_BEGIN_DECLS
 #define BCG_MAX_DOF 64
 #define BCG_MAX_Q 80
 #define BCG_MAX_ACT 64
-#define BCG_MAX_CP 96 /* contact points (sphere slots) */
+#define BCG_MAX_CP 256 /* contact points (sphere slots) */
 #define BCG_NAME_LEN 48
 
 /* same numbering as MuJoCo's mjtJoint */
@@ -58,20 +58,36 @@ typedef struct bcg_mdata {
   int dof_parent[BCG_MAX_DOF]; /* previous dof on the path to the root, -1 */
   bcg_real dof_armature[BCG_MAX_DOF];
   bcg_real dof_damping[BCG_MAX_DOF];
+  /* dry friction (MuJoCo's frictionloss), smoothed in bcg: -f tanh(u / v),
+   * v = [sim] frictionloss_velocity (docs/physics-notes.md) */
+  bcg_real dof_frictionloss[BCG_MAX_DOF];
+  /* MuJoCo 3's actuatorfrcrange: the sum of the actuator forces on the
+   * dof is clamped to this range when dof_actfrclimited */
+  int dof_actfrclimited[BCG_MAX_DOF];
+  bcg_real dof_actfrcrange[BCG_MAX_DOF][2];
 
   /* qpos0: MuJoCo's reference pose. Hinge and slide joints move their body by
    * qpos - qpos0 (MuJoCo's joint `ref`); it is 0 unless the MJCF sets ref. */
   bcg_real qpos0[BCG_MAX_Q];
   bcg_real qpos_spring[BCG_MAX_Q];
 
-  /* actuators: joint transmission (hinge/slide), motor: force on dof
-   * act_dof = act_gear * ctrl (act_gear = gear[0] * gainprm[0]; ctrl is
-   * clamped to ctrlrange when act_ctrllimited) */
+  /* actuators: joint transmission (hinge/slide) with MuJoCo's affine law
+   * (motor, position, velocity and general actuators without activation):
+   *   ctrl   = a clamped to ctrlrange when act_ctrllimited
+   *   force  = act_gain * ctrl + bias[0] + bias[1] * gear q + bias[2] * gear u
+   *            clamped to act_forcerange when act_forcelimited
+   *   torque on dof act_dof = act_gear * force
+   * (motor: gain 1, bias 0; position: gain kp, bias (0, -kp, -kv); velocity:
+   * gain kv, bias (0, 0, -kv)) */
   int act_jnt[BCG_MAX_ACT];
   int act_dof[BCG_MAX_ACT];
   bcg_real act_gear[BCG_MAX_ACT];
+  bcg_real act_gain[BCG_MAX_ACT];
+  bcg_real act_bias[BCG_MAX_ACT][3];
   int act_ctrllimited[BCG_MAX_ACT];
   bcg_real act_ctrlrange[BCG_MAX_ACT][2];
+  int act_forcelimited[BCG_MAX_ACT];
+  bcg_real act_forcerange[BCG_MAX_ACT][2];
 
   /* contact points: spheres rigidly attached to bodies, tested against the
    * ground plane z = floor_z (normal +z). */
@@ -101,6 +117,15 @@ typedef struct bcg_model bcg_model;
 /* Load an MJCF file through libmujoco and convert it. Returns NULL and writes
  * a one-line message naming the file and the offending element on failure. */
 bcg_model *bcg_model_load(const char *path, char *err, size_t errlen);
+
+/* Conversion options ([model] keys of the same names). */
+typedef struct bcg_model_opts {
+  int mesh_points;            /* contact points per mesh geom: convex hull vertices (0: none) */
+  const char *contact_bodies; /* comma-separated body names whose geoms touch the floor; NULL/"": all */
+  char failed_key[32];        /* out: the option a failure is about ("" when the file is) */
+} bcg_model_opts;
+void bcg_model_opts_default(bcg_model_opts *o); /* mesh_points 6, every body */
+bcg_model *bcg_model_load_opts(const char *path, bcg_model_opts *opts, char *err, size_t errlen);
 void bcg_model_free(bcg_model *model);
 
 /* Default model path: $BCG_MODEL, else MuJoCo's installed humanoid.xml. */

@@ -37,6 +37,7 @@ typedef struct bcg_simparams {
   real_t lim_k, lim_width, lim_d;          /* joint-limit penalty */
   real_t margin;                           /* contact activation margin (m) */
   real_t mu;                               /* friction override, < 0: the model's */
+  real_t floss_v;                          /* dry friction smoothing velocity (tanh scale) */
   int ncmax;                               /* active contacts kept per environment */
   int need_G;                              /* contact plugin wants the Delassus matrix */
   int gravity;                             /* 1: on */
@@ -83,7 +84,66 @@ BCG_HD real_t bcg_sigmoid(real_t x) {
   return e / (1 + e);
 }
 
-/* tau += generalised forces of actuators, springs, damping and limits */
+/* Torque limit of actuator i in bcg's PD mode (<= 0: none): the force
+ * range when the MJCF limits the force, else for a motor (no bias) the control
+ * range times its gain, times the gear. */
+BCG_HD real_t bcg_act_torque_limit(const bcg_mdata *m, int i) {
+  real_t g = fabs(m->act_gear[i]);
+  if (m->act_forcelimited[i]) return g * fmax(fabs(m->act_forcerange[i][0]), fabs(m->act_forcerange[i][1]));
+  int motor = m->act_bias[i][0] == 0 && m->act_bias[i][1] == 0 && m->act_bias[i][2] == 0;
+  if (motor && m->act_ctrllimited[i])
+    return g * fabs(m->act_gain[i]) * fmax(fabs(m->act_ctrlrange[i][0]), fabs(m->act_ctrlrange[i][1]));
+  return 0;
+}
+
+/* Actuator i's force before the gear (MuJoCo's affine law, model.h) at
+ * joint position/velocity q, u of its dof; *sat = 1 where a clamp of the
+ * control or the force holds it (zero derivative there). */
+BCG_HD real_t bcg_act_force(const bcg_mdata *m, int i, real_t ai, real_t q, real_t u, int *ctrl_sat, int *f_sat) {
+  *ctrl_sat = 0, *f_sat = 0;
+  if (m->act_ctrllimited[i]) {
+    if (ai < m->act_ctrlrange[i][0]) ai = m->act_ctrlrange[i][0], *ctrl_sat = 1;
+    else if (ai > m->act_ctrlrange[i][1]) ai = m->act_ctrlrange[i][1], *ctrl_sat = 1;
+  }
+  real_t g = m->act_gear[i];
+  real_t f = m->act_gain[i] * ai + m->act_bias[i][0] + m->act_bias[i][1] * g * q + m->act_bias[i][2] * g * u;
+  if (m->act_forcelimited[i]) {
+    if (f < m->act_forcerange[i][0]) f = m->act_forcerange[i][0], *f_sat = 1;
+    else if (f > m->act_forcerange[i][1]) f = m->act_forcerange[i][1], *f_sat = 1;
+  }
+  return f;
+}
+
+/* Generalised actuator forces (tact, nv, zeroed here) before the per-dof
+ * actuatorfrcrange clamp: the MJCF's actuators (motor mode) or bcg's PD law. */
+BCG_HD void bcg_actuator_forces(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
+                                const real_t *a, real_t *tact) {
+  for (int d = 0; d < m->nv; d++) tact[d] = 0;
+  for (int i = 0; i < m->nu; i++) {
+    int d = m->act_dof[i];
+    int qa = m->jnt_qposadr[m->act_jnt[i]];
+    if (sp->actuation == BCG_ACTUATION_MOTOR) {
+      int cs, fs;
+      tact[d] += m->act_gear[i] * bcg_act_force(m, i, a[i], q[qa], u[d], &cs, &fs);
+    } else {
+      real_t t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * a[i] - q[qa]) - sp->kd[i] * u[d];
+      if (sp->tau_max[i] > 0) t = fmin(fmax(t, -sp->tau_max[i]), sp->tau_max[i]);
+      tact[d] += t;
+    }
+  }
+}
+
+/* The actuators' generalised force (MuJoCo's qfrc_actuator): tact with the
+ * per-dof actuatorfrcrange clamp. */
+BCG_HD void bcg_actuator_qfrc(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
+                              const real_t *a, real_t *tact) {
+  bcg_actuator_forces(m, sp, q, u, a, tact);
+  for (int d = 0; d < m->nv; d++)
+    if (m->dof_actfrclimited[d]) tact[d] = fmin(fmax(tact[d], m->dof_actfrcrange[d][0]), m->dof_actfrcrange[d][1]);
+}
+
+/* tau += generalised forces of actuators, springs, damping, dry friction and
+ * limits */
 BCG_HD void bcg_joint_forces(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
                              const real_t *a, real_t *tau) {
   for (int j = 0; j < m->njnt; j++) {
@@ -98,20 +158,13 @@ BCG_HD void bcg_joint_forces(const bcg_mdata *m, const bcg_simparams *sp, const 
       tau[da] -= sp->lim_d * u[da] * (bcg_sigmoid(xl) + bcg_sigmoid(xh));
     }
   }
-  for (int d = 0; d < m->nv; d++) tau[d] -= m->dof_damping[d] * u[d];
-  for (int i = 0; i < m->nu; i++) {
-    int d = m->act_dof[i];
-    int qa = m->jnt_qposadr[m->act_jnt[i]];
-    real_t ai = a[i];
-    if (sp->actuation == BCG_ACTUATION_MOTOR) {
-      if (m->act_ctrllimited[i]) ai = fmin(fmax(ai, m->act_ctrlrange[i][0]), m->act_ctrlrange[i][1]);
-      tau[d] += m->act_gear[i] * ai;
-    } else {
-      real_t t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * ai - q[qa]) - sp->kd[i] * u[d];
-      if (sp->tau_max[i] > 0) t = fmin(fmax(t, -sp->tau_max[i]), sp->tau_max[i]);
-      tau[d] += t;
-    }
+  for (int d = 0; d < m->nv; d++) {
+    tau[d] -= m->dof_damping[d] * u[d];
+    if (m->dof_frictionloss[d] > 0) tau[d] -= m->dof_frictionloss[d] * tanh(u[d] / sp->floss_v);
   }
+  real_t tact[BCG_MAX_DOF];
+  bcg_actuator_qfrc(m, sp, q, u, a, tact);
+  for (int d = 0; d < m->nv; d++) tau[d] += tact[d];
 }
 
 /* Adjoint of bcg_joint_forces: given taub, accumulate qb (tangent), ub, ab. */
@@ -134,14 +187,32 @@ BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
       ub[da] -= tb * sp->lim_d * (sl + sh);
     }
   }
-  for (int d = 0; d < m->nv; d++) ub[d] -= m->dof_damping[d] * taub[d];
+  for (int d = 0; d < m->nv; d++) {
+    ub[d] -= m->dof_damping[d] * taub[d];
+    if (m->dof_frictionloss[d] > 0) {
+      real_t th = tanh(u[d] / sp->floss_v);
+      ub[d] -= taub[d] * m->dof_frictionloss[d] * (1 - th * th) / sp->floss_v;
+    }
+  }
+  /* the actuatorfrcrange clamp passes nothing where it holds */
+  real_t tact[BCG_MAX_DOF], tactb[BCG_MAX_DOF];
+  bcg_actuator_forces(m, sp, q, u, a, tact);
+  for (int d = 0; d < m->nv; d++)
+    tactb[d] = m->dof_actfrclimited[d] && (tact[d] < m->dof_actfrcrange[d][0] || tact[d] > m->dof_actfrcrange[d][1])
+                   ? 0
+                   : taub[d];
   for (int i = 0; i < m->nu; i++) {
     int d = m->act_dof[i];
     int qa = m->jnt_qposadr[m->act_jnt[i]];
-    real_t tb = taub[d], ai = a[i];
+    real_t tb = tactb[d], ai = a[i];
     if (sp->actuation == BCG_ACTUATION_MOTOR) {
-      if (m->act_ctrllimited[i] && (ai < m->act_ctrlrange[i][0] || ai > m->act_ctrlrange[i][1])) continue;
-      ab[i] += m->act_gear[i] * tb;
+      int cs, fs;
+      bcg_act_force(m, i, ai, q[qa], u[d], &cs, &fs);
+      if (fs) continue;
+      real_t g = m->act_gear[i], fb = g * tb;
+      if (!cs) ab[i] += m->act_gain[i] * fb;
+      qb[d] += m->act_bias[i][1] * g * fb;
+      ub[d] += m->act_bias[i][2] * g * fb;
     } else {
       real_t t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * ai - q[qa]) - sp->kd[i] * u[d];
       if (sp->tau_max[i] > 0 && (t > sp->tau_max[i] || t < -sp->tau_max[i])) continue;
@@ -152,20 +223,47 @@ BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
   }
 }
 
-/* Joint damping and PD gains are integrated linearly implicitly, as MuJoCo's
- * Euler integrator treats joint damping: the velocity update solves
+/* Joint damping, PD gains and the MJCF actuators' position and velocity
+ * feedback are integrated linearly implicitly, as MuJoCo's Euler integrator
+ * treats joint damping: the velocity update solves
  * (H + dt (D + Kd) + dt^2/2 Kp) du = dt (tau(q_M, u_S) - b), i.e. the damping
  * and PD forces are evaluated at the end of the substep to first order
  * (q_E = q_M + dt/2 u_E for the position gain). A constant diagonal, so the
  * adjoint is unchanged apart from using the same matrix. Without it, stiff PD
  * gains acting on a foot held by the floor (a small effective inertia) go
- * unstable at dt = 5 ms. */
-BCG_HD real_t bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, int d) {
+ * unstable at dt = 5 ms. The smoothed dry friction -f tanh(u / v) adds its
+ * slope at u_S, dt f / v sech^2(u_S / v) (Rosenbrock-Euler; its dependence on
+ * u_S is in the adjoint: bcg_implicit_diag_vjp). */
+BCG_HD real_t bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, const real_t *uS, int d) {
   real_t h = sp->dt, v = h * m->dof_damping[d];
-  if (sp->actuation == BCG_ACTUATION_PD)
-    for (int i = 0; i < m->nu; i++)
-      if (m->act_dof[i] == d) v += h * sp->kd[i] + (real_t)0.5 * h * h * sp->kp[i];
+  for (int i = 0; i < m->nu; i++) {
+    if (m->act_dof[i] != d) continue;
+    if (sp->actuation == BCG_ACTUATION_PD) {
+      v += h * sp->kd[i] + (real_t)0.5 * h * h * sp->kp[i];
+    } else {
+      real_t g2 = m->act_gear[i] * m->act_gear[i];
+      if (m->act_bias[i][2] < 0) v -= h * g2 * m->act_bias[i][2];
+      if (m->act_bias[i][1] < 0) v -= (real_t)0.5 * h * h * g2 * m->act_bias[i][1];
+    }
+  }
+  if (m->dof_frictionloss[d] > 0) {
+    real_t th = tanh(uS[d] / sp->floss_v);
+    v += h * m->dof_frictionloss[d] / sp->floss_v * (1 - th * th);
+  }
   return v;
+}
+
+/* uSb += d(implicit diagonal)/d uS * Hb[d][d] (only the dry friction term
+ * depends on the state) */
+BCG_HD void bcg_implicit_diag_vjp(const bcg_mdata *m, const bcg_simparams *sp, const real_t *uS, const real_t *Hb,
+                                  real_t *uSb) {
+  int nv = m->nv;
+  for (int d = 0; d < nv; d++) {
+    if (!(m->dof_frictionloss[d] > 0)) continue;
+    real_t v = sp->floss_v, th = tanh(uS[d] / v);
+    /* d/du sech^2(u/v) = -2/v sech^2 tanh */
+    uSb[d] += Hb[d * nv + d] * sp->dt * m->dof_frictionloss[d] / v * (-2 / v) * (1 - th * th) * th;
+  }
 }
 
 /* ---- contacts ------------------------------------------------------------ */
@@ -225,7 +323,7 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
   bcg_integrate(m, qS, uS, h / 2, w->qM);
   bcg_kinematics(m, w->qM, &w->k);
   bcg_crba(m, &w->k, w->L, &w->cw);
-  for (int d = 0; d < nv; d++) w->L[d * nv + d] += m->dof_armature[d] + bcg_implicit_diag(m, sp, d);
+  for (int d = 0; d < nv; d++) w->L[d * nv + d] += m->dof_armature[d] + bcg_implicit_diag(m, sp, uS, d);
   if (bcg_chol(w->L, nv)) w->status = BCG_STEP_NOT_SPD;
   bcg_rnea(m, &w->k, uS, 0, sp->gravity, w->b, &w->rw);
   for (int d = 0; d < nv; d++) w->tau[d] = 0;
@@ -427,6 +525,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
   for (int i = 0; i < nv; i++)
     for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= rb[i] * w->y[j];
   bcg_joint_forces_vjp(m, sp, w->qM, uS, a, rb, A->qMb, uSb, ab);
+  bcg_implicit_diag_vjp(m, sp, uS, A->Hb, uSb);
   real_t bb[BCG_MAX_DOF];
   for (int d = 0; d < nv; d++) bb[d] = -rb[d];
   bcg_rnea_vjp(m, &w->k, uS, 0, &w->rw, bb, uSb, 0, A->cdofb, A->hb, A->Ibb, &A->ra);
