@@ -12,6 +12,7 @@
 #include "bcg/loader.h"
 #include "bcg/model.h"
 #include "bcg/sim.h"
+#include "bcg/train.h"
 #include "cmd.h"
 
 int bcg_cli_is_dir(const char *path) {
@@ -132,6 +133,17 @@ static int check_model(const bcg_config *cfg, int verbose) {
   }
   bcg_model_free(model);
   return rc;
+}
+
+int bcg_cli_check_session(const bcg_config *cfg) {
+  if (!bcg_config_plugin(cfg, BCG_KIND_TASK) || !bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR) ||
+      !bcg_config_plugin(cfg, BCG_KIND_LEARNER))
+    return BCG_EXIT_OK;
+  bcg_session S;
+  char err[4096];
+  if (bcg_session_open(&S, cfg, err, sizeof err)) return bcg_cli_error("%s", err);
+  bcg_session_close(&S);
+  return BCG_EXIT_OK;
 }
 
 int bcg_cli_check_semantics(const bcg_config *cfg) { return bcg_cli_check_semantics_ex(cfg, 0); }

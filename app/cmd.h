@@ -45,6 +45,11 @@ int bcg_cli_check_semantics(const bcg_config *cfg);
  * task needs and prints the PD gains under actuation = pd (every joint when
  * verbose: bcg check; one line otherwise) with a warning when implausible. */
 int bcg_cli_check_semantics_ex(const bcg_config *cfg, int verbose);
+/* A training config's whole session created once and closed (the env with its
+ * model, the task with its data, the estimator, the learner): what bcg train
+ * would fail on, before any run directory exists. Configs without all three
+ * plugin sections are not asked. 0 or an error printed (exit code). */
+int bcg_cli_check_session(const bcg_config *cfg);
 /* [sweep] mode = zip needs lists of one length: 0, or the error printed and 1. */
 int bcg_cli_check_sweep(const bcg_config *cfg);
 

@@ -143,6 +143,9 @@ int bcg_cmd_train(int argc, char **argv) {
     }
   if (rc) goto out;
 
+  /* everything created once before the run directory is: a config that
+   * cannot train leaves nothing behind */
+  if ((rc = bcg_cli_check_session(cfg))) goto out;
   char dir[PATH_MAX];
   const char *name = bcg_config_get_string(cfg, "run", "name");
   if (bcg_rundir_create(bcg_config_get_string(cfg, "run", "out_dir"), name, dir, sizeof dir, err, sizeof err)) {

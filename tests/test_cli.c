@@ -481,6 +481,22 @@ static void test_check(void) {
   const char *sw2 = write_ini("swap2.ini", "[estimator]\nplugin = bcg\nbranchez = 4\n");
   CU_ASSERT_EQUAL(run("check %s", sw2), 1);
 
+  /* a training config whose task data is missing: check creates the task
+   * and fails naming the key; train fails the same way before any run
+   * directory exists (nothing for bcg report to list) */
+  char nodata[2048];
+  snprintf(nodata, sizeof nodata,
+           "[run]\nout_dir = %s\nnum_envs = 2\n[estimator]\nplugin = autodiff\n[learner]\nplugin = shac\n"
+           "[task]\nplugin = imitation\nmotion = %s\n",
+           bcg_test_tmp_path("nodata_runs"), bcg_test_tmp_path("no_such_clip.csv"));
+  const char *nd = write_ini("nodata.ini", nodata);
+  CU_ASSERT_EQUAL(run("check %s", nd), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[task] motion: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no_such_clip.csv: cannot open"));
+  CU_ASSERT_EQUAL(run("train %s", nd), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "no_such_clip.csv: cannot open"));
+  CU_ASSERT_NOT_EQUAL(access(bcg_test_tmp_path("nodata_runs"), F_OK), 0);
+
   const char *bad = write_ini("bad.ini", "# bad\n[run]\nseed = abc\n");
   CU_ASSERT_EQUAL(run("check %s", bad), 1);
   char want[1024];
@@ -513,18 +529,28 @@ static void test_check(void) {
 static void test_train(void) {
   setup();
   char text[2048];
+  /* a session that cannot be created (the test task's 2 actions against
+   * humanoid.xml's 21 actuators): an error, and no run directory */
   snprintf(text, sizeof text,
            "[run]\nname = clitest\nseed = 5\nout_dir = %s/runs\n[contact]\nplugin = test_contact\n"
            "[estimator]\nplugin = test_estimator\n[learner]\nplugin = test_learner\n"
            "[task]\nplugin = test_task\nmotion = walk\n",
            tmpdir);
   const char *p = write_ini("train.ini", text);
-  int rc = run("train %s", p);
-  if (strstr(out, "no learner loop yet")) {
-    CU_ASSERT_EQUAL(rc, 1);
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(out, "bcg: error: train: no learner loop yet (this build stops after creating the run directory)"));
-  }
+  CU_ASSERT_EQUAL(run("train %s", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: error: [task] test_task: 2 action dimensions, but the model has 21 actuators"));
+  char f[PATH_MAX + 32];
+  snprintf(f, sizeof f, "%s/runs/clitest", tmpdir);
+  CU_ASSERT_NOT_EQUAL(access(f, F_OK), 0);
+  /* one that trains: the run directory with its config, checkpoints and log */
+  snprintf(text, sizeof text,
+           "[run]\nname = clitest\nseed = 5\nnum_envs = 4\niterations = 1\nthreads = 1\nout_dir = %s/runs\n"
+           "[model]\npath = tests/models/pendulum.xml\n[contact]\nplugin = test_contact\n"
+           "[estimator]\nplugin = test_exact_estimator\n[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 8\n"
+           "critic_layers = 8\n[task]\nplugin = learn_task\n",
+           tmpdir);
+  p = write_ini("train_ok.ini", text);
+  CU_ASSERT_EQUAL(run("train %s", p), 0);
   char prefix[512];
   snprintf(prefix, sizeof prefix, "bcg: train: run directory %s/runs/clitest/", tmpdir);
   char *line = strstr(out, prefix);
@@ -532,11 +558,10 @@ static void test_train(void) {
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s", line + strlen("bcg: train: run directory "));
   dir[strcspn(dir, "\n")] = 0;
-  char f[PATH_MAX + 32];
   snprintf(f, sizeof f, "%s/config.ini", dir);
   CU_ASSERT_EQUAL(access(f, R_OK), 0);
   CU_ASSERT_EQUAL(run("check %s", f), 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[task]\nplugin = test_task\nnenv = 2\nmotion = walk\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[task]\nplugin = learn_task\n"));
   snprintf(f, sizeof f, "%s/checkpoints", dir);
   CU_ASSERT_EQUAL(access(f, X_OK), 0);
   snprintf(f, sizeof f, "%s/log.h5", dir);
