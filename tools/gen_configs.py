@@ -10,6 +10,15 @@ import os
 
 MOTIONS = ["run", "jump", "fight", "dance"]
 
+# domain randomisation for sim-to-sim transfer (both robots)
+DR = """dr_friction_min = 0.5
+dr_friction_max = 1.25
+dr_mass_scale = 0.1
+dr_com_offset = 0.02
+dr_push_interval = 5
+dr_push_velocity = 0.5
+"""
+
 COMMON = """[model]
 path = /usr/share/mujoco/model/humanoid/humanoid.xml
 
@@ -20,13 +29,7 @@ control_dt = 0.02
 actuation = pd
 # domain randomisation for sim-to-sim transfer (docs/design.md section 4.9): per-env
 # friction, link masses (and inertias), centre-of-mass offsets, random pushes
-dr_friction_min = 0.5
-dr_friction_max = 1.25
-dr_mass_scale = 0.1
-dr_com_offset = 0.02
-dr_push_interval = 5
-dr_push_velocity = 0.5
-"""
+""" + DR
 
 CONTACT = {
     "kappa": "[contact]\n# paper: kappa = 300 for training, 10 solver iterations\nplugin = smoothed_kappa\nkappa = 300\niterations = 10\n",
@@ -112,13 +115,7 @@ action_scale = 0.25
 kp_joints = hip:100, knee:150, ankle:40, waist:100, shoulder:40, elbow:40, wrist:20
 kd_joints = hip:2, knee:4, ankle:2, waist:3, shoulder:1, elbow:1, wrist:0.5
 # domain randomisation for sim-to-sim transfer, as for humanoid.xml
-dr_friction_min = 0.5
-dr_friction_max = 1.25
-dr_mass_scale = 0.1
-dr_com_offset = 0.02
-dr_push_interval = 5
-dr_push_velocity = 0.5
-"""
+""" + DR
 
 G1_TASK = """[task]
 plugin = imitation
