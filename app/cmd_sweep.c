@@ -1163,12 +1163,85 @@ static int sweep_parse(int argc, char **argv, sweep_args *A) {
   return -1;
 }
 
+/* This session's sweep from the config: the executable and config paths,
+ * the hashes that identify it (old_hash: the earlier scheme's), the budget,
+ * the directory, threads per run and the GPUs. */
+static int sweep_init(sweep *S, const bcg_config *cfg, sweep_args *A, int nk, char *old_hash, size_t hlen,
+                      int *dev_swept, int *cores) {
+  memset(S, 0, sizeof *S);
+  S->path = A->path;
+  S->user_ov = A->user_ov;
+  S->nuser = A->nuser;
+  S->jobs = A->jobs;
+  S->tty = isatty(1);
+  ssize_t sl = readlink("/proc/self/exe", S->self, sizeof S->self - 1);
+  if (sl <= 0) return bcg_cli_error("cannot find the bcg executable (/proc/self/exe)");
+  S->self[sl] = 0;
+  if (!realpath(A->path, S->config)) snprintf(S->config, sizeof S->config, "%s", A->path);
+  config_hash(cfg, S->hash, sizeof S->hash, 0);
+  config_hash(cfg, old_hash, hlen, 1);
+  S->have_budget = 1;
+  S->budget_it = bcg_config_get_int(cfg, "run", "iterations");
+  S->budget_samples = (double)bcg_config_get_int(cfg, "run", "samples");
+  S->budget_s = bcg_config_get_real(cfg, "run", "seconds");
+  const char *base = bcg_config_get_string(cfg, "run", "name");
+  if (!base[0]) base = "sweep";
+  if (A->dir_opt) snprintf(S->dir, sizeof S->dir, "%s", A->dir_opt);
+  else {
+    const char *od = bcg_config_get_string(cfg, "run", "out_dir");
+    snprintf(S->dir, sizeof S->dir, "%s/%s", od[0] ? od : ".", base);
+  }
+  size_t dl = strlen(S->dir);
+  while (dl > 1 && S->dir[dl - 1] == '/') S->dir[--dl] = 0;
+
+  /* threads and devices */
+  int fixed_threads = bcg_params_line(bcg_config_section(cfg, "run"), "threads") != 0;
+  *dev_swept = -1;
+  for (int k = 0; k < nk; k++) {
+    if (!strcmp(bcg_config_sweep_key(cfg, k), "run.threads")) fixed_threads = 1;
+    if (!strcmp(bcg_config_sweep_key(cfg, k), "run.device")) *dev_swept = k;
+  }
+  *cores = usable_cores();
+  S->threads = fixed_threads ? 0 : (*cores / S->jobs > 1 ? *cores / S->jobs : 1);
+  find_gpus(S);
+  return 0;
+}
+
+/* Where each run stands, printed: the totals, what earlier sessions left,
+ * and runs another process is training. */
+static void sweep_print_states(sweep *S, int have, int zip, int cores, int dry) {
+  int total = S->nlisted;
+  int c[NST] = {0}, resumable = 0;
+  for (int i = 0; i < S->n; i++) {
+    int ck;
+    S->r[i].state = derive(S, &S->r[i], &ck);
+    if (S->r[i].listed) {
+      c[S->r[i].state]++;
+      resumable += ck && S->r[i].state != ST_FINISHED && !S->r[i].other;
+    }
+  }
+  char thr[64] = "";
+  if (S->threads > 0) snprintf(thr, sizeof thr, ", run.threads = %d each (%d cores)", S->threads, cores);
+  printf("sweep %s: %d runs (%s), %d at a time%s; directory %s\n", S->path, total, zip ? "zip" : "grid", S->jobs, thr,
+         S->dir);
+  if (have == 0)
+    printf("earlier sessions: %d finished (skipped), %d to resume, %d failed (tried again), %d running elsewhere, "
+           "%d to start\n",
+           c[ST_FINISHED], resumable, c[ST_FAILED], c[ST_RUNNING],
+           total - c[ST_FINISHED] - resumable - c[ST_FAILED] - c[ST_RUNNING]);
+  for (int i = 0; i < total; i++)
+    if (S->r[i].other)
+      printf("[%d/%d] %s is being trained by process %ld, not by this sweep: %s\n", i + 1, total, S->r[i].name,
+             S->r[i].other, dry ? "skipped" : "waiting for it");
+  fflush(stdout);
+}
+
 int bcg_cmd_sweep(int argc, char **argv) {
   sweep_args A;
   int prc = sweep_parse(argc, argv, &A);
   if (prc >= 0) return prc;
   const char *path = A.path, *dir_opt = A.dir_opt, *status_dir = A.status_dir;
-  int dry = A.dry, jobs = A.jobs, nuser = A.nuser;
+  int dry = A.dry, nuser = A.nuser;
   char **user_ov = A.user_ov;
   if (status_dir) {
     if (path || nuser || dry || dir_opt) return bcg_cli_usage("sweep", "--status DIR takes nothing else");
@@ -1196,46 +1269,11 @@ int bcg_cmd_sweep(int argc, char **argv) {
     return rc;
   }
   sweep S;
-  memset(&S, 0, sizeof S);
-  S.path = path;
-  S.user_ov = user_ov;
-  S.nuser = nuser;
-  S.jobs = jobs;
-  S.tty = isatty(1);
-  int lockfd = -1, cap = 0;
-  ssize_t sl = readlink("/proc/self/exe", S.self, sizeof S.self - 1);
-  if (sl <= 0) {
-    rc = bcg_cli_error("cannot find the bcg executable (/proc/self/exe)");
-    goto out;
-  }
-  S.self[sl] = 0;
-  if (!realpath(path, S.config)) snprintf(S.config, sizeof S.config, "%s", path);
-  config_hash(cfg, S.hash, sizeof S.hash, 0);
+  int lockfd = -1, cap = 0, dev_swept = -1, cores = 1;
   char old_hash[40];
-  config_hash(cfg, old_hash, sizeof old_hash, 1);
-  S.have_budget = 1;
-  S.budget_it = bcg_config_get_int(cfg, "run", "iterations");
-  S.budget_samples = (double)bcg_config_get_int(cfg, "run", "samples");
-  S.budget_s = bcg_config_get_real(cfg, "run", "seconds");
+  if ((rc = sweep_init(&S, cfg, &A, nk, old_hash, sizeof old_hash, &dev_swept, &cores))) goto out;
   const char *base = bcg_config_get_string(cfg, "run", "name");
   if (!base[0]) base = "sweep";
-  if (dir_opt) snprintf(S.dir, sizeof S.dir, "%s", dir_opt);
-  else {
-    const char *od = bcg_config_get_string(cfg, "run", "out_dir");
-    snprintf(S.dir, sizeof S.dir, "%s/%s", od[0] ? od : ".", base);
-  }
-  size_t dl = strlen(S.dir);
-  while (dl > 1 && S.dir[dl - 1] == '/') S.dir[--dl] = 0;
-
-  /* threads and devices */
-  int fixed_threads = bcg_params_line(bcg_config_section(cfg, "run"), "threads") != 0, dev_swept = -1;
-  for (int k = 0; k < nk; k++) {
-    if (!strcmp(bcg_config_sweep_key(cfg, k), "run.threads")) fixed_threads = 1;
-    if (!strcmp(bcg_config_sweep_key(cfg, k), "run.device")) dev_swept = k;
-  }
-  int cores = usable_cores();
-  S.threads = fixed_threads ? 0 : (cores / jobs > 1 ? cores / jobs : 1);
-  find_gpus(&S);
   int base_cuda = !strcmp(bcg_config_get_string(cfg, "run", "device"), "cuda");
 
   /* the manifest of an earlier session, then this expansion */
@@ -1262,28 +1300,7 @@ int bcg_cmd_sweep(int argc, char **argv) {
   if (rc >= 0) goto out;
   rc = BCG_EXIT_OK;
   int total = S.nlisted;
-  /* where each run stands */
-  int c[NST] = {0}, resumable = 0;
-  for (int i = 0; i < S.n; i++) {
-    int ck;
-    S.r[i].state = derive(&S, &S.r[i], &ck);
-    if (S.r[i].listed) {
-      c[S.r[i].state]++;
-      resumable += ck && S.r[i].state != ST_FINISHED && !S.r[i].other;
-    }
-  }
-  char thr[64] = "";
-  if (S.threads > 0) snprintf(thr, sizeof thr, ", run.threads = %d each (%d cores)", S.threads, cores);
-  printf("sweep %s: %d runs (%s), %d at a time%s; directory %s\n", path, total, zip ? "zip" : "grid", jobs, thr, S.dir);
-  if (have == 0)
-    printf("earlier sessions: %d finished (skipped), %d to resume, %d failed (tried again), %d running elsewhere, "
-           "%d to start\n",
-           c[ST_FINISHED], resumable, c[ST_FAILED], c[ST_RUNNING], total - c[ST_FINISHED] - resumable - c[ST_FAILED] - c[ST_RUNNING]);
-  for (int i = 0; i < total; i++)
-    if (S.r[i].other)
-      printf("[%d/%d] %s is being trained by process %ld, not by this sweep: %s\n", i + 1, total, S.r[i].name,
-             S.r[i].other, dry ? "skipped" : "waiting for it");
-  fflush(stdout);
+  sweep_print_states(&S, have, zip, cores, dry);
   if (dry) {
     print_dry_run(&S, total, path, user_ov, nuser);
     goto out;

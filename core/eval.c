@@ -118,21 +118,285 @@ static int write_trace(const char *path, const bcg_eval_result *res, int N, int 
   return bcg_checkpoint_commit(ck, err, errlen);
 }
 
+/* One evaluation's buffers and the per-run sums of the simulator being run. */
+typedef struct ev {
+  bcg_session *S;
+  const bcg_eval_opts *o;
+  bcg_eval_result *res;
+  bcg_env *env;
+  const bcg_model *M;
+  const bcg_task_ops *T;
+  int nenv, nx, nu, nq, nv, N, steps, window;
+  size_t xs;
+  double P; /* E_fixed's penalty and clip (m) */
+  bcg_real *x0, *x, *xn, *a, *pa, *obs, *rew, *et;
+  int *done, *envs, *mask;
+  bcg_task_clock *clk0, *clk;
+  bcg_kin *k;
+  /* --trace */
+  double *tr_x[2], *tr_a[2], *tr_r[2], *tr_self, *tr_pred;
+  int tr_len[2][BCG_EVAL_MAX_RUNS];
+  /* the simulator being run */
+  bcg_mjref *ref[BCG_EVAL_MAX_RUNS];
+  int alive[BCG_EVAL_MAX_RUNS], ncont[BCG_EVAL_MAX_RUNS];
+  double pen_sum[BCG_EVAL_MAX_RUNS], et_sum[BCG_EVAL_MAX_RUNS], fx_sum[BCG_EVAL_MAX_RUNS], x_start[BCG_EVAL_MAX_RUNS];
+  int et_n[BCG_EVAL_MAX_RUNS], up_n[BCG_EVAL_MAX_RUNS], self_n[BCG_EVAL_MAX_RUNS], step_n[BCG_EVAL_MAX_RUNS];
+} ev;
+
+#define TRX(E, si, r, t) ((E)->tr_x[si] + ((size_t)(r) * ((E)->steps + 1) + (t)) * (E)->nx)
+
+static void ev_free(ev *E) {
+  for (int si = 0; si < 2; si++) free(E->tr_x[si]), free(E->tr_a[si]), free(E->tr_r[si]);
+  free(E->tr_self), free(E->tr_pred);
+  free(E->x0); free(E->x); free(E->xn); free(E->a); free(E->pa); free(E->obs); free(E->rew); free(E->et);
+  free(E->done); free(E->envs); free(E->mask); free(E->clk0); free(E->clk); free(E->k);
+}
+
+static int ev_alloc(ev *E, char *err, size_t errlen) {
+  int nenv = E->nenv, od = E->T->obs_dim(E->S->task);
+  E->xs = (size_t)nenv * E->nx;
+  E->x0 = calloc(E->xs, sizeof *E->x0), E->x = calloc(E->xs, sizeof *E->x), E->xn = calloc(E->xs, sizeof *E->xn);
+  E->a = calloc((size_t)nenv * E->nu, sizeof *E->a), E->pa = calloc((size_t)nenv * E->nu, sizeof *E->pa);
+  E->obs = calloc((size_t)nenv * od, sizeof *E->obs), E->rew = calloc(nenv, sizeof *E->rew);
+  E->et = calloc(nenv, sizeof *E->et);
+  E->done = calloc(nenv, sizeof *E->done), E->envs = calloc(nenv, sizeof *E->envs);
+  E->mask = calloc(BCG_MAX_CP, sizeof(int));
+  E->clk0 = calloc(nenv, sizeof *E->clk0), E->clk = calloc(nenv, sizeof *E->clk);
+  E->k = malloc(sizeof *E->k);
+  if (!E->x0 || !E->x || !E->xn || !E->a || !E->pa || !E->obs || !E->rew || !E->et || !E->done || !E->envs ||
+      !E->mask || !E->clk0 || !E->clk || !E->k) {
+    setf(err, errlen, "out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+/* initial states: the task's reset (reference-state initialisation) plus small seeded noise */
+static int ev_initial_states(ev *E, char *err, size_t errlen) {
+  const bcg_mdata *m = &E->M->m;
+  const bcg_eval_opts *o = E->o;
+  for (int e = 0; e < E->nenv; e++) E->envs[e] = e;
+  if (E->T->reset(E->S->task, E->envs, E->nenv, o->seed, E->x0, E->clk0)) {
+    setf(err, errlen, "the task's reset failed");
+    return -1;
+  }
+  for (int r = 0; r < E->N; r++) {
+    bcg_real dq[BCG_MAX_DOF] = {0}, du[BCG_MAX_DOF];
+    for (int j = 0; j < m->njnt; j++)
+      if (m->jnt_type[j] == BCG_JNT_HINGE || m->jnt_type[j] == BCG_JNT_SLIDE)
+        dq[m->jnt_dofadr[j]] = (bcg_real)o->noise_q * bcg_rng_normal(o->seed, BCG_RNG_TEST, (uint32_t)r, 0, (uint32_t)j);
+    for (int d = 0; d < E->nv; d++)
+      du[d] = (bcg_real)o->noise_u * bcg_rng_normal(o->seed, BCG_RNG_TEST, (uint32_t)r, 1, (uint32_t)d);
+    bcg_real xr[BCG_MAX_Q + BCG_MAX_DOF];
+    bcg_env_perturb(E->env, E->x0 + (size_t)r * E->nx, dq, du, xr);
+    memcpy(E->x0 + (size_t)r * E->nx, xr, sizeof(bcg_real) * E->nx);
+  }
+  return 0;
+}
+
+static int ev_trace_alloc(ev *E, char *err, size_t errlen) {
+  int N = E->N, steps = E->steps, nx = E->nx, nu = E->nu;
+  if ((double)N * (steps + 1) * (nx + nu + 2) > 2e8) {
+    snprintf(err, errlen, "--trace: %d episodes of %d steps are too many to keep (at most 2e8 numbers)", N, steps);
+    return -1;
+  }
+  for (int si = 0; si < 2; si++) {
+    E->tr_x[si] = calloc((size_t)N * (steps + 1) * nx, sizeof(double));
+    E->tr_a[si] = calloc((size_t)N * steps * nu, sizeof(double));
+    E->tr_r[si] = calloc((size_t)N * steps, sizeof(double));
+    if (!E->tr_x[si] || !E->tr_a[si] || !E->tr_r[si]) return setf(err, errlen, "--trace: out of memory"), -1;
+  }
+  E->tr_self = calloc((size_t)N * steps, sizeof(double));
+  E->tr_pred = calloc((size_t)N * steps * nx, sizeof(double));
+  if (!E->tr_self || !E->tr_pred) return setf(err, errlen, "--trace: out of memory"), -1;
+  return 0;
+}
+
+/* Simulator si starts from the initial states: the per-run sums zeroed and,
+ * for MuJoCo, one model per run (PD actuation as servos with bcg's law). */
+static int ev_sim_open(ev *E, int si, int which, char *err, size_t errlen) {
+  const bcg_mdata *m = &E->M->m;
+  const bcg_simparams *sp = &E->env->sim->sp;
+  int nx = E->nx;
+  memcpy(E->x, E->x0, sizeof(bcg_real) * E->xs);
+  memcpy(E->clk, E->clk0, sizeof(bcg_task_clock) * E->nenv);
+  memset(E->pa, 0, sizeof(bcg_real) * (size_t)E->nenv * E->nu);
+  memset(E->ref, 0, sizeof E->ref);
+  for (int r = 0; r < E->N; r++) {
+    E->self_n[r] = 0; E->step_n[r] = 0;
+    E->alive[r] = 1; E->ncont[r] = 0; E->pen_sum[r] = 0; E->et_sum[r] = 0; E->et_n[r] = 0; E->fx_sum[r] = 0;
+    E->up_n[r] = 0;
+    E->res->run[si][r].length_s = 0;
+    double p0[3];
+    bcg_kinematics(m, E->x + (size_t)r * nx, E->k);
+    root_pos(E->M, E->k, p0);
+    E->x_start[r] = p0[0];
+    E->res->run[si][r].travel_m = 0;
+    if (E->o->trace)
+      for (int i = 0; i < nx; i++) TRX(E, si, r, 0)[i] = E->x[(size_t)r * nx + i];
+  }
+  if (which != BCG_EVAL_MUJOCO) return 0;
+  double kp[BCG_MAX_ACT], kd[BCG_MAX_ACT], tm[BCG_MAX_ACT];
+  for (int i = 0; i < E->nu; i++) { kp[i] = sp->kp[i]; kd[i] = sp->kd[i]; tm[i] = sp->tau_max[i]; }
+  for (int r = 0; r < E->N; r++) {
+    E->ref[r] = bcg_mjref_new(E->M, 0);
+    if (!E->ref[r] || (sp->actuation == BCG_ACTUATION_PD && bcg_mjref_use_pd(E->ref[r], kp, kd, tm))) {
+      setf(err, errlen, "cannot set up MuJoCo for the evaluation (PD needs joint motors)");
+      return -1;
+    }
+    bcg_mjref_set_timestep(E->ref[r], sp->dt);
+    double qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
+    for (int i = 0; i < E->nq; i++) qd[i] = E->x[(size_t)r * nx + i];
+    for (int i = 0; i < E->nv; i++) ud[i] = E->x[(size_t)r * nx + E->nq + i];
+    bcg_mjref_set_state(E->ref[r], qd, ud);
+  }
+  return 0;
+}
+
+static void ev_sim_close(ev *E) {
+  for (int r = 0; r < E->N; r++) bcg_mjref_free(E->ref[r]), E->ref[r] = NULL;
+}
+
+/* One control step of the simulator from x to xn (MuJoCo: the runs still up;
+ * with --trace also bcg's own step from MuJoCo's state, the one-step model
+ * mismatch). */
+static void ev_step(ev *E, int which, int step) {
+  const bcg_mdata *m = &E->M->m;
+  const bcg_simparams *sp = &E->env->sim->sp;
+  int N = E->N, nx = E->nx, nu = E->nu;
+  if (which == BCG_EVAL_BCG) {
+    bcg_env_step(E->env, N, E->x, E->a, E->xn, NULL);
+    return;
+  }
+  if (E->tr_pred) {
+    bcg_env_step(E->env, N, E->x, E->a, E->xn, NULL);
+    for (int r = 0; r < N; r++)
+      for (int i = 0; i < nx; i++) E->tr_pred[((size_t)r * E->steps + step) * nx + i] = E->xn[(size_t)r * nx + i];
+  }
+  for (int r = 0; r < N; r++) {
+    if (!E->alive[r]) continue;
+    double ctrl[BCG_MAX_ACT], qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
+    for (int i = 0; i < nu; i++) {
+      double ai = E->a[(size_t)r * nu + i];
+      ctrl[i] = sp->actuation == BCG_ACTUATION_PD ? sp->qdef[m->jnt_qposadr[m->act_jnt[i]]] + sp->action_scale * ai : ai;
+    }
+    bcg_mjref_step(E->ref[r], ctrl, sp->substeps);
+    int sc = bcg_mjref_self_contacts(E->ref[r]) > 0;
+    E->self_n[r] += sc;
+    if (E->tr_self) E->tr_self[(size_t)r * E->steps + step] = sc;
+    bcg_mjref_state(E->ref[r], qd, ud);
+    for (int i = 0; i < E->nq; i++) E->xn[(size_t)r * nx + i] = (bcg_real)qd[i];
+    for (int i = 0; i < E->nv; i++) E->xn[(size_t)r * nx + E->nq + i] = (bcg_real)ud[i];
+  }
+}
+
+/* After a step: the trace, then per run still up its length, foot
+ * penetration, tracking error, travel, fall, and E_fixed's sums; a run whose
+ * clip or episode ended (done = 2) stops and shortens E_fixed's window. */
+static void ev_account(ev *E, int si, int step) {
+  bcg_eval_result *res = E->res;
+  int N = E->N, nx = E->nx, nu = E->nu;
+  if (E->o->trace)
+    for (int r = 0; r < N; r++) {
+      if (E->alive[r]) {
+        E->tr_len[si][r] = step + 1;
+        E->tr_r[si][(size_t)r * E->steps + step] = E->rew[r];
+      }
+      for (int i = 0; i < nu; i++)
+        E->tr_a[si][((size_t)r * E->steps + step) * nu + i] = E->alive[r] ? E->a[(size_t)r * nu + i] : 0;
+      for (int i = 0; i < nx; i++) TRX(E, si, r, step + 1)[i] = E->xn[(size_t)r * nx + i];
+    }
+  for (int r = 0; r < N; r++) {
+    if (!E->alive[r]) continue;
+    const bcg_real *xr = E->xn + (size_t)r * nx;
+    int finite = 1;
+    for (int i = 0; i < nx; i++) finite &= isfinite(xr[i]) != 0;
+    res->run[si][r].length_s += E->env->control_dt;
+    E->step_n[r]++;
+    if (!finite) { res->run[si][r].fell = 1; E->alive[r] = 0; continue; }
+    int c;
+    double p = foot_penetration(E->M, E->mask, xr, E->k, &c);
+    if (c) { E->pen_sum[r] += p; E->ncont[r]++; }
+    if (E->T->tracking_error) { E->et_sum[r] += E->et[r]; E->et_n[r]++; }
+    double pr[3];
+    root_pos(E->M, E->k, pr); /* k: the kinematics of xr from foot_penetration */
+    res->run[si][r].travel_m = pr[0] - E->x_start[r];
+    if (pr[2] < E->o->fall_height) { res->run[si][r].fell = 1; E->alive[r] = 0; }
+    else {
+      /* up at the end of this step: it counts in E_fixed with its own error (clipped at P) */
+      if (step < E->window) {
+        E->up_n[r]++;
+        if (E->T->tracking_error) E->fx_sum[r] += fmin((double)E->et[r], E->P);
+      }
+      if (E->done[r] == 2) { /* the clip or the episode ended */
+        E->alive[r] = 0;
+        if (step + 1 < E->window) E->window = step + 1;
+      }
+    }
+  }
+}
+
+/* Simulator si's runs: every control step until all are down or the window
+ * ends. */
+static int ev_run(ev *E, bcg_policy_fn policy, void *ctx, int si, int which, char *err, size_t errlen) {
+  int N = E->N, nx = E->nx;
+  const bcg_task_ops *T = E->T;
+  for (int step = 0; step < E->steps; step++) {
+    int any = 0;
+    for (int r = 0; r < N; r++) any |= E->alive[r];
+    if (!any) break;
+    if (T->observe(E->S->task, E->x, E->pa, E->clk, E->obs) || policy(ctx, E->obs, N, E->a)) {
+      setf(err, errlen, "the task's observation or the policy failed");
+      return -1;
+    }
+    ev_step(E, which, step);
+    for (int r = N; r < E->nenv; r++) memcpy(E->xn + (size_t)r * nx, E->x + (size_t)r * nx, sizeof(bcg_real) * nx);
+    for (int r = 0; r < N; r++) {
+      if (!E->alive[r]) memcpy(E->xn + (size_t)r * nx, E->x + (size_t)r * nx, sizeof(bcg_real) * nx);
+      else E->clk[r].t++;
+    }
+    T->reward(E->S->task, E->xn, E->a, E->pa, E->clk, E->rew, E->done);
+    if (T->tracking_error) T->tracking_error(E->S->task, E->xn, E->clk, E->et);
+    ev_account(E, si, step);
+    memcpy(E->x, E->xn, sizeof(bcg_real) * E->xs);
+    memcpy(E->pa, E->a, sizeof(bcg_real) * (size_t)E->nenv * E->nu);
+  }
+  return 0;
+}
+
+/* Simulator si's results from its sums: penetration, E_track, self-contact,
+ * the window, up fraction and E_fixed per run, and their statistics. */
+static void ev_results(ev *E, int si, int which) {
+  bcg_eval_result *res = E->res;
+  int N = E->N, window = E->window;
+  for (int r = 0; r < N; r++) {
+    res->run[si][r].pen_mm = E->ncont[r] ? 1000 * E->pen_sum[r] / E->ncont[r] : 0;
+    res->run[si][r].etrack_cm = E->et_n[r] ? 100 * E->et_sum[r] / E->et_n[r] : NAN;
+    res->run[si][r].selfc_frac = which == BCG_EVAL_MUJOCO && E->step_n[r] ? (double)E->self_n[r] / E->step_n[r] : NAN;
+  }
+  res->window_steps = window;
+  res->window_s = window * E->env->control_dt;
+  for (int r = 0; r < N; r++) {
+    int up = E->up_n[r] < window ? E->up_n[r] : window;
+    res->run[si][r].up_frac = window ? (double)up / window : NAN;
+    res->run[si][r].efixed_cm =
+        E->T->tracking_error && window ? 100 * (E->fx_sum[r] + (double)(window - up) * E->P) / window : NAN;
+  }
+  summarise(res->run[si], N, &res->stats[si]);
+  if (E->o->trace) /* steps after the loop ended early (every run down) hold the last state */
+    for (int r = 0; r < N; r++)
+      for (int t = E->tr_len[si][r]; t < E->steps; t++)
+        memcpy(TRX(E, si, r, t + 1), TRX(E, si, r, t), sizeof(double) * E->nx);
+}
+
 int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *o, bcg_eval_result *res,
              char *err, size_t errlen) {
   bcg_env *env = S->env;
-  const bcg_model *M = env->model;
-  const bcg_mdata *m = &M->m;
-  const bcg_simparams *sp = &env->sim->sp;
-  const bcg_task_ops *T = S->task_ops;
-  int nenv = env->nenv, nx = env->nx, nu = env->nu, nq = env->nq, nv = env->nv;
-  int N = o->runs;
-  double *tr_x[2] = {0}, *tr_a[2] = {0}, *tr_r[2] = {0}, *tr_self = NULL, *tr_pred = NULL;
-  int tr_len[2][BCG_EVAL_MAX_RUNS] = {{0}};
   memset(res, 0, sizeof *res);
-  if (N < 1 || N > BCG_EVAL_MAX_RUNS || N > nenv) {
+  int N = o->runs;
+  if (N < 1 || N > BCG_EVAL_MAX_RUNS || N > env->nenv) {
     snprintf(err, errlen, "%d episodes ([eval] episodes or --runs) must be in [1, min(%d, num_envs = %d)]", N,
-             BCG_EVAL_MAX_RUNS, nenv);
+             BCG_EVAL_MAX_RUNS, env->nenv);
     return -1;
   }
   /* the window in control steps must fit an int (seconds 1e9 used to wrap to -2^31 steps) */
@@ -143,217 +407,41 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     return -1;
   }
   res->runs = N;
-  int od = T->obs_dim(S->task);
-  size_t xs = (size_t)nenv * nx;
-  bcg_real *x0 = calloc(xs, sizeof *x0), *x = calloc(xs, sizeof *x), *xn = calloc(xs, sizeof *xn);
-  bcg_real *a = calloc((size_t)nenv * nu, sizeof *a), *pa = calloc((size_t)nenv * nu, sizeof *pa);
-  bcg_real *obs = calloc((size_t)nenv * od, sizeof *obs), *rew = calloc(nenv, sizeof *rew);
-  bcg_real *et = calloc(nenv, sizeof *et);
-  int *done = calloc(nenv, sizeof *done), *envs = calloc(nenv, sizeof *envs), *mask = calloc(BCG_MAX_CP, sizeof(int));
-  bcg_task_clock *clk0 = calloc(nenv, sizeof *clk0), *clk = calloc(nenv, sizeof *clk);
-  bcg_kin *k = malloc(sizeof *k);
-  int rc = -1;
-  if (!x0 || !x || !xn || !a || !pa || !obs || !rew || !et || !done || !envs || !mask || !clk0 || !clk || !k) {
-    setf(err, errlen, "out of memory");
-    goto out;
-  }
-  foot_slots(M, mask);
-  /* initial states: the task's reset (reference-state initialisation) plus small seeded noise */
-  for (int e = 0; e < nenv; e++) envs[e] = e;
-  if (T->reset(S->task, envs, nenv, o->seed, x0, clk0)) {
-    setf(err, errlen, "the task's reset failed");
-    goto out;
-  }
-  for (int r = 0; r < N; r++) {
-    bcg_real dq[BCG_MAX_DOF] = {0}, du[BCG_MAX_DOF];
-    for (int j = 0; j < m->njnt; j++)
-      if (m->jnt_type[j] == BCG_JNT_HINGE || m->jnt_type[j] == BCG_JNT_SLIDE)
-        dq[m->jnt_dofadr[j]] = (bcg_real)o->noise_q * bcg_rng_normal(o->seed, BCG_RNG_TEST, (uint32_t)r, 0, (uint32_t)j);
-    for (int d = 0; d < nv; d++) du[d] = (bcg_real)o->noise_u * bcg_rng_normal(o->seed, BCG_RNG_TEST, (uint32_t)r, 1, (uint32_t)d);
-    bcg_real xr[BCG_MAX_Q + BCG_MAX_DOF];
-    bcg_env_perturb(env, x0 + (size_t)r * nx, dq, du, xr);
-    memcpy(x0 + (size_t)r * nx, xr, sizeof(bcg_real) * nx);
-  }
-  int steps = (int)nsteps;
-  double P = o->fall_penalty > 0 ? o->fall_penalty : 1.0; /* E_fixed's penalty and clip (m) */
-  if (o->trace) {
-    if ((double)N * (steps + 1) * (nx + nu + 2) > 2e8) {
-      snprintf(err, errlen, "--trace: %d episodes of %d steps are too many to keep (at most 2e8 numbers)", N, steps);
-      goto out;
-    }
-    for (int si = 0; si < 2; si++) {
-      tr_x[si] = calloc((size_t)N * (steps + 1) * nx, sizeof(double));
-      tr_a[si] = calloc((size_t)N * steps * nu, sizeof(double));
-      tr_r[si] = calloc((size_t)N * steps, sizeof(double));
-      if (!tr_x[si] || !tr_a[si] || !tr_r[si]) {
-        setf(err, errlen, "--trace: out of memory");
-        goto out;
-      }
-    }
-    tr_self = calloc((size_t)N * steps, sizeof(double));
-    tr_pred = calloc((size_t)N * steps * nx, sizeof(double));
-    if (!tr_self || !tr_pred) {
-      setf(err, errlen, "--trace: out of memory");
-      goto out;
-    }
-  }
-#define TRX(si, r, t) (tr_x[si] + ((size_t)(r) * (steps + 1) + (t)) * nx)
+  ev *E = calloc(1, sizeof *E);
+  if (!E) return setf(err, errlen, "out of memory"), -1;
+  E->S = S, E->o = o, E->res = res, E->env = env, E->M = env->model, E->T = S->task_ops;
+  E->nenv = env->nenv, E->nx = env->nx, E->nu = env->nu, E->nq = env->nq, E->nv = env->nv, E->N = N;
+  E->steps = (int)nsteps;
+  E->P = o->fall_penalty > 0 ? o->fall_penalty : 1.0;
   /* E_fixed's window: `steps`, or up to the step at which a run that is up
    * reaches the end of the clip or of the episode (done = 2): every run
    * starts at the same clip phase, so that step is the same for all */
-  int window = steps;
-  res->penalty_m = P;
+  E->window = E->steps;
+  int rc = -1;
+  if (ev_alloc(E, err, errlen)) goto out;
+  foot_slots(E->M, E->mask);
+  if (ev_initial_states(E, err, errlen)) goto out;
+  if (o->trace && ev_trace_alloc(E, err, errlen)) goto out;
+  res->penalty_m = E->P;
   for (int si = 0; si < 2; si++) {
     int which = si == 0 ? BCG_EVAL_BCG : BCG_EVAL_MUJOCO;
     if (!(o->sims & which)) continue;
     res->have[si] = 1;
-    bcg_mjref *ref[BCG_EVAL_MAX_RUNS] = {0};
-    int alive[BCG_EVAL_MAX_RUNS], ncont[BCG_EVAL_MAX_RUNS];
-    double pen_sum[BCG_EVAL_MAX_RUNS], et_sum[BCG_EVAL_MAX_RUNS], fx_sum[BCG_EVAL_MAX_RUNS], x_start[BCG_EVAL_MAX_RUNS];
-    int et_n[BCG_EVAL_MAX_RUNS], up_n[BCG_EVAL_MAX_RUNS], self_n[BCG_EVAL_MAX_RUNS], step_n[BCG_EVAL_MAX_RUNS]; /* up_n: steps of the window before the fall */
-    memcpy(x, x0, sizeof(bcg_real) * xs);
-    memcpy(clk, clk0, sizeof(bcg_task_clock) * nenv);
-    memset(pa, 0, sizeof(bcg_real) * (size_t)nenv * nu);
-    for (int r = 0; r < N; r++) {
-      self_n[r] = 0; step_n[r] = 0;
-      alive[r] = 1; ncont[r] = 0; pen_sum[r] = 0; et_sum[r] = 0; et_n[r] = 0; fx_sum[r] = 0; up_n[r] = 0;
-      res->run[si][r].length_s = 0;
-      double p0[3];
-      bcg_kinematics(m, x + (size_t)r * nx, k);
-      root_pos(M, k, p0);
-      x_start[r] = p0[0];
-      res->run[si][r].travel_m = 0;
-      if (o->trace)
-        for (int i = 0; i < nx; i++) TRX(si, r, 0)[i] = x[(size_t)r * nx + i];
-    }
-    if (which == BCG_EVAL_MUJOCO) {
-      double kp[BCG_MAX_ACT], kd[BCG_MAX_ACT], tm[BCG_MAX_ACT];
-      for (int i = 0; i < nu; i++) { kp[i] = sp->kp[i]; kd[i] = sp->kd[i]; tm[i] = sp->tau_max[i]; }
-      for (int r = 0; r < N; r++) {
-        ref[r] = bcg_mjref_new(M, 0);
-        if (!ref[r] || (sp->actuation == BCG_ACTUATION_PD && bcg_mjref_use_pd(ref[r], kp, kd, tm))) {
-          setf(err, errlen, "cannot set up MuJoCo for the evaluation (PD needs joint motors)");
-          for (int q = 0; q <= r; q++) bcg_mjref_free(ref[q]);
-          goto out;
-        }
-        bcg_mjref_set_timestep(ref[r], sp->dt);
-        double qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
-        for (int i = 0; i < nq; i++) qd[i] = x[(size_t)r * nx + i];
-        for (int i = 0; i < nv; i++) ud[i] = x[(size_t)r * nx + nq + i];
-        bcg_mjref_set_state(ref[r], qd, ud);
-      }
-    }
-    for (int step = 0; step < steps; step++) {
-      int any = 0;
-      for (int r = 0; r < N; r++) any |= alive[r];
-      if (!any) break;
-      if (T->observe(S->task, x, pa, clk, obs) || policy(ctx, obs, N, a)) {
-        setf(err, errlen, "the task's observation or the policy failed");
-        for (int r = 0; r < N; r++) bcg_mjref_free(ref[r]);
-        goto out;
-      }
-      if (which == BCG_EVAL_BCG) {
-        bcg_env_step(env, N, x, a, xn, NULL);
-      } else {
-        if (tr_pred) { /* bcg's own step from MuJoCo's state: the one-step model mismatch */
-          bcg_env_step(env, N, x, a, xn, NULL);
-          for (int r = 0; r < N; r++)
-            for (int i = 0; i < nx; i++) tr_pred[((size_t)r * steps + step) * nx + i] = xn[(size_t)r * nx + i];
-        }
-        for (int r = 0; r < N; r++) {
-          if (!alive[r]) continue;
-          double ctrl[BCG_MAX_ACT], qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
-          for (int i = 0; i < nu; i++) {
-            double ai = a[(size_t)r * nu + i];
-            ctrl[i] = sp->actuation == BCG_ACTUATION_PD
-                          ? sp->qdef[m->jnt_qposadr[m->act_jnt[i]]] + sp->action_scale * ai
-                          : ai;
-          }
-          bcg_mjref_step(ref[r], ctrl, sp->substeps);
-          int sc = bcg_mjref_self_contacts(ref[r]) > 0;
-          self_n[r] += sc;
-          if (tr_self) tr_self[(size_t)r * steps + step] = sc;
-          bcg_mjref_state(ref[r], qd, ud);
-          for (int i = 0; i < nq; i++) xn[(size_t)r * nx + i] = (bcg_real)qd[i];
-          for (int i = 0; i < nv; i++) xn[(size_t)r * nx + nq + i] = (bcg_real)ud[i];
-        }
-      }
-      for (int r = N; r < nenv; r++) memcpy(xn + (size_t)r * nx, x + (size_t)r * nx, sizeof(bcg_real) * nx);
-      for (int r = 0; r < N; r++) {
-        if (!alive[r]) memcpy(xn + (size_t)r * nx, x + (size_t)r * nx, sizeof(bcg_real) * nx);
-        else clk[r].t++;
-      }
-      T->reward(S->task, xn, a, pa, clk, rew, done);
-      if (T->tracking_error) T->tracking_error(S->task, xn, clk, et);
-      if (o->trace)
-        for (int r = 0; r < N; r++) {
-          if (alive[r]) {
-            tr_len[si][r] = step + 1;
-            tr_r[si][(size_t)r * steps + step] = rew[r];
-          }
-          for (int i = 0; i < nu; i++) tr_a[si][((size_t)r * steps + step) * nu + i] = alive[r] ? a[(size_t)r * nu + i] : 0;
-          for (int i = 0; i < nx; i++) TRX(si, r, step + 1)[i] = xn[(size_t)r * nx + i];
-        }
-      for (int r = 0; r < N; r++) {
-        if (!alive[r]) continue;
-        const bcg_real *xr = xn + (size_t)r * nx;
-        int finite = 1;
-        for (int i = 0; i < nx; i++) finite &= isfinite(xr[i]) != 0;
-        res->run[si][r].length_s += env->control_dt;
-        step_n[r]++;
-        if (!finite) { res->run[si][r].fell = 1; alive[r] = 0; continue; }
-        int c;
-        double p = foot_penetration(M, mask, xr, k, &c);
-        if (c) { pen_sum[r] += p; ncont[r]++; }
-        if (T->tracking_error) { et_sum[r] += et[r]; et_n[r]++; }
-        double pr[3];
-        root_pos(M, k, pr); /* k: the kinematics of xr from foot_penetration */
-        res->run[si][r].travel_m = pr[0] - x_start[r];
-        if (pr[2] < o->fall_height) { res->run[si][r].fell = 1; alive[r] = 0; }
-        else {
-          /* up at the end of this step: it counts in E_fixed with its own error (clipped at P) */
-          if (step < window) {
-            up_n[r]++;
-            if (T->tracking_error) fx_sum[r] += fmin((double)et[r], P);
-          }
-          if (done[r] == 2) { /* the clip or the episode ended */
-            alive[r] = 0;
-            if (step + 1 < window) window = step + 1;
-          }
-        }
-      }
-      memcpy(x, xn, sizeof(bcg_real) * xs);
-      memcpy(pa, a, sizeof(bcg_real) * (size_t)nenv * nu);
-    }
-    for (int r = 0; r < N; r++) {
-      res->run[si][r].pen_mm = ncont[r] ? 1000 * pen_sum[r] / ncont[r] : 0;
-      res->run[si][r].etrack_cm = et_n[r] ? 100 * et_sum[r] / et_n[r] : NAN;
-      res->run[si][r].selfc_frac = which == BCG_EVAL_MUJOCO && step_n[r] ? (double)self_n[r] / step_n[r] : NAN;
-      bcg_mjref_free(ref[r]);
-    }
-    res->window_steps = window;
-    res->window_s = window * env->control_dt;
-    for (int r = 0; r < N; r++) {
-      int up = up_n[r] < window ? up_n[r] : window;
-      res->run[si][r].up_frac = window ? (double)up / window : NAN;
-      res->run[si][r].efixed_cm =
-          T->tracking_error && window ? 100 * (fx_sum[r] + (double)(window - up) * P) / window : NAN;
-    }
-    summarise(res->run[si], N, &res->stats[si]);
-    if (o->trace) /* steps after the loop ended early (every run down) hold the last state */
-      for (int r = 0; r < N; r++)
-        for (int t = tr_len[si][r]; t < steps; t++) memcpy(TRX(si, r, t + 1), TRX(si, r, t), sizeof(double) * nx);
+    int bad = ev_sim_open(E, si, which, err, errlen) || ev_run(E, policy, ctx, si, which, err, errlen);
+    ev_sim_close(E);
+    if (bad) goto out;
+    ev_results(E, si, which);
   }
-  if (o->trace && write_trace(o->trace, res, N, steps, nx, nu, tr_x, tr_a, tr_r, tr_self, tr_pred, tr_len, err, errlen)) goto out;
-#undef TRX
+  if (o->trace && write_trace(o->trace, res, N, E->steps, E->nx, E->nu, E->tr_x, E->tr_a, E->tr_r, E->tr_self,
+                              E->tr_pred, E->tr_len, err, errlen))
+    goto out;
   rc = 0;
 out:
-  for (int si = 0; si < 2; si++) free(tr_x[si]), free(tr_a[si]), free(tr_r[si]);
-  free(tr_self), free(tr_pred);
-  free(x0); free(x); free(xn); free(a); free(pa); free(obs); free(rew); free(et);
-  free(done); free(envs); free(mask); free(clk0); free(clk); free(k);
+  ev_free(E);
+  free(E);
   return rc;
 }
+#undef TRX
 
 void bcg_eval_print(const bcg_eval_result *res, FILE *f) {
   static const char *names[2] = {"bcg", "mujoco"};

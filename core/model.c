@@ -406,13 +406,13 @@ static int parse_contact_bodies(conv *c) {
   return 0;
 }
 
-static int convert_contacts(conv *c) {
+/* The floor: the collidable planes; only one, horizontal, on the world body
+ * (or bodies welded to it). *floor = its geom, -1 when there is none. */
+static int find_floor(conv *c, int *floor_out) {
   const mjModel *m = c->mj;
   bcg_mdata *d = &c->out->m;
   char lb[512];
   int floor = -1;
-
-  /* The floor: collidable planes. Only one horizontal plane on the world body. */
   for (int g = 0; g < m->ngeom; g++) {
     if (m->geom_type[g] != mjGEOM_PLANE) continue;
     if (m->geom_contype[g] == 0 && m->geom_conaffinity[g] == 0) continue; /* visual */
@@ -445,7 +445,15 @@ static int convert_contacts(conv *c) {
     d->has_floor = 1;
     d->floor_z = (bcg_real)pos[2];
   }
+  *floor_out = floor;
+  return 0;
+}
 
+static int convert_contacts(conv *c) {
+  const mjModel *m = c->mj;
+  char lb[512];
+  int floor = -1;
+  if (find_floor(c, &floor)) return -1;
   for (int i = 0; i < m->npair; i++)
     if (floor >= 0 && (m->pair_geom1[i] == floor || m->pair_geom2[i] == floor))
       return fail(c, "contact pair #%d with the floor: explicit <contact><pair> is not supported", i);

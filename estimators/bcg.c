@@ -516,16 +516,14 @@ static int bcg_reset_envs(void *p, const int *envs, int n) {
 
 /* ---- forward ------------------------------------------------------------------------ */
 
-static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg_real *xn) {
-  bcg_est *s = p;
+/* Forward stage 1: the nominal step of every environment not in a bundle,
+ * as one (compacted) batch; an environment whose step exceeds the force
+ * threshold starts a bundle (trig), the others take the nominal step (only
+ * their rows stay on the nominal tape). */
+static int forward_nominal(bcg_est *s, step_rec *r, const bcg_real *x, const bcg_real *a, bcg_real *xn, int *nstart_out) {
   bcg_env *env = s->env;
-  const bcg_mdata *m = s->m;
-  int n = s->nenv, nx = s->nx, nu = s->nu, nv = s->nv, B = s->B, ns = s->ns;
-  int taped = t >= 0 && t < s->horizon;
-  step_rec *r = taped ? &s->rec[t] : NULL;
+  int n = s->nenv, nx = s->nx, nu = s->nu, ns = s->ns;
   int rc = 0;
-
-  /* 1. the nominal step of every free environment, as one (compacted) batch */
   int nF = 0;
   for (int e = 0; e < n; e++) {
     s->trig[e] = 0;
@@ -578,11 +576,22 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
         j++;
       }
 
-  /* 2. the bundles: new ones and continuing ones, all branches as one batch */
+  if (r) r->nnom = nkeep;
+  *nstart_out = nstart;
+  return 0;
+}
+
+/* Forward stage 2: the bundles, new ones (perturbed start states) and
+ * continuing ones, all branches as one batch; each bundled environment takes
+ * the branches' average. */
+static int forward_bundles(bcg_est *s, step_rec *r, const bcg_real *x, const bcg_real *a, bcg_real *xn, int nstart) {
+  const bcg_mdata *m = s->m;
+  int n = s->nenv, nx = s->nx, nu = s->nu, nv = s->nv, B = s->B, ns = s->ns;
+  int rc = 0;
   int nb = 0;
   for (int e = 0; e < n; e++)
     if (s->inb[e] || s->trig[e]) s->blist[nb++] = e;
-  if (r) { r->nnom = nkeep; r->nb = nb; }
+  if (r) r->nb = nb;
   if (nb > 0) {
     size_t nB = (size_t)nb * B;
     bcg_real *tape_br = NULL, *xout = s->XBo, *pbase = s->pert_tmp;
@@ -639,6 +648,18 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
       if (s->inb[e]) memcpy(s->cur + (size_t)e * B * nx, Xe, sizeof(bcg_real) * B * nx);
     }
   }
+  return 0;
+}
+
+static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg_real *xn) {
+  bcg_est *s = p;
+  bcg_env *env = s->env;
+  int n = s->nenv, nu = s->nu;
+  int taped = t >= 0 && t < s->horizon;
+  step_rec *r = taped ? &s->rec[t] : NULL;
+  int nstart = 0, rc;
+  if ((rc = forward_nominal(s, r, x, a, xn, &nstart))) return rc;
+  if ((rc = forward_bundles(s, r, x, a, xn, nstart))) return rc;
   /* per-environment diagnostics of the transition taken (env.h contract):
    * bundled envs report the worst over their branches (and the discarded
    * nominal step that triggered) */
