@@ -12,6 +12,7 @@
 #include "bcg/rng.h"
 #include "clock.h"
 #include "nn_cuda.h"
+#include "nn_tape.h"
 
 #ifdef BCG_REAL_FLOAT
 #define BCG_GEMM cblas_sgemm
@@ -244,43 +245,7 @@ void bcg_mlp_init_params(bcg_mlp *m, uint64_t seed, uint32_t stream) {
   for (int i = 0; i < c->extra; i++) m->params[m->nnet + i] = c->extra_init;
 }
 
-/* Tape layout for batch capacity B:
- *   x [B][in]; per layer l: pre [B][n] (activation input), post [B][n]
- *   (activation output); hidden layers with LN: xhat [B][n], rstd [B], and in
- *   POST_ACT mode out [B][n] (LN output = layer output); scratch 2 x [B][maxdim]. */
-typedef struct tape_ptrs {
-  bcg_real *x;
-  bcg_real *pre[BCG_MLP_MAX_HIDDEN + 1], *post[BCG_MLP_MAX_HIDDEN + 1];
-  bcg_real *xhat[BCG_MLP_MAX_HIDDEN + 1], *rstd[BCG_MLP_MAX_HIDDEN + 1];
-  bcg_real *out[BCG_MLP_MAX_HIDDEN + 1]; /* layer output (aliases post or the LN output) */
-  bcg_real *s0, *s1;
-} tape_ptrs;
-
-static size_t tape_layout(const bcg_mlp *m, int B, bcg_real *mem, tape_ptrs *p) {
-  size_t off = 0, b = (size_t)B;
-  int maxdim = 0;
-  for (int l = 0; l <= m->nlin; l++)
-    if (m->dim[l] > maxdim) maxdim = m->dim[l];
-#define TAKE(n) (off += (n), mem ? mem + off - (n) : NULL)
-  p->x = TAKE(b * (size_t)m->dim[0]);
-  for (int l = 0; l < m->nlin; l++) {
-    size_t n = (size_t)m->dim[l + 1];
-    p->pre[l] = TAKE(b * n);
-    p->post[l] = TAKE(b * n);
-    p->out[l] = p->post[l];
-    p->xhat[l] = p->rstd[l] = NULL;
-    if (has_ln(m, l)) {
-      p->xhat[l] = TAKE(b * n);
-      p->rstd[l] = TAKE(b);
-      if (m->cfg.layernorm == BCG_LN_POST_ACT) p->out[l] = TAKE(b * n);
-    }
-  }
-  p->s0 = TAKE(b * (size_t)maxdim);
-  p->s1 = TAKE(b * (size_t)maxdim);
-#undef TAKE
-  return off;
-}
-
+/* the tape's layout: core/nn_tape.h (with the two scratch rows) */
 static size_t shape_id(const bcg_mlp *m) {
   size_t h = 1469598103934665603ull;
   for (int l = 0; l <= m->nlin; l++) h = (h ^ (size_t)m->dim[l]) * 1099511628211ull;
@@ -290,8 +255,8 @@ static size_t shape_id(const bcg_mlp *m) {
 }
 
 size_t bcg_mlp_tape_reals(const bcg_mlp *m, int max_batch) {
-  tape_ptrs p;
-  return tape_layout(m, max_batch, NULL, &p);
+  bcg_nn_tape_ptrs p;
+  return bcg_nn_tape_layout(m, max_batch, NULL, &p, 1);
 }
 
 int bcg_mlp_tape_init(bcg_mlp_tape *t, const bcg_mlp *m, int max_batch, bcg_real *mem) {
@@ -323,8 +288,8 @@ static int check_tape(const bcg_mlp *m, const bcg_mlp_tape *t, int batch) {
 
 const bcg_real *bcg_mlp_tape_output(const bcg_mlp *m, const bcg_mlp_tape *t) {
   if (!t) t = &m->tape;
-  tape_ptrs p;
-  tape_layout(m, t->max_batch, t->mem, &p);
+  bcg_nn_tape_ptrs p;
+  bcg_nn_tape_layout(m, t->max_batch, t->mem, &p, 1);
   return p.out[m->nlin - 1];
 }
 
@@ -383,8 +348,8 @@ static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch
   t->batch = batch;
   t->on_device = 0;
   if (batch == 0) return BCG_NN_OK;
-  tape_ptrs p;
-  tape_layout(m, t->max_batch, t->mem, &p);
+  bcg_nn_tape_ptrs p;
+  bcg_nn_tape_layout(m, t->max_batch, t->mem, &p, 1);
   memcpy(p.x, x, (size_t)batch * (size_t)m->dim[0] * sizeof(bcg_real));
   if (nn_cuda_on && batch >= nn_cuda_min) { /* the GPU: input and output in the host tape */
     bcg_real *out = p.out[m->nlin - 1];
@@ -429,8 +394,8 @@ static int mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_rea
   if (rc) return rc;
   if (batch == 0) return BCG_NN_OK;
   if (t->on_device) return bcg_nnc_backward(m, t, dy, grad, dx) ? BCG_NN_EDEVICE : BCG_NN_OK;
-  tape_ptrs p;
-  tape_layout(m, t->max_batch, t->mem, &p);
+  bcg_nn_tape_ptrs p;
+  bcg_nn_tape_layout(m, t->max_batch, t->mem, &p, 1);
   bcg_real *d = p.s0, *e = p.s1;
   memcpy(d, dy, (size_t)batch * (size_t)m->dim[m->nlin] * sizeof(bcg_real));
   for (int l = m->nlin - 1; l >= 0; l--) {

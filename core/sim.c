@@ -33,20 +33,19 @@ void bcg_simparams_default(const bcg_model *model, bcg_simparams *sp) {
   sp->gravity = 1;
 }
 
+int bcg_sim_check_args(const bcg_simparams *sp, int cap, char *err, size_t errlen) {
+  if (cap <= 0) return snprintf(err, errlen, "batch size must be positive (got %d)", cap), -1;
+  if (sp->ncmax < 0 || sp->ncmax > BCG_MAX_CONTACT)
+    return snprintf(err, errlen, "max_contacts = %d is outside [0, %d] (BCG_MAX_CONTACT)", sp->ncmax,
+                    BCG_MAX_CONTACT), -1;
+  if (!(sp->dt > 0) || sp->substeps < 1)
+    return snprintf(err, errlen, "substep length must be positive and substeps >= 1"), -1;
+  return 0;
+}
+
 bcg_sim *bcg_sim_create(const bcg_model *model, const bcg_simparams *sp, int cap, const bcg_contact_ops *cops,
                         void *cself, char *err, size_t errlen) {
-  if (cap <= 0) {
-    snprintf(err, errlen, "batch size must be positive (got %d)", cap);
-    return NULL;
-  }
-  if (sp->ncmax < 0 || sp->ncmax > BCG_MAX_CONTACT) {
-    snprintf(err, errlen, "max_contacts = %d is outside [0, %d] (BCG_MAX_CONTACT)", sp->ncmax, BCG_MAX_CONTACT);
-    return NULL;
-  }
-  if (!(sp->dt > 0) || sp->substeps < 1) {
-    snprintf(err, errlen, "substep length must be positive and substeps >= 1");
-    return NULL;
-  }
+  if (bcg_sim_check_args(sp, cap, err, errlen)) return NULL;
   bcg_sim *s = calloc(1, sizeof *s);
   if (!s) goto oom;
   s->model = model;
@@ -130,19 +129,25 @@ static int check_slots(const bcg_sim *s, int n) {
   return 0;
 }
 
-static void fill_batch(bcg_sim *s, int n, bcg_contact_batch *b) {
+void bcg_contact_batch_fill(bcg_contact_batch *b, int n, int ncon, const bcg_simparams *sp, const int *nact,
+                            const bcg_real *gap, const bcg_real *v0, const bcg_real *c, const bcg_real *G,
+                            const bcg_real *mu, bcg_real *lam, bcg_real *fn) {
   b->nenv = n;
-  b->ncon = s->ncon;
-  b->dt = s->sp.dt;
-  b->margin = s->sp.margin;
-  b->nactive = s->nact;
-  b->gap = s->gap;
-  b->v0 = s->v0;
-  b->c = s->c;
-  b->G = s->G;
-  b->mu = s->mu;
-  b->lam = s->lam;
-  b->fn = s->fn;
+  b->ncon = ncon;
+  b->dt = sp->dt;
+  b->margin = sp->margin;
+  b->nactive = nact;
+  b->gap = gap;
+  b->v0 = v0;
+  b->c = c;
+  b->G = G;
+  b->mu = mu;
+  b->lam = lam;
+  b->fn = fn;
+}
+
+static void fill_batch(bcg_sim *s, int n, bcg_contact_batch *b) {
+  bcg_contact_batch_fill(b, n, s->ncon, &s->sp, s->nact, s->gap, s->v0, s->c, s->G, s->mu, s->lam, s->fn);
 }
 
 /* first half + contact solve (shared by the forward and the recompute) */

@@ -30,6 +30,7 @@
 
 #include "bcg/nn.h"
 #include "nn_cuda.h"
+#include "nn_tape.h"
 
 typedef bcg_real real;
 #ifdef BCG_REAL_FLOAT
@@ -206,11 +207,7 @@ typedef struct dtape {
   const bcg_mlp *m;
 } dtape;
 
-typedef struct dptrs {
-  real *x;
-  real *pre[BCG_MLP_MAX_HIDDEN + 1], *post[BCG_MLP_MAX_HIDDEN + 1];
-  real *xhat[BCG_MLP_MAX_HIDDEN + 1], *rstd[BCG_MLP_MAX_HIDDEN + 1], *out[BCG_MLP_MAX_HIDDEN + 1];
-} dptrs;
+typedef bcg_nn_tape_ptrs dptrs; /* core/nn_tape.h's layout without the scratch rows */
 
 static int ln_of(const bcg_mlp *m, int l) { return l < m->nlin - 1 ? (int)m->cfg.layernorm : BCG_LN_NONE; }
 static int act_of(const bcg_mlp *m, int l) {
@@ -223,26 +220,8 @@ static int maxdim(const bcg_mlp *m) {
   return d;
 }
 
-/* nn.c's host tape layout without the scratch part; returns the reals needed */
-static size_t dlayout(const bcg_mlp *m, int B, real *mem, dptrs *p) {
-  size_t off = 0, b = (size_t)B;
-#define TAKE(n) (off += (n), mem ? mem + off - (n) : NULL)
-  p->x = TAKE(b * (size_t)m->dim[0]);
-  for (int l = 0; l < m->nlin; l++) {
-    size_t n = (size_t)m->dim[l + 1];
-    p->pre[l] = TAKE(b * n);
-    p->post[l] = TAKE(b * n);
-    p->out[l] = p->post[l];
-    p->xhat[l] = p->rstd[l] = NULL;
-    if (ln_of(m, l)) {
-      p->xhat[l] = TAKE(b * n);
-      p->rstd[l] = TAKE(b);
-      if (ln_of(m, l) == BCG_LN_POST_ACT) p->out[l] = TAKE(b * n);
-    }
-  }
-#undef TAKE
-  return off;
-}
+/* core/nn_tape.h's layout without the scratch rows; returns the reals needed */
+static size_t dlayout(const bcg_mlp *m, int B, real *mem, dptrs *p) { return bcg_nn_tape_layout(m, B, mem, p, 0); }
 
 void bcg_nnc_tape_free(bcg_mlp_tape *t) {
   if (!t || !t->dev) return;

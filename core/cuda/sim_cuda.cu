@@ -337,18 +337,7 @@ static int finish(bcg_cuda_sim *s) {
 }
 
 static void fill_batch(bcg_cuda_sim *s, int n, bcg_contact_batch *b) {
-  b->nenv = n;
-  b->ncon = s->ncon;
-  b->dt = s->sp.dt;
-  b->margin = s->sp.margin;
-  b->nactive = s->nact;
-  b->gap = s->gap;
-  b->v0 = s->v0;
-  b->c = s->c;
-  b->G = s->G;
-  b->mu = s->mu;
-  b->lam = s->lam;
-  b->fn = s->fn;
+  bcg_contact_batch_fill(b, n, s->ncon, &s->sp, s->nact, s->gap, s->v0, s->c, s->G, s->mu, s->lam, s->fn);
 }
 
 static int use_contact(const bcg_cuda_sim *s) { return s->cops && s->sp.ncmax > 0; }
@@ -504,18 +493,7 @@ BCG_EXPORT void bcg_cuda_sim_free(bcg_cuda_sim *s) {
 
 BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_simparams *sp, int cap,
                                              const bcg_contact_ops *cops, void *cself, char *err, size_t errlen) {
-  if (cap <= 0) {
-    snprintf(err, errlen, "batch size must be positive (got %d)", cap);
-    return NULL;
-  }
-  if (sp->ncmax < 0 || sp->ncmax > BCG_MAX_CONTACT) {
-    snprintf(err, errlen, "max_contacts = %d is outside [0, %d] (BCG_MAX_CONTACT)", sp->ncmax, BCG_MAX_CONTACT);
-    return NULL;
-  }
-  if (!(sp->dt > 0) || sp->substeps < 1) {
-    snprintf(err, errlen, "substep length must be positive and substeps >= 1");
-    return NULL;
-  }
+  if (bcg_sim_check_args(sp, cap, err, errlen)) return NULL;
   if (cops) {
     char name[128];
     uint64_t caps;

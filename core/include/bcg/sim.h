@@ -91,6 +91,16 @@ struct bcg_sim {
   const int *envmap;
 };
 
+/* The contact plugin's batch over a backend's arrays (host or device): one
+ * filler for the CPU stepper (core/sim.c) and the CUDA one. */
+void bcg_contact_batch_fill(bcg_contact_batch *b, int n, int ncon, const bcg_simparams *sp, const int *nact,
+                            const bcg_real *gap, const bcg_real *v0, const bcg_real *c, const bcg_real *G,
+                            const bcg_real *mu, bcg_real *lam, bcg_real *fn);
+
+/* The batch size and step parameters both backends need (cap > 0, 0 <=
+ * ncmax <= BCG_MAX_CONTACT, dt > 0, substeps >= 1): 0, or -1 with a message. */
+int bcg_sim_check_args(const bcg_simparams *sp, int cap, char *err, size_t errlen);
+
 /* Defaults: the model's timestep, 4 substeps, motor actuation, limits on. */
 void bcg_simparams_default(const bcg_model *model, bcg_simparams *sp);
 
