@@ -112,6 +112,191 @@ static int cpu_unit(bcg_sim *s, const bufs *h, int n, int bwd) {
   return rc;
 }
 
+/* What every section of the benchmark shares. */
+typedef struct bench {
+  const bcg_model *model;
+  const bcg_mdata *m;
+  bcg_simparams sp;
+  const bcg_contact_ops *cops;
+  void *cself;
+  const char *pname;
+  int nq, nv, nu, nthr;
+  size_t sx;
+  double seconds, mj; /* seconds per measurement; MuJoCo's steps/s on one thread */
+  bufs h;             /* host states, actions and adjoint seeds */
+} bench;
+
+/* MuJoCo's mj_step on one thread, same model and states: the median over up
+ * to 64 states of steps per second. */
+static double mujoco_reference(const bench *B, int nmax) {
+  const bcg_model *model = B->model;
+  int nq = B->nq, nv = B->nv;
+  const bufs h = B->h;
+  double mj = 0;
+  bcg_mjref *r = bcg_mjref_new(model, 0);
+  if (!r) DIE("cannot create the MuJoCo reference");
+  int ns = nmax < 64 ? nmax : 64;
+  double rates[64], qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
+  for (int e = 0; e < ns; e++) {
+    for (int i = 0; i < nq; i++) qd[i] = h.q[(size_t)e * nq + i];
+    for (int i = 0; i < nv; i++) ud[i] = h.u[(size_t)e * nv + i];
+    if (e == 0) bcg_mjref_steps_per_sec(r, qd, ud, NULL, 200); /* warm-up */
+    rates[e] = bcg_mjref_steps_per_sec(r, qd, ud, NULL, 200);
+  }
+  mj = median(rates, ns);
+  bcg_mjref_free(r);
+  return mj;
+}
+
+/* The CUDA stepper at each size: forward and forward+backward rates, then
+ * the per-stage times. */
+static void gpu_section(bench *B, const int *sizes, int nsizes) {
+  const bcg_model *model = B->model;
+  const bcg_simparams sp = B->sp;
+  const bcg_contact_ops *cops = B->cops;
+  void *cself = B->cself;
+  const char *pname = B->pname;
+  int nq = B->nq, nv = B->nv, nu = B->nu, nthr = B->nthr;
+  size_t sx = B->sx;
+  double seconds = B->seconds, mj = B->mj;
+  const bufs h = B->h;
+  char err[1024];
+  int gmax = 1;
+  for (int i = 0; i < nsizes; i++) if (sizes[i] > gmax) gmax = sizes[i];
+  PROGRESS("[gpu_bench %s %s] creating a CUDA sim for %d envs...\n", BCG_REAL_NAME, pname, gmax);
+  bcg_cuda_sim *gs = bcg_cuda_sim_create(model, &sp, gmax, cops, cself, err, sizeof err);
+  if (!gs) DIE("%s", err);
+  bcg_cuda_sim_set_async(gs, 1);
+  bufs d;
+  d.q = bcg_cuda_malloc(sizeof(real) * gmax * nq); d.u = bcg_cuda_malloc(sizeof(real) * gmax * nv);
+  d.a = bcg_cuda_malloc(sizeof(real) * gmax * nu); d.qo = bcg_cuda_malloc(sizeof(real) * gmax * nq);
+  d.uo = bcg_cuda_malloc(sizeof(real) * gmax * nv);
+  d.tape = bcg_cuda_malloc(sizeof(real) * sp.substeps * gmax * sx);
+  d.xob = bcg_cuda_malloc(sizeof(real) * gmax * 2 * nv); d.xb = bcg_cuda_malloc(sizeof(real) * gmax * 2 * nv);
+  d.ab = bcg_cuda_malloc(sizeof(real) * gmax * nu);
+  if (!d.q || !d.u || !d.a || !d.qo || !d.uo || !d.tape || !d.xob || !d.xb || !d.ab) DIE("out of device memory");
+  if (bcg_cuda_copy(d.q, h.q, sizeof(real) * gmax * nq) || bcg_cuda_copy(d.u, h.u, sizeof(real) * gmax * nv) ||
+      bcg_cuda_copy(d.a, h.a, sizeof(real) * gmax * nu) ||
+      bcg_cuda_copy(d.xob, h.xob, sizeof(real) * gmax * 2 * nv) ||
+      bcg_cuda_memset(d.ab, 0, sizeof(real) * gmax * nu))
+    DIE("copy to the device failed");
+  bcg_cuda_event *e0 = bcg_cuda_event_new(), *e1 = bcg_cuda_event_new();
+  if (!e0 || !e1) DIE("cudaEventCreate failed");
+
+  printf("\n## GPU (%s, block %d): env-substeps per second; time per control step (%d substeps)\n", BCG_REAL_NAME,
+         bcg_cuda_sim_block(gs), sp.substeps);
+  printf("%-8s %14s %12s %14s %12s %8s %10s %10s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "bwd/fwd",
+         "contacts", "fwd/mj1", "fwd/mjall");
+  double stage_f[16][BCG_CUDA_NSTAGE], stage_b[16][BCG_CUDA_NSTAGE];
+  for (int si = 0; si < nsizes; si++) {
+    int n = sizes[si];
+    double res[2];
+    for (int bwd = 0; bwd < 2; bwd++) {
+      PROGRESS("[gpu_bench %s %s] n=%d %s...\n", BCG_REAL_NAME, pname, n, bwd ? "fwd+bwd" : "fwd");
+      /* warm-up (module load, plugin's memory pool), then size the rounds */
+      for (int w = 0; w < 2; w++)
+        if (gpu_unit(gs, &d, n, bwd)) DIE("control step failed: %s", bcg_cuda_sim_error(gs));
+      if (bcg_cuda_sim_sync(gs)) DIE("%s", bcg_cuda_sim_error(gs));
+      bcg_cuda_event_record(e0, gs);
+      gpu_unit(gs, &d, n, bwd);
+      bcg_cuda_event_record(e1, gs);
+      double t1 = bcg_cuda_event_ms(e0, e1) * 1e-3;
+      int reps = (int)(seconds / 5 / fmax(t1, 1e-6));
+      if (reps < 2) reps = 2;
+      if (reps > 200) reps = 200;
+      double rounds[5];
+      for (int r = 0; r < 5; r++) {
+        bcg_cuda_event_record(e0, gs);
+        for (int k = 0; k < reps; k++)
+          if (gpu_unit(gs, &d, n, bwd)) DIE("control step failed: %s", bcg_cuda_sim_error(gs));
+        bcg_cuda_event_record(e1, gs);
+        rounds[r] = bcg_cuda_event_ms(e0, e1) * 1e-3 / reps;
+      }
+      if (bcg_cuda_sim_sync(gs)) DIE("%s", bcg_cuda_sim_error(gs));
+      res[bwd] = median(rounds, 5);
+      /* per-stage pass */
+      bcg_cuda_sim_set_timing(gs, 1);
+      int sreps = reps < 5 ? reps : 5;
+      for (int k = 0; k < sreps; k++) gpu_unit(gs, &d, n, bwd);
+      double ms[BCG_CUDA_NSTAGE];
+      bcg_cuda_sim_stage_ms(gs, ms);
+      bcg_cuda_sim_set_timing(gs, 0);
+      for (int st = 0; st < BCG_CUDA_NSTAGE; st++)
+        (bwd ? stage_b : stage_f)[si][st] = ms[st] / (sreps * sp.substeps);
+    }
+    int nact_sum = 0;
+    int *na = malloc(sizeof(int) * n);
+    if (na && bcg_cuda_sim_nactive(gs, n, na) == 0)
+      for (int e = 0; e < n; e++) nact_sum += na[e];
+    free(na);
+    double fr = n * sp.substeps / res[0];
+    printf("%-8d %14.4g %12.4f %14.4g %12.4f %8.2f %10.2f %10.1f %10.2f\n", n, fr, res[0] * 1e3,
+           n * sp.substeps / res[1], res[1] * 1e3, res[1] / res[0] - 1, (double)nact_sum / n, fr / mj,
+           fr / (mj * nthr));
+    fflush(stdout);
+  }
+  printf("\n## GPU per-stage time per substep (ms; events around each stage, the stream drained in between)\n");
+  printf("%-8s %9s %9s %9s | %9s %9s %9s %9s %9s\n", "n", "pre", "contact", "post", "pre(rc)", "contact",
+         "post+vjp", "c.vjp", "pre_vjp");
+  for (int si = 0; si < nsizes; si++) {
+    /* the forward+backward pass also ran one forward control step: subtract it */
+    double *f = stage_f[si], *b = stage_b[si];
+    printf("%-8d %9.4f %9.4f %9.4f | %9.4f %9.4f %9.4f %9.4f %9.4f\n", sizes[si], f[0], f[1], f[2],
+           b[0] - f[0], b[1] - f[1], b[2] - f[2], b[3], b[4]);
+  }
+  bcg_cuda_event_free(e0);
+  bcg_cuda_event_free(e1);
+  bcg_cuda_free(d.q); bcg_cuda_free(d.u); bcg_cuda_free(d.a); bcg_cuda_free(d.qo); bcg_cuda_free(d.uo);
+  bcg_cuda_free(d.tape); bcg_cuda_free(d.xob); bcg_cuda_free(d.xb); bcg_cuda_free(d.ab);
+  bcg_cuda_sim_free(gs);
+}
+
+/* The CPU stepper (bcg_sim, OpenMP) at each size. */
+static void cpu_section(bench *B, const int *cpus, int ncpus) {
+  const bcg_model *model = B->model;
+  const bcg_simparams sp = B->sp;
+  bufs h = B->h;
+  double seconds = B->seconds, mj = B->mj;
+  int nthr = B->nthr;
+  const bcg_contact_ops *cops = B->cops;
+  void *cself = B->cself;
+  const char *pname = B->pname;
+  char err[1024];
+  int cmax = 1;
+  for (int i = 0; i < ncpus; i++) if (cpus[i] > cmax) cmax = cpus[i];
+  bcg_sim *cs = bcg_sim_create(model, &sp, cmax, cops, cself, err, sizeof err);
+  if (!cs) DIE("%s", err);
+  printf("\n## CPU (bcg_sim, %d threads, %s): env-substeps per second\n", omp_get_max_threads(), BCG_REAL_NAME);
+  printf("%-8s %14s %12s %14s %12s %10s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "fwd/mj1",
+         "fwd/mjall");
+  for (int ci = 0; ci < ncpus; ci++) {
+    int n = cpus[ci];
+    double res[2];
+    for (int bwd = 0; bwd < 2; bwd++) {
+      PROGRESS("[gpu_bench %s %s] CPU n=%d %s...\n", BCG_REAL_NAME, pname, n, bwd ? "fwd+bwd" : "fwd");
+      if (cpu_unit(cs, &h, n, bwd)) DIE("CPU control step failed");
+      double t0 = now();
+      cpu_unit(cs, &h, n, bwd);
+      double t1 = now() - t0;
+      int reps = (int)(seconds / 3 / fmax(t1, 1e-6));
+      if (reps < 1) reps = 1;
+      if (reps > 100) reps = 100;
+      double rounds[3];
+      for (int r = 0; r < 3; r++) {
+        t0 = now();
+        for (int k = 0; k < reps; k++) cpu_unit(cs, &h, n, bwd);
+        rounds[r] = (now() - t0) / reps;
+      }
+      res[bwd] = median(rounds, 3);
+    }
+    double fr = n * sp.substeps / res[0];
+    printf("%-8d %14.4g %12.4f %14.4g %12.4f %10.1f %10.2f\n", n, fr, res[0] * 1e3, n * sp.substeps / res[1],
+           res[1] * 1e3, fr / mj, fr / (mj * nthr));
+    fflush(stdout);
+  }
+  bcg_sim_free(cs);
+}
+
 int main(int argc, char **argv) {
   const char *plugin = "none";
   int sizes[16] = {256, 1024, 4096, 16384, 65536}, nsizes = 5;
@@ -181,157 +366,17 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2 * nv; i++) h.xob[(size_t)e * 2 * nv + i] = (real)nrand();
   }
 
-  /* ---------------- MuJoCo reference ---------------- */
-  double mj = 0;
-  {
-    bcg_mjref *r = bcg_mjref_new(model, 0);
-    if (!r) DIE("cannot create the MuJoCo reference");
-    int ns = nmax < 64 ? nmax : 64;
-    double rates[64], qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
-    for (int e = 0; e < ns; e++) {
-      for (int i = 0; i < nq; i++) qd[i] = h.q[(size_t)e * nq + i];
-      for (int i = 0; i < nv; i++) ud[i] = h.u[(size_t)e * nv + i];
-      if (e == 0) bcg_mjref_steps_per_sec(r, qd, ud, NULL, 200); /* warm-up */
-      rates[e] = bcg_mjref_steps_per_sec(r, qd, ud, NULL, 200);
-    }
-    mj = median(rates, ns);
-    bcg_mjref_free(r);
-  }
+  bench B = {model, m, sp, cops, cself, pname, nq, nv, nu, omp_get_max_threads(), sx, seconds, 0, h};
+  double mj = B.mj = mujoco_reference(&B, nmax);
   int nthr = omp_get_max_threads();
   printf("## reference: MuJoCo mj_step, 1 thread, same model and states: %.4g steps/s; x %d threads (ideal "
          "scaling): %.4g steps/s\n",
          mj, nthr, mj * nthr);
 
-  /* ---------------- GPU ---------------- */
-  if (have_gpu) {
-    int gmax = 1;
-    for (int i = 0; i < nsizes; i++) if (sizes[i] > gmax) gmax = sizes[i];
-    PROGRESS("[gpu_bench %s %s] creating a CUDA sim for %d envs...\n", BCG_REAL_NAME, pname, gmax);
-    bcg_cuda_sim *gs = bcg_cuda_sim_create(model, &sp, gmax, cops, cself, err, sizeof err);
-    if (!gs) DIE("%s", err);
-    bcg_cuda_sim_set_async(gs, 1);
-    bufs d;
-    d.q = bcg_cuda_malloc(sizeof(real) * gmax * nq); d.u = bcg_cuda_malloc(sizeof(real) * gmax * nv);
-    d.a = bcg_cuda_malloc(sizeof(real) * gmax * nu); d.qo = bcg_cuda_malloc(sizeof(real) * gmax * nq);
-    d.uo = bcg_cuda_malloc(sizeof(real) * gmax * nv);
-    d.tape = bcg_cuda_malloc(sizeof(real) * sp.substeps * gmax * sx);
-    d.xob = bcg_cuda_malloc(sizeof(real) * gmax * 2 * nv); d.xb = bcg_cuda_malloc(sizeof(real) * gmax * 2 * nv);
-    d.ab = bcg_cuda_malloc(sizeof(real) * gmax * nu);
-    if (!d.q || !d.u || !d.a || !d.qo || !d.uo || !d.tape || !d.xob || !d.xb || !d.ab) DIE("out of device memory");
-    if (bcg_cuda_copy(d.q, h.q, sizeof(real) * gmax * nq) || bcg_cuda_copy(d.u, h.u, sizeof(real) * gmax * nv) ||
-        bcg_cuda_copy(d.a, h.a, sizeof(real) * gmax * nu) ||
-        bcg_cuda_copy(d.xob, h.xob, sizeof(real) * gmax * 2 * nv) ||
-        bcg_cuda_memset(d.ab, 0, sizeof(real) * gmax * nu))
-      DIE("copy to the device failed");
-    bcg_cuda_event *e0 = bcg_cuda_event_new(), *e1 = bcg_cuda_event_new();
-    if (!e0 || !e1) DIE("cudaEventCreate failed");
+  if (have_gpu) gpu_section(&B, sizes, nsizes);
+  else printf("\n## GPU: not run (%s)\n", err);
 
-    printf("\n## GPU (%s, block %d): env-substeps per second; time per control step (%d substeps)\n", BCG_REAL_NAME,
-           bcg_cuda_sim_block(gs), sp.substeps);
-    printf("%-8s %14s %12s %14s %12s %8s %10s %10s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "bwd/fwd",
-           "contacts", "fwd/mj1", "fwd/mjall");
-    double stage_f[16][BCG_CUDA_NSTAGE], stage_b[16][BCG_CUDA_NSTAGE];
-    for (int si = 0; si < nsizes; si++) {
-      int n = sizes[si];
-      double res[2];
-      for (int bwd = 0; bwd < 2; bwd++) {
-        PROGRESS("[gpu_bench %s %s] n=%d %s...\n", BCG_REAL_NAME, pname, n, bwd ? "fwd+bwd" : "fwd");
-        /* warm-up (module load, plugin's memory pool), then size the rounds */
-        for (int w = 0; w < 2; w++)
-          if (gpu_unit(gs, &d, n, bwd)) DIE("control step failed: %s", bcg_cuda_sim_error(gs));
-        if (bcg_cuda_sim_sync(gs)) DIE("%s", bcg_cuda_sim_error(gs));
-        bcg_cuda_event_record(e0, gs);
-        gpu_unit(gs, &d, n, bwd);
-        bcg_cuda_event_record(e1, gs);
-        double t1 = bcg_cuda_event_ms(e0, e1) * 1e-3;
-        int reps = (int)(seconds / 5 / fmax(t1, 1e-6));
-        if (reps < 2) reps = 2;
-        if (reps > 200) reps = 200;
-        double rounds[5];
-        for (int r = 0; r < 5; r++) {
-          bcg_cuda_event_record(e0, gs);
-          for (int k = 0; k < reps; k++)
-            if (gpu_unit(gs, &d, n, bwd)) DIE("control step failed: %s", bcg_cuda_sim_error(gs));
-          bcg_cuda_event_record(e1, gs);
-          rounds[r] = bcg_cuda_event_ms(e0, e1) * 1e-3 / reps;
-        }
-        if (bcg_cuda_sim_sync(gs)) DIE("%s", bcg_cuda_sim_error(gs));
-        res[bwd] = median(rounds, 5);
-        /* per-stage pass */
-        bcg_cuda_sim_set_timing(gs, 1);
-        int sreps = reps < 5 ? reps : 5;
-        for (int k = 0; k < sreps; k++) gpu_unit(gs, &d, n, bwd);
-        double ms[BCG_CUDA_NSTAGE];
-        bcg_cuda_sim_stage_ms(gs, ms);
-        bcg_cuda_sim_set_timing(gs, 0);
-        for (int st = 0; st < BCG_CUDA_NSTAGE; st++)
-          (bwd ? stage_b : stage_f)[si][st] = ms[st] / (sreps * sp.substeps);
-      }
-      int nact_sum = 0;
-      int *na = malloc(sizeof(int) * n);
-      if (na && bcg_cuda_sim_nactive(gs, n, na) == 0)
-        for (int e = 0; e < n; e++) nact_sum += na[e];
-      free(na);
-      double fr = n * sp.substeps / res[0];
-      printf("%-8d %14.4g %12.4f %14.4g %12.4f %8.2f %10.2f %10.1f %10.2f\n", n, fr, res[0] * 1e3,
-             n * sp.substeps / res[1], res[1] * 1e3, res[1] / res[0] - 1, (double)nact_sum / n, fr / mj,
-             fr / (mj * nthr));
-      fflush(stdout);
-    }
-    printf("\n## GPU per-stage time per substep (ms; events around each stage, the stream drained in between)\n");
-    printf("%-8s %9s %9s %9s | %9s %9s %9s %9s %9s\n", "n", "pre", "contact", "post", "pre(rc)", "contact",
-           "post+vjp", "c.vjp", "pre_vjp");
-    for (int si = 0; si < nsizes; si++) {
-      /* the forward+backward pass also ran one forward control step: subtract it */
-      double *f = stage_f[si], *b = stage_b[si];
-      printf("%-8d %9.4f %9.4f %9.4f | %9.4f %9.4f %9.4f %9.4f %9.4f\n", sizes[si], f[0], f[1], f[2],
-             b[0] - f[0], b[1] - f[1], b[2] - f[2], b[3], b[4]);
-    }
-    bcg_cuda_event_free(e0);
-    bcg_cuda_event_free(e1);
-    bcg_cuda_free(d.q); bcg_cuda_free(d.u); bcg_cuda_free(d.a); bcg_cuda_free(d.qo); bcg_cuda_free(d.uo);
-    bcg_cuda_free(d.tape); bcg_cuda_free(d.xob); bcg_cuda_free(d.xb); bcg_cuda_free(d.ab);
-    bcg_cuda_sim_free(gs);
-  } else {
-    printf("\n## GPU: not run (%s)\n", err);
-  }
-
-  /* ---------------- CPU ---------------- */
-  if (ncpus > 0) {
-    int cmax = 1;
-    for (int i = 0; i < ncpus; i++) if (cpus[i] > cmax) cmax = cpus[i];
-    bcg_sim *cs = bcg_sim_create(model, &sp, cmax, cops, cself, err, sizeof err);
-    if (!cs) DIE("%s", err);
-    printf("\n## CPU (bcg_sim, %d threads, %s): env-substeps per second\n", omp_get_max_threads(), BCG_REAL_NAME);
-    printf("%-8s %14s %12s %14s %12s %10s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "fwd/mj1",
-           "fwd/mjall");
-    for (int ci = 0; ci < ncpus; ci++) {
-      int n = cpus[ci];
-      double res[2];
-      for (int bwd = 0; bwd < 2; bwd++) {
-        PROGRESS("[gpu_bench %s %s] CPU n=%d %s...\n", BCG_REAL_NAME, pname, n, bwd ? "fwd+bwd" : "fwd");
-        if (cpu_unit(cs, &h, n, bwd)) DIE("CPU control step failed");
-        double t0 = now();
-        cpu_unit(cs, &h, n, bwd);
-        double t1 = now() - t0;
-        int reps = (int)(seconds / 3 / fmax(t1, 1e-6));
-        if (reps < 1) reps = 1;
-        if (reps > 100) reps = 100;
-        double rounds[3];
-        for (int r = 0; r < 3; r++) {
-          t0 = now();
-          for (int k = 0; k < reps; k++) cpu_unit(cs, &h, n, bwd);
-          rounds[r] = (now() - t0) / reps;
-        }
-        res[bwd] = median(rounds, 3);
-      }
-      double fr = n * sp.substeps / res[0];
-      printf("%-8d %14.4g %12.4f %14.4g %12.4f %10.1f %10.2f\n", n, fr, res[0] * 1e3, n * sp.substeps / res[1],
-             res[1] * 1e3, fr / mj, fr / (mj * nthr));
-      fflush(stdout);
-    }
-    bcg_sim_free(cs);
-  }
+  if (ncpus > 0) cpu_section(&B, cpus, ncpus);
   if (cops) pd_unload(&pl);
   bcg_model_free(model);
   return 0;
