@@ -254,158 +254,232 @@ static inline void mo_finish(bcg_motion *mo, const bcg_model *model) {
   }
 }
 
+/* state of one CSV read: the caller's options, what the file's header said,
+ * the frames read so far and where errors go */
+typedef struct mo_csv_reader {
+  const bcg_model *model;
+  const char *path;
+  double fps;      /* the caller's (> 0 replaces the file's) */
+  int quat;        /* the caller's BCG_QUAT_* (0: the file's) */
+  int format;      /* BCG_MOTION_AUTO until the first non-empty line */
+  int nq, line;
+  double file_fps; /* the header's fps key (0: none) */
+  int file_quat;   /* the header's quat key (0: none) */
+  int seen_data;   /* a row of names or numbers was read */
+  double *q;       /* [cap][nq] */
+  int cap, n;
+  char *err;
+  size_t errlen;
+} mo_csv_reader;
+
+/* BCG_MOTION_AUTO: the first non-empty line s decides ('#' or names: bcg;
+ * numbers: LAFAN); any other format is kept */
+static inline int mo_csv_detect_format(int format, const char *s) {
+  if (format != BCG_MOTION_AUTO) return format;
+  char *end;
+  strtod(s, &end);
+  return (*s != '#' && end != s) ? BCG_MOTION_LAFAN : BCG_MOTION_BCG;
+}
+
+/* one "key=value" (or "key: value") of a '#' line: fps or quat; others are
+ * ignored. 0, or -1 with a message */
+static inline int mo_csv_header_key(mo_csv_reader *r, const char *key, const char *val) {
+  if (strcmp(key, "fps") == 0) {
+    char *end;
+    r->file_fps = strtod(val, &end);
+    if (*end || !(r->file_fps > 0)) {
+      snprintf(r->err, r->errlen, "%s:%d: fps '%s' is not a positive number", r->path, r->line, mo_q(val));
+      return -1;
+    }
+    if (r->fps <= 0 && !mo_fps_ok(r->file_fps)) {
+      snprintf(r->err, r->errlen, "%s:%d: fps %s is out of range [%g, %g] (frames per second)", r->path, r->line,
+               mo_q(val), BCG_MOTION_FPS_MIN, BCG_MOTION_FPS_MAX);
+      return -1;
+    }
+  } else if (strcmp(key, "quat") == 0 || strcmp(key, "quat_order") == 0) {
+    if (strcmp(val, "wxyz") == 0) r->file_quat = BCG_QUAT_WXYZ;
+    else if (strcmp(val, "xyzw") == 0) r->file_quat = BCG_QUAT_XYZW;
+    else {
+      snprintf(r->err, r->errlen, "%s:%d: quat '%s' is not wxyz or xyzw", r->path, r->line, mo_q(val));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* the keys of a comment line s (starting with '#'): 0, or -1 with a message */
+static inline int mo_csv_header_line(mo_csv_reader *r, const char *s) {
+  for (const char *t = s + 1; *t;) {
+    while (*t && (isspace((unsigned char)*t) || *t == ',')) t++;
+    char key[32], val[64];
+    int used = 0;
+    if (sscanf(t, " %31[a-zA-Z_] %*[=:] %63[^ \t,]%n", key, val, &used) == 2 && used > 0) {
+      if (mo_csv_header_key(r, key, val)) return -1;
+      t += used;
+    } else {
+      while (*t && !isspace((unsigned char)*t)) t++;
+    }
+  }
+  return 0;
+}
+
+/* split s on commas (whitespace around fields allowed) into fields (at most
+ * BCG_MAX_Q + 2 kept); returns the number of fields */
+static inline int mo_csv_split(char *s, char **fields) {
+  int nf = 0;
+  for (char *t = s;;) {
+    char *c = strchr(t, ',');
+    if (nf < BCG_MAX_Q + 2) fields[nf] = mo_trim(t);
+    nf++;
+    if (!c) break;
+    *c = 0;
+    t = c + 1;
+  }
+  return nf;
+}
+
+/* a header row of names: only before any data, and each hinge/slide column
+ * must carry its joint's name. 0, or -1 with a message */
+static inline int mo_csv_names_row(mo_csv_reader *r, char **fields) {
+  if (r->seen_data || r->n > 0) {
+    snprintf(r->err, r->errlen, "%s:%d: column 1 '%s' is not a number", r->path, r->line, mo_q(fields[0]));
+    return -1;
+  }
+  r->seen_data = 1;
+  for (int c = 0; c < r->nq; c++) {
+    int j;
+    const char *want = mo_column_joint(r->model, c, &j);
+    if (want && strcmp(want, fields[c]) != 0) {
+      snprintf(r->err, r->errlen, "%s:%d: column %d is '%s' but qpos[%d] of model %s is joint '%s'", r->path,
+               r->line, c + 1, mo_q(fields[c]), c, r->model->path, want);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* a row of nq numbers: appended as a frame, quaternions reordered and
+ * normalised. 0, or -1 with a message */
+static inline int mo_csv_data_row(mo_csv_reader *r, char **fields) {
+  const int nq = r->nq;
+  r->seen_data = 1;
+  if (r->n == BCG_MOTION_MAX_FRAMES) {
+    snprintf(r->err, r->errlen, "%s:%d: more than BCG_MOTION_MAX_FRAMES = %d frames", r->path, r->line,
+             BCG_MOTION_MAX_FRAMES);
+    return -1;
+  }
+  if (r->n == r->cap) {
+    r->cap *= 2;
+    double *nqp = realloc(r->q, sizeof(double) * nq * r->cap);
+    if (!nqp) {
+      snprintf(r->err, r->errlen, "%s: out of memory", r->path);
+      return -1;
+    }
+    r->q = nqp;
+  }
+  double *row = r->q + (size_t)r->n * nq;
+  for (int c = 0; c < nq; c++) {
+    char *end;
+    row[c] = strtod(fields[c], &end);
+    if (end == fields[c] || *mo_trim(end)) {
+      snprintf(r->err, r->errlen, "%s:%d: column %d '%s' is not a number", r->path, r->line, c + 1, mo_q(fields[c]));
+      return -1;
+    }
+  }
+  int order = r->quat ? r->quat
+                      : (r->file_quat ? r->file_quat : r->format == BCG_MOTION_LAFAN ? BCG_QUAT_XYZW : BCG_QUAT_WXYZ);
+  if (mo_fix_row(r->model, row, order == BCG_QUAT_XYZW, r->path, r->line, r->err, r->errlen)) return -1;
+  r->n++;
+  return 0;
+}
+
+/* one trimmed, non-empty line s: a comment line of keys, a row of names or a
+ * frame. 0, or -1 with a message */
+static inline int mo_csv_line(mo_csv_reader *r, char *s) {
+  r->format = mo_csv_detect_format(r->format, s);
+  if (r->format == BCG_MOTION_LAFAN && (*s == '#' || !(isdigit((unsigned char)*s) || strchr("+-.", *s)))) {
+    snprintf(r->err, r->errlen,
+             "%s:%d: a header or comment line, but the LAFAN format has none (motion_format = lafan: numbers only, "
+             "30 fps, root x y z, root quaternion x y z w, joints); use motion_format = bcg or auto",
+             r->path, r->line);
+    return -1;
+  }
+  if (*s == '#') return mo_csv_header_line(r, s);
+  char *fields[BCG_MAX_Q + 2];
+  const int nf = mo_csv_split(s, fields);
+  if (nf != r->nq) {
+    snprintf(r->err, r->errlen, "%s:%d: %d columns, but model %s has nq = %d (%s)", r->path, r->line, nf,
+             r->model->path, r->nq,
+             r->format == BCG_MOTION_LAFAN ? "LAFAN format: root x y z, root quaternion x y z w, the joints in qpos order"
+                                           : "one qpos frame per line in MuJoCo's order");
+    return -1;
+  }
+  char *end;
+  strtod(fields[0], &end);
+  if (end == fields[0]) return mo_csv_names_row(r, fields);
+  return mo_csv_data_row(r, fields);
+}
+
+/* after the last line: enough frames and a frame rate; the frames move into
+ * mo. 0, or -1 with a message */
+static inline int mo_csv_finish(mo_csv_reader *r, bcg_motion *mo) {
+  if (r->format == BCG_MOTION_LAFAN) r->file_fps = BCG_LAFAN_FPS;
+  if (r->n < 2) {
+    snprintf(r->err, r->errlen, "%s: %d frames (need at least 2)", r->path, r->n);
+    return -1;
+  }
+  double fps = r->fps;
+  if (fps <= 0) fps = r->file_fps;
+  if (!(fps > 0)) {
+    snprintf(r->err, r->errlen, "%s: no frame rate (add a header line '# fps=30' or set the task's fps key)", r->path);
+    return -1;
+  }
+  mo->nframes = r->n;
+  mo->nq = r->nq;
+  mo->fps = fps;
+  mo->qpos = r->q;
+  mo->format = r->format == BCG_MOTION_LAFAN ? BCG_MOTION_LAFAN : BCG_MOTION_BCG;
+  r->q = NULL;
+  snprintf(mo->path, sizeof mo->path, "%s", r->path);
+  mo_finish(mo, r->model);
+  return 0;
+}
+
 /* format: BCG_MOTION_AUTO decides on the first non-empty line ('#' or names:
  * bcg; numbers: LAFAN) */
 static inline int mo_load_csv(bcg_motion *mo, const bcg_model *model, const char *path, double fps, int quat,
                               int format, char *err, size_t errlen) {
-  const bcg_mdata *m = &model->m;
-  int nq = m->nq;
   FILE *f = fopen(path, "r");
   if (!f) {
     snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return -1;
   }
-  double file_fps = 0;
-  int file_quat = 0, cap = 256, n = 0, line = 0, seen_data = 0, rc = -1;
-  double *q = malloc(sizeof(double) * nq * cap);
+  mo_csv_reader r = {0};
+  r.model = model;
+  r.path = path;
+  r.fps = fps;
+  r.quat = quat;
+  r.format = format;
+  r.nq = model->m.nq;
+  r.cap = 256;
+  r.err = err;
+  r.errlen = errlen;
+  int rc = -1;
+  r.q = malloc(sizeof(double) * r.nq * r.cap);
   char *buf = malloc(1 << 16);
-  if (!q || !buf) {
+  if (!r.q || !buf) {
     snprintf(err, errlen, "%s: out of memory", path);
     goto done;
   }
   while (fgets(buf, 1 << 16, f)) {
-    line++;
+    r.line++;
     char *s = mo_trim(buf);
     if (!*s) continue;
-    if (format == BCG_MOTION_AUTO) { /* the first non-empty line decides */
-      char *end;
-      strtod(s, &end);
-      format = (*s != '#' && end != s) ? BCG_MOTION_LAFAN : BCG_MOTION_BCG;
-    }
-    if (format == BCG_MOTION_LAFAN && (*s == '#' || !(isdigit((unsigned char)*s) || strchr("+-.", *s)))) {
-      snprintf(err, errlen,
-               "%s:%d: a header or comment line, but the LAFAN format has none (motion_format = lafan: numbers only, "
-               "30 fps, root x y z, root quaternion x y z w, joints); use motion_format = bcg or auto",
-               path, line);
-      goto done;
-    }
-    if (*s == '#') { /* header keys */
-      for (char *t = s + 1; *t;) {
-        while (*t && (isspace((unsigned char)*t) || *t == ',')) t++;
-        char key[32], val[64];
-        int used = 0;
-        if (sscanf(t, " %31[a-zA-Z_] %*[=:] %63[^ \t,]%n", key, val, &used) == 2 && used > 0) {
-          if (strcmp(key, "fps") == 0) {
-            char *end;
-            file_fps = strtod(val, &end);
-            if (*end || !(file_fps > 0)) {
-              snprintf(err, errlen, "%s:%d: fps '%s' is not a positive number", path, line, mo_q(val));
-              goto done;
-            }
-            if (fps <= 0 && !mo_fps_ok(file_fps)) {
-              snprintf(err, errlen, "%s:%d: fps %s is out of range [%g, %g] (frames per second)", path, line, mo_q(val),
-                       BCG_MOTION_FPS_MIN, BCG_MOTION_FPS_MAX);
-              goto done;
-            }
-          } else if (strcmp(key, "quat") == 0 || strcmp(key, "quat_order") == 0) {
-            if (strcmp(val, "wxyz") == 0) file_quat = BCG_QUAT_WXYZ;
-            else if (strcmp(val, "xyzw") == 0) file_quat = BCG_QUAT_XYZW;
-            else {
-              snprintf(err, errlen, "%s:%d: quat '%s' is not wxyz or xyzw", path, line, mo_q(val));
-              goto done;
-            }
-          }
-          t += used;
-        } else {
-          while (*t && !isspace((unsigned char)*t)) t++;
-        }
-      }
-      continue;
-    }
-    /* split on commas (whitespace around fields allowed) */
-    char *fields[BCG_MAX_Q + 2];
-    int nf = 0;
-    for (char *t = s;;) {
-      char *c = strchr(t, ',');
-      if (nf < BCG_MAX_Q + 2) fields[nf] = mo_trim(t);
-      nf++;
-      if (!c) break;
-      *c = 0;
-      t = c + 1;
-    }
-    if (nf != nq) {
-      snprintf(err, errlen, "%s:%d: %d columns, but model %s has nq = %d (%s)", path, line, nf, model->path, nq,
-               format == BCG_MOTION_LAFAN ? "LAFAN format: root x y z, root quaternion x y z w, the joints in qpos order"
-                                          : "one qpos frame per line in MuJoCo's order");
-      goto done;
-    }
-    char *end;
-    strtod(fields[0], &end);
-    int numeric = (end != fields[0]);
-    if (!numeric) {
-      if (seen_data || n > 0) {
-        snprintf(err, errlen, "%s:%d: column 1 '%s' is not a number", path, line, mo_q(fields[0]));
-        goto done;
-      }
-      seen_data = 1;
-      for (int c = 0; c < nq; c++) {
-        int j;
-        const char *want = mo_column_joint(model, c, &j);
-        if (want && strcmp(want, fields[c]) != 0) {
-          snprintf(err, errlen, "%s:%d: column %d is '%s' but qpos[%d] of model %s is joint '%s'", path, line,
-                   c + 1, mo_q(fields[c]), c, model->path, want);
-          goto done;
-        }
-      }
-      continue;
-    }
-    seen_data = 1;
-    if (n == BCG_MOTION_MAX_FRAMES) {
-      snprintf(err, errlen, "%s:%d: more than BCG_MOTION_MAX_FRAMES = %d frames", path, line, BCG_MOTION_MAX_FRAMES);
-      goto done;
-    }
-    if (n == cap) {
-      cap *= 2;
-      double *nqp = realloc(q, sizeof(double) * nq * cap);
-      if (!nqp) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        goto done;
-      }
-      q = nqp;
-    }
-    double *row = q + (size_t)n * nq;
-    for (int c = 0; c < nq; c++) {
-      row[c] = strtod(fields[c], &end);
-      if (end == fields[c] || *mo_trim(end)) {
-        snprintf(err, errlen, "%s:%d: column %d '%s' is not a number", path, line, c + 1, mo_q(fields[c]));
-        goto done;
-      }
-    }
-    int order = quat ? quat : (file_quat ? file_quat : format == BCG_MOTION_LAFAN ? BCG_QUAT_XYZW : BCG_QUAT_WXYZ);
-    if (mo_fix_row(model, row, order == BCG_QUAT_XYZW, path, line, err, errlen)) goto done;
-    n++;
+    if (mo_csv_line(&r, s)) goto done;
   }
-  if (format == BCG_MOTION_LAFAN) file_fps = BCG_LAFAN_FPS;
-  if (n < 2) {
-    snprintf(err, errlen, "%s: %d frames (need at least 2)", path, n);
-    goto done;
-  }
-  if (fps <= 0) fps = file_fps;
-  if (!(fps > 0)) {
-    snprintf(err, errlen, "%s: no frame rate (add a header line '# fps=30' or set the task's fps key)", path);
-    goto done;
-  }
-  mo->nframes = n;
-  mo->nq = nq;
-  mo->fps = fps;
-  mo->qpos = q;
-  mo->format = format == BCG_MOTION_LAFAN ? BCG_MOTION_LAFAN : BCG_MOTION_BCG;
-  q = NULL;
-  snprintf(mo->path, sizeof mo->path, "%s", path);
-  mo_finish(mo, model);
-  rc = 0;
+  rc = mo_csv_finish(&r, mo);
 done:
-  free(q);
+  free(r.q);
   free(buf);
   fclose(f);
   return rc;
