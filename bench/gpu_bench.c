@@ -39,32 +39,13 @@
 
 typedef bcg_real real;
 
-static unsigned long long rs = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
-  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
-  return (double)(rs >> 11) / 9007199254740992.0;
-}
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
+#define TEST_RNG_SEED 0x2545F4914F6CDD1Dull
+#include "teststate.h"
 
 static void random_state(const bcg_mdata *m, int airborne, real *q, real *u) {
-  for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
-  for (int i = 7; i < m->nq; i++) q[i] += (real)(0.15 * nrand());
-  double n = 0;
-  for (int i = 3; i < 7; i++) { q[i] += (real)(0.05 * nrand()); n += (double)q[i] * q[i]; }
-  for (int i = 3; i < 7; i++) q[i] = (real)(q[i] / sqrt(n));
-  q[0] = (real)(0.3 * nrand()); q[1] = (real)(0.3 * nrand());
-  static bcg_kin k;
-  bcg_kinematics(m, q, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    real pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
-  }
-  double h = airborne ? 0.05 + 0.45 * urand() : -0.01 + 0.012 * urand();
-  q[2] = (real)(q[2] + h - lo + m->floor_z);
-  double vs = airborne ? 1.0 : 0.3;
-  for (int i = 0; i < m->nv; i++) u[i] = (real)(vs * nrand());
+  test_state_pose(m, q, 0.15);
+  test_state_place(m, q, airborne ? 0.05 + 0.45 * urand() : -0.01 + 0.012 * urand());
+  test_state_vel(m, u, airborne ? 1.0 : 0.3);
 }
 
 static double now(void) {

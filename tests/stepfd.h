@@ -13,26 +13,13 @@
 #include "bcg/sim.h"
 #include "testutil.h"
 #include "testrng.h"
+#include "teststate.h"
 
 
 static void standing_state(const bcg_mdata *m, double *q, double *u, double height, double vs) {
-  for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
-  for (int i = 7; i < m->nq; i++) q[i] += 0.1 * nrand();
-  double n = 0;
-  for (int i = 3; i < 7; i++) { q[i] += 0.05 * nrand(); n += q[i] * q[i]; }
-  for (int i = 3; i < 7; i++) q[i] /= sqrt(n);
-  q[0] = 0.3 * nrand(); q[1] = 0.3 * nrand();
-  /* place the lowest contact point at `height` */
-  static bcg_kin k;
-  bcg_kinematics(m, q, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    double pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
-  }
-  q[2] += height - lo + m->floor_z;
-  for (int i = 0; i < m->nv; i++) u[i] = vs * nrand();
+  test_state_pose(m, q, 0.1);
+  test_state_place(m, q, height);
+  test_state_vel(m, u, vs);
 }
 
 /* scalar of the control-step output: w . (raw q_E) + z . u_E */

@@ -50,6 +50,7 @@
 #include "testutil.h"
 #define TEST_RNG_SEED 0x2545F4914F6CDD1Dull
 #include "testrng.h"
+#include "teststate.h"
 
 typedef bcg_real real;
 
@@ -113,24 +114,9 @@ static const bcg_model *humanoid(void) {
 /* env e: a perturbed reference pose with its lowest contact point at height
  * h (airborne: 0.05..0.5 m; in contact: -0.02..0.005 m, feet in the floor) */
 static void random_state(const bcg_mdata *m, int airborne, real *q, real *u) {
-  for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
-  for (int i = 7; i < m->nq; i++) q[i] += (real)(0.15 * nrand());
-  double n = 0;
-  for (int i = 3; i < 7; i++) { q[i] += (real)(0.05 * nrand()); n += (double)q[i] * q[i]; }
-  for (int i = 3; i < 7; i++) q[i] = (real)(q[i] / sqrt(n));
-  q[0] = (real)(0.3 * nrand()); q[1] = (real)(0.3 * nrand());
-  static bcg_kin k;
-  bcg_kinematics(m, q, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    real pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
-  }
-  double h = airborne ? 0.05 + 0.45 * urand() : -0.02 + 0.025 * urand();
-  q[2] = (real)(q[2] + h - lo + m->floor_z);
-  double vs = airborne ? 1.0 : 0.3;
-  for (int i = 0; i < m->nv; i++) u[i] = (real)(vs * nrand());
+  test_state_pose(m, q, 0.15);
+  test_state_place(m, q, airborne ? 0.05 + 0.45 * urand() : -0.02 + 0.025 * urand());
+  test_state_vel(m, u, airborne ? 1.0 : 0.3);
 }
 
 /* ---- comparison --------------------------------------------------------------------- */
