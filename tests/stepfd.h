@@ -22,6 +22,51 @@ static void standing_state(const bcg_mdata *m, double *q, double *u, double heig
   test_state_vel(m, u, vs);
 }
 
+/* ---- a smooth synthetic contact law exercising every input --------------- */
+/* lam = coef c + 0.1 v0 - 20 gap (normal rows) + 0.05 sum G: the core's
+ * contact plumbing (gap, Jacobian, free velocity, Delassus) checked on its
+ * own. fake_coef: the coefficient of c per row (NULL: -0.3 everywhere;
+ * test_domain_rand makes it depend on the per-environment friction). */
+static double (*fake_coef)(const bcg_contact_batch *b, int e, int r);
+static double fake_c(const bcg_contact_batch *b, int e, int r) { return fake_coef ? fake_coef(b, e, r) : -0.3; }
+static int fake_solve(void *self, bcg_contact_batch *b) {
+  (void)self;
+  int nc = b->ncon, n3 = 3 * nc;
+  for (int e = 0; e < b->nenv; e++) {
+    int na = b->nactive[e];
+    for (int r = 0; r < n3; r++) {
+      int i = r / 3;
+      double v = 0;
+      if (i < na) {
+        const double *c = b->c + (size_t)e * n3, *v0 = b->v0 + (size_t)e * n3;
+        v = fake_c(b, e, r) * c[r] + 0.1 * v0[r] + (r % 3 == 0 ? -20 * b->gap[(size_t)e * nc + i] : 0);
+        if (b->G)
+          for (int s = 0; s < 3 * na; s++) v += 0.05 * b->G[(size_t)e * n3 * n3 + (size_t)r * n3 + s];
+      }
+      b->lam[(size_t)e * n3 + r] = v;
+    }
+    for (int i = 0; i < nc; i++) b->fn[(size_t)e * nc + i] = b->lam[(size_t)e * n3 + 3 * i] / b->dt;
+  }
+  return 0;
+}
+static int fake_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *a) {
+  (void)self;
+  int nc = b->ncon, n3 = 3 * nc;
+  for (int e = 0; e < b->nenv; e++) {
+    int na = b->nactive[e];
+    for (int r = 0; r < 3 * na; r++) {
+      double lb = a->lam_bar[(size_t)e * n3 + r];
+      a->c_bar[(size_t)e * n3 + r] += fake_c(b, e, r) * lb;
+      a->v0_bar[(size_t)e * n3 + r] += 0.1 * lb;
+      if (r % 3 == 0) a->gap_bar[(size_t)e * nc + r / 3] += -20 * lb;
+      if (a->G_bar)
+        for (int s = 0; s < 3 * na; s++) a->G_bar[(size_t)e * n3 * n3 + (size_t)r * n3 + s] += 0.05 * lb;
+    }
+  }
+  return 0;
+}
+static const bcg_contact_ops FAKE = {sizeof(bcg_contact_ops), NULL, NULL, fake_solve, fake_vjp, NULL, NULL};
+
 /* scalar of the control-step output: w . (raw q_E) + z . u_E */
 typedef struct probe {
   bcg_sim *sim;

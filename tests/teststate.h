@@ -34,7 +34,7 @@ static inline void test_state_place(const bcg_mdata *m, bcg_real *q, double heig
     bcg_contact_point(m, &k, i, pc);
     if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
   }
-  q[2] = (bcg_real)(q[2] + height - lo + m->floor_z);
+  q[2] += (bcg_real)(height - lo + m->floor_z);
 }
 
 /* velocities: normal noise of scale vs */
