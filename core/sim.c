@@ -2,6 +2,7 @@
  * around the per-environment BCG_HD halves of bcg/step.h and the batched
  * contact plugin. */
 #include "bcg/sim.h"
+#include "sim_common.h"
 
 #include <math.h>
 #include "bcg/rng.h"
@@ -48,13 +49,7 @@ bcg_sim *bcg_sim_create(const bcg_model *model, const bcg_simparams *sp, int cap
   if (bcg_sim_check_args(sp, cap, err, errlen)) return NULL;
   bcg_sim *s = calloc(1, sizeof *s);
   if (!s) goto oom;
-  s->model = model;
-  s->sp = *sp;
-  s->cap = cap;
-  s->ncon = sp->ncmax > 0 ? sp->ncmax : 1;
-  s->cops = cops;
-  s->cself = cself;
-  if (!cops) s->sp.ncmax = 0;
+  BCG_SIM_SET_COMMON(s, model, sp, cap, cops, cself);
   size_t nc = (size_t)cap * s->ncon, n3 = 3 * (size_t)s->ncon;
   s->ws = malloc(sizeof(bcg_stepws) * cap);
   s->adj = malloc(sizeof(bcg_stepadj) * cap);

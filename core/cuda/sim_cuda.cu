@@ -14,6 +14,7 @@
 #include "bcg/rng.h"
 #include "bcg/sim.h"
 #include "bcg/sim_cuda.h"
+#include "sim_common.h"
 
 typedef bcg_real real;
 /* the unit of the interleaved workspace buffers (see below): one real */
@@ -516,13 +517,7 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
     return NULL;
   }
   const bcg_mdata *m = &model->m;
-  s->model = model;
-  s->sp = *sp;
-  s->cap = cap;
-  s->ncon = sp->ncmax > 0 ? sp->ncmax : 1;
-  s->cops = cops;
-  s->cself = cself;
-  if (!cops) s->sp.ncmax = 0;
+  BCG_SIM_SET_COMMON(s, model, sp, cap, cops, cself);
   s->nq = m->nq;
   s->nv = m->nv;
   s->nu = m->nu;
