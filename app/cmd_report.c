@@ -39,6 +39,7 @@
 
 #include "bcg/runlog.h"
 #include "cmd.h"
+#include "util.h"
 
 typedef struct row {
   char dir[PATH_MAX];
@@ -173,8 +174,6 @@ static int bookkeeping(const char *key) {
   return !strncmp(key, "sweep.", 6);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 /* config.ini as sorted "section.key=value" lines without the bookkeeping
  * keys (malloc'd; NULL without a readable config.ini); its run.seed into seed */
 static char *config_key(const char *dir, char *seed, size_t seedlen) {
@@ -219,7 +218,7 @@ static char *config_key(const char *dir, char *seed, size_t seedlen) {
     free(keys);
   }
   iniparser_freedict(d);
-  if (n > 1) qsort(lines, n, sizeof(char *), cmp_str);
+  if (n > 1) qsort(lines, n, sizeof(char *), bcg_cmp_str);
   char *out = malloc(total);
   if (out) {
     out[0] = 0;
@@ -429,7 +428,7 @@ static void label_groups(groups *G, const rows *R) {
       }
       l = e + 1;
     }
-  if (nn > 1) qsort(names, (size_t)nn, sizeof(char *), cmp_str);
+  if (nn > 1) qsort(names, (size_t)nn, sizeof(char *), bcg_cmp_str);
   /* which differ, and which are everywhere */
   char *differs = calloc((size_t)nn + 1, 1), *everywhere = calloc((size_t)nn + 1, 1);
   int keyed = 0;

@@ -59,6 +59,8 @@
 #include "bcg/loader.h"
 #include "bcg/train.h"
 #include "cmd.h"
+#include "clock.h"
+#include "util.h"
 
 #define MAXK 16
 #define MANIFEST "sweep.manifest"
@@ -112,11 +114,7 @@ static void on_stop(int sig) {
   stop_count++;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static double now_s(void) { return 1e-9 * (double)bcg_mono_ns(); }
 
 
 static int mkdir_p(const char *path) {
@@ -144,13 +142,11 @@ static void append_name(char *name, size_t len, const char *key, const char *val
     if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_' && *c != '.') *c = '_';
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 static char *make_ident(char *const *ov, int n) {
   char *s[MAXK];
   size_t len = 1;
   for (int i = 0; i < n; i++) s[i] = ov[i], len += strlen(ov[i]) + 1;
-  qsort(s, (size_t)n, sizeof(char *), cmp_str);
+  qsort(s, (size_t)n, sizeof(char *), bcg_cmp_str);
   char *id = malloc(len);
   if (!id) return NULL;
   id[0] = 0;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bcg/loader.h"
+#include "util.h"
 
 #define MAX_LINE 1000          /* iniparser's buffer is 1024 */
 #define MAX_FILE (16 << 20)    /* a config is small; refuse anything huge */
@@ -78,15 +79,6 @@ struct bcg_config {
 /* ---- small helpers --------------------------------------------------------- */
 
 static int value_text(const char *v, char *out, size_t len); /* a value as INI text (resolved output) */
-
-static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void setf(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 static char *xstrdup(const char *s) {
   size_t n = strlen(s) + 1;
@@ -269,24 +261,24 @@ static int check_number(const bcg_key_spec *k, const char *s, int integer, char 
   if (integer) {
     long long iv;
     int rc = parse_long(s, &iv);
-    if (rc == -1) return setf(why, wl, "'%s' is not an integer", s), -1;
-    if (rc == -2) return setf(why, wl, "'%s' is too large", s), -1;
+    if (rc == -1) return bcg_setf(why, wl, "'%s' is not an integer", s), -1;
+    if (rc == -2) return bcg_setf(why, wl, "'%s' is too large", s), -1;
     v = (double)iv;
   } else {
     int rc = parse_double(s, &v);
-    if (rc == -1) return setf(why, wl, "'%s' is not a number", s), -1;
-    if (rc == -2) return setf(why, wl, "'%s' is not a finite number", s), -1;
+    if (rc == -1) return bcg_setf(why, wl, "'%s' is not a number", s), -1;
+    if (rc == -2) return bcg_setf(why, wl, "'%s' is not a finite number", s), -1;
   }
   if (v < k->min || v > k->max) {
     range_desc(k, r, sizeof r);
-    setf(why, wl, "%s is out of range %s", s, r);
+    bcg_setf(why, wl, "%s is out of range %s", s, r);
     return -1;
   }
   return 0;
 }
 
 int bcg_key_check(const bcg_key_spec *k, const char *value, char *why, size_t wl) {
-  if (!value) return setf(why, wl, "no value"), -1;
+  if (!value) return bcg_setf(why, wl, "no value"), -1;
   char buf[1100];
   snprintf(buf, sizeof buf, "%s", value);
   char *s = trim(buf);
@@ -295,23 +287,23 @@ int bcg_key_check(const bcg_key_spec *k, const char *value, char *why, size_t wl
     case BCG_KEY_PATH: return 0;
     case BCG_KEY_INT:
     case BCG_KEY_REAL:
-      if (!*s) return setf(why, wl, "empty value, expected %s", k->type == BCG_KEY_INT ? "an integer" : "a number"), -1;
+      if (!*s) return bcg_setf(why, wl, "empty value, expected %s", k->type == BCG_KEY_INT ? "an integer" : "a number"), -1;
       return check_number(k, s, k->type == BCG_KEY_INT, why, wl);
     case BCG_KEY_BOOL: {
       int b;
-      if (parse_bool(s, &b)) return setf(why, wl, "'%s' is not a boolean (true/false/yes/no/on/off/1/0)", s), -1;
+      if (parse_bool(s, &b)) return bcg_setf(why, wl, "'%s' is not a boolean (true/false/yes/no/on/off/1/0)", s), -1;
       return 0;
     }
     case BCG_KEY_CHOICE: {
-      if (!k->choices) return setf(why, wl, "key declares no choices"), -1;
+      if (!k->choices) return bcg_setf(why, wl, "key declares no choices"), -1;
       if (choice_has(k->choices, s)) return 0;
       char sug[96];
       choice_suggest(k->choices, s, sug, sizeof sug);
-      setf(why, wl, "'%s' is not one of %s%s", s, k->choices, sug);
+      bcg_setf(why, wl, "'%s' is not one of %s%s", s, k->choices, sug);
       return -1;
     }
     case BCG_KEY_LIST: {
-      if (!*s) return setf(why, wl, "empty list, expected comma-separated integers"), -1;
+      if (!*s) return bcg_setf(why, wl, "empty list, expected comma-separated integers"), -1;
       int i = 0;
       char *save = NULL;
       for (char *p = s;; p = NULL) {
@@ -319,25 +311,25 @@ int bcg_key_check(const bcg_key_spec *k, const char *value, char *why, size_t wl
         if (!t) break;
         t = trim(t);
         i++;
-        if (i > MAX_LIST) return setf(why, wl, "more than %d list elements", MAX_LIST), -1;
+        if (i > MAX_LIST) return bcg_setf(why, wl, "more than %d list elements", MAX_LIST), -1;
         char w[256];
-        if (check_number(k, t, 1, w, sizeof w)) return setf(why, wl, "element %d: %s", i, w), -1;
+        if (check_number(k, t, 1, w, sizeof w)) return bcg_setf(why, wl, "element %d: %s", i, w), -1;
       }
       /* strtok_r skips empty fields; catch "1,,2", ",1" and "1," explicitly */
       snprintf(buf, sizeof buf, "%s", value);
       s = trim(buf);
       if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
-        return setf(why, wl, "'%s' has an empty list element", s), -1;
+        return bcg_setf(why, wl, "'%s' has an empty list element", s), -1;
       for (char *c = s; *c; c++)
         if (*c == ',') {
           char *n = c + 1;
           while (isspace((unsigned char)*n)) n++;
-          if (*n == ',') return setf(why, wl, "'%s' has an empty list element", s), -1;
+          if (*n == ',') return bcg_setf(why, wl, "'%s' has an empty list element", s), -1;
         }
       return 0;
     }
   }
-  setf(why, wl, "invalid key type %d", (int)k->type);
+  bcg_setf(why, wl, "invalid key type %d", (int)k->type);
   return -1;
 }
 
@@ -395,18 +387,18 @@ static entry *find_entry(scan *s, const char *sec, const char *key) {
 
 static int read_file(const char *path, char **out, size_t *outlen, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
-  if (!f) return setf(err, errlen, "%s: cannot open: %s", path, strerror(errno)), -1;
+  if (!f) return bcg_setf(err, errlen, "%s: cannot open: %s", path, strerror(errno)), -1;
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
-  if (!buf) return fclose(f), setf(err, errlen, "%s: out of memory", path), -1;
+  if (!buf) return fclose(f), bcg_setf(err, errlen, "%s: out of memory", path), -1;
   for (;;) {
     if (n == cap) {
       if (cap >= MAX_FILE) {
         free(buf), fclose(f);
-        return setf(err, errlen, "%s: larger than %d MiB, not a config file", path, MAX_FILE >> 20), -1;
+        return bcg_setf(err, errlen, "%s: larger than %d MiB, not a config file", path, MAX_FILE >> 20), -1;
       }
       char *b = realloc(buf, cap * 2);
-      if (!b) return free(buf), fclose(f), setf(err, errlen, "%s: out of memory", path), -1;
+      if (!b) return free(buf), fclose(f), bcg_setf(err, errlen, "%s: out of memory", path), -1;
       buf = b, cap *= 2;
     }
     size_t r = fread(buf + n, 1, cap - n, f);
@@ -415,7 +407,7 @@ static int read_file(const char *path, char **out, size_t *outlen, char *err, si
       if (ferror(f)) {
         int e = errno;
         free(buf), fclose(f);
-        return setf(err, errlen, "%s: read error: %s", path, strerror(e)), -1;
+        return bcg_setf(err, errlen, "%s: read error: %s", path, strerror(e)), -1;
       }
       break;
     }
@@ -442,10 +434,10 @@ static int scan_text(const char *path, const char *text, size_t n, scan *s, char
     for (size_t i = 0; i < len; i++) {
       unsigned char c = (unsigned char)lp[i];
       if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
-        return setf(err, errlen, "%s:%d: control character 0x%02x; not a text config file", path, lineno, c), -1;
+        return bcg_setf(err, errlen, "%s:%d: control character 0x%02x; not a text config file", path, lineno, c), -1;
     }
     if (ll + len > MAX_LINE)
-      return setf(err, errlen, "%s:%d: line longer than %d characters", path, start, MAX_LINE), -1;
+      return bcg_setf(err, errlen, "%s:%d: line longer than %d characters", path, start, MAX_LINE), -1;
     memcpy(logical + ll, lp, len);
     ll += len;
     logical[ll] = 0;
@@ -454,7 +446,7 @@ static int scan_text(const char *path, const char *text, size_t n, scan *s, char
     if (ll > 0 && logical[ll - 1] == '\\') {
       logical[--ll] = 0;
       if (pos >= n)
-        return setf(err, errlen, "%s:%d: line continued with '\\' past the end of the file", path, start), -1;
+        return bcg_setf(err, errlen, "%s:%d: line continued with '\\' past the end of the file", path, start), -1;
       continue;
     }
     char *l = trim(logical);
@@ -463,39 +455,39 @@ static int scan_text(const char *path, const char *text, size_t n, scan *s, char
     if (L == 0 || l[0] == '#' || l[0] == ';') continue;
     if (l[0] == '[') {
       if (l[L - 1] != ']')
-        return setf(err, errlen, "%s:%d: unbalanced '[': a section header is a whole line '[name]'", path, start), -1;
+        return bcg_setf(err, errlen, "%s:%d: unbalanced '[': a section header is a whole line '[name]'", path, start), -1;
       l[L - 1] = 0;
       char *name = trim(l + 1);
       lower(name);
       if (!is_name(name, 0) || strlen(name) >= MAX_SECNAME)
-        return setf(err, errlen, "%s:%d: invalid section name '[%.40s]' (lowercase letters, digits, '_')", path, start, name), -1;
+        return bcg_setf(err, errlen, "%s:%d: invalid section name '[%.40s]' (lowercase letters, digits, '_')", path, start, name), -1;
       header *prev = find_header(s, name);
       if (prev)
-        return setf(err, errlen, "%s:%d: [%s]: section appears twice (first at line %d)", path, start, name, prev->line), -1;
+        return bcg_setf(err, errlen, "%s:%d: [%s]: section appears twice (first at line %d)", path, start, name, prev->line), -1;
       header *h = add_header(s);
-      if (!h) return setf(err, errlen, "%s: out of memory", path), -1;
+      if (!h) return bcg_setf(err, errlen, "%s: out of memory", path), -1;
       snprintf(h->name, sizeof h->name, "%s", name);
       h->line = start;
       cur = h->name;
       continue;
     }
-    if (l[0] == ']') return setf(err, errlen, "%s:%d: unbalanced ']'", path, start), -1;
+    if (l[0] == ']') return bcg_setf(err, errlen, "%s:%d: unbalanced ']'", path, start), -1;
     char *eq = strchr(l, '=');
     if (!eq)
-      return setf(err, errlen, "%s:%d: expected 'key = value', '[section]' or a comment, got '%.40s%s'", path, start, l,
+      return bcg_setf(err, errlen, "%s:%d: expected 'key = value', '[section]' or a comment, got '%.40s%s'", path, start, l,
                   strlen(l) > 40 ? "..." : ""), -1;
     *eq = 0;
     char *key = trim(l);
     lower(key);
-    if (!*key) return setf(err, errlen, "%s:%d: missing key name before '='", path, start), -1;
+    if (!*key) return bcg_setf(err, errlen, "%s:%d: missing key name before '='", path, start), -1;
     if (!is_name(key, 1) || strlen(key) >= MAX_KEYNAME)
-      return setf(err, errlen, "%s:%d: invalid key name '%.40s' (lowercase letters, digits, '_', '.')", path, start, key), -1;
-    if (!cur) return setf(err, errlen, "%s:%d: %s: key outside of any [section]", path, start, key), -1;
+      return bcg_setf(err, errlen, "%s:%d: invalid key name '%.40s' (lowercase letters, digits, '_', '.')", path, start, key), -1;
+    if (!cur) return bcg_setf(err, errlen, "%s:%d: %s: key outside of any [section]", path, start, key), -1;
     entry *prev = find_entry(s, cur, key);
     if (prev)
-      return setf(err, errlen, "%s:%d: [%s] %s: set twice (first at line %d)", path, start, cur, key, prev->line), -1;
+      return bcg_setf(err, errlen, "%s:%d: [%s] %s: set twice (first at line %d)", path, start, cur, key, prev->line), -1;
     entry *e = add_entry(s);
-    if (!e) return setf(err, errlen, "%s: out of memory", path), -1;
+    if (!e) return bcg_setf(err, errlen, "%s: out of memory", path), -1;
     snprintf(e->section, sizeof e->section, "%s", cur);
     snprintf(e->key, sizeof e->key, "%s", key);
     e->line = start;
@@ -581,7 +573,7 @@ static void unknown_key(const bcg_config *cfg, const bcg_params *p, const char *
              p->plugin->desc->name);
   else
     snprintf(whose, sizeof whose, "[%s]", p->name);
-  setf(err, errlen, "%s: %s: unknown key for %s%s%s", w, label, whose, sug, note);
+  bcg_setf(err, errlen, "%s: %s: unknown key for %s%s%s", w, label, whose, sug, note);
 }
 
 static int split_values(const char *v, char ***out, int *nout) {
@@ -627,50 +619,50 @@ static int parse_override(const char *ov, int idx, scan *s, char *err, size_t er
       snprintf(shown, sizeof shown, "%.60s", ov);
       for (char *q = shown; *q; q++)
         if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
-      return setf(err, errlen, "command line: '%s%s': control character 0x%02x; an override is text", shown,
+      return bcg_setf(err, errlen, "command line: '%s%s': control character 0x%02x; an override is text", shown,
                   strlen(ov) > 60 ? "..." : "", (unsigned char)*c), -1;
     }
-  if (strlen(ov) >= sizeof buf) return setf(err, errlen, "command line: override too long: '%.60s...'", ov), -1;
+  if (strlen(ov) >= sizeof buf) return bcg_setf(err, errlen, "command line: override too long: '%.60s...'", ov), -1;
   snprintf(buf, sizeof buf, "%s", ov);
   char *eq = strchr(buf, '=');
-  if (!eq) return setf(err, errlen, "command line: '%s': expected section.key=value", ov), -1;
+  if (!eq) return bcg_setf(err, errlen, "command line: '%s': expected section.key=value", ov), -1;
   *eq = 0;
   char *lhs = trim(buf), *val = trim(eq + 1);
   lower(lhs);
   char *dot = strchr(lhs, '.');
   if (!dot || dot == lhs || !dot[1])
-    return setf(err, errlen, "command line: '%s': expected section.key=value", ov), -1;
+    return bcg_setf(err, errlen, "command line: '%s': expected section.key=value", ov), -1;
   *dot = 0;
   char *sec = lhs, *key = dot + 1;
   if (!is_name(sec, 0) || strlen(sec) >= MAX_SECNAME)
-    return setf(err, errlen, "command line: '%s': invalid section name '%s'", ov, sec), -1;
+    return bcg_setf(err, errlen, "command line: '%s': invalid section name '%s'", ov, sec), -1;
   if (!is_name(key, 1) || strlen(key) >= MAX_KEYNAME)
-    return setf(err, errlen, "command line: '%s': invalid key name '%s'", ov, key), -1;
+    return bcg_setf(err, errlen, "command line: '%s': invalid key name '%s'", ov, key), -1;
   /* the value must go into a run's config.ini as one line that reads back
    * the same (value_text, write_value) */
   char text[2 * MAX_LINE];
   if (value_text(val, text, sizeof text))
-    return setf(err, errlen, "command line: '%s': a value that needs quotes (it holds ';' or '#', or starts with a "
+    return bcg_setf(err, errlen, "command line: '%s': a value that needs quotes (it holds ';' or '#', or starts with a "
                 "quote or ends with '\\') cannot hold both ' and \"", ov), -1;
   if (strlen(key) + 1 + strlen(text) > MAX_LINE) /* "key=text" */
-    return setf(err, errlen, "command line: '%.60s...': value too long (a config line holds %d characters)", ov,
+    return bcg_setf(err, errlen, "command line: '%.60s...': value too long (a config line holds %d characters)", ov,
                 MAX_LINE), -1;
   if (!find_header(s, sec)) {
     header *h = add_header(s);
-    if (!h) return setf(err, errlen, "out of memory"), -1;
+    if (!h) return bcg_setf(err, errlen, "out of memory"), -1;
     snprintf(h->name, sizeof h->name, "%s", sec);
     h->line = -(idx + 1);
   }
   entry *e = find_entry(s, sec, key);
   if (!e) {
-    if (!(e = add_entry(s))) return setf(err, errlen, "out of memory"), -1;
+    if (!(e = add_entry(s))) return bcg_setf(err, errlen, "out of memory"), -1;
     snprintf(e->section, sizeof e->section, "%s", sec);
     snprintf(e->key, sizeof e->key, "%s", key);
   }
   free(e->value);
   e->value = xstrdup(val);
   e->line = -(idx + 1);
-  if (!e->value) return setf(err, errlen, "out of memory"), -1;
+  if (!e->value) return bcg_setf(err, errlen, "out of memory"), -1;
   return 0;
 }
 
@@ -684,34 +676,34 @@ static int check_sweep(bcg_config *cfg, const bcg_registry *reg, entry *e, char 
   const char *key = NULL;
   if (dot) *dot = 0, key = dot + 1;
   if (!dot || !*key || strchr(key, '.') || !*sec)
-    return setf(err, errlen, "%s: [sweep] %s: expected 'section.key = v1, v2, ...'%s", w, e->key, note), -1;
+    return bcg_setf(err, errlen, "%s: [sweep] %s: expected 'section.key = v1, v2, ...'%s", w, e->key, note), -1;
   int si = section_index(sec);
   if (si < 0 || strcmp(sec, "sweep") == 0) {
     char sug[96];
     suggestion(sug, sizeof sug, sec, all_sections, NSEC - 1);
-    return setf(err, errlen, "%s: [sweep] %s: unknown section [%s]%s%s", w, e->key, sec, sug, note), -1;
+    return bcg_setf(err, errlen, "%s: [sweep] %s: unknown section [%s]%s%s", w, e->key, sec, sug, note), -1;
   }
   bcg_params *p = &cfg->sec[si];
   bcg_kind kind = bcg_section_kind(sec);
   if (kind && !p->present)
-    return setf(err, errlen, "%s: [sweep] %s: sweeps [%s] but the config has no [%s] section%s", w, e->key, sec, sec,
+    return bcg_setf(err, errlen, "%s: [sweep] %s: sweeps [%s] but the config has no [%s] section%s", w, e->key, sec, sec,
                 note), -1;
   char **vals = NULL;
   int nvals = 0;
-  if (split_values(e->value ? e->value : "", &vals, &nvals)) return setf(err, errlen, "out of memory"), -1;
+  if (split_values(e->value ? e->value : "", &vals, &nvals)) return bcg_setf(err, errlen, "out of memory"), -1;
   sweep_entry *se = &cfg->sweep[cfg->nsweep++];
   se->key = xstrdup(e->key);
   se->line = e->line;
   se->vals = vals;
   se->nvals = nvals;
-  if (!se->key) return setf(err, errlen, "out of memory"), -1;
+  if (!se->key) return bcg_setf(err, errlen, "out of memory"), -1;
   const bcg_key_spec *spec = NULL;
   if (kind && strcmp(key, "plugin") == 0) {
     for (int j = 0; j < nvals; j++)
       if (!bcg_registry_find(reg, kind, vals[j])) {
         char names[512];
         bcg_registry_names(reg, kind, names, sizeof names);
-        return setf(err, errlen, "%s: [sweep] %s: no %s plugin named '%s' (available: %s)%s", w, e->key,
+        return bcg_setf(err, errlen, "%s: [sweep] %s: no %s plugin named '%s' (available: %s)%s", w, e->key,
                     bcg_kind_name(kind), vals[j], names[0] ? names : "none", note), -1;
       }
     return 0;
@@ -726,9 +718,9 @@ static int check_sweep(bcg_config *cfg, const bcg_registry *reg, entry *e, char 
   spec = &p->keys[ki];
   for (int j = 0; j < nvals; j++) {
     char why[600];
-    if (!vals[j][0]) return setf(err, errlen, "%s: [sweep] %s: empty value in the list%s", w, e->key, note), -1;
+    if (!vals[j][0]) return bcg_setf(err, errlen, "%s: [sweep] %s: empty value in the list%s", w, e->key, note), -1;
     if (bcg_key_check(spec, vals[j], why, sizeof why))
-      return setf(err, errlen, "%s: [sweep] %s: %s%s", w, e->key, why, note), -1;
+      return bcg_setf(err, errlen, "%s: [sweep] %s: %s%s", w, e->key, why, note), -1;
   }
   return 0;
 }
@@ -750,14 +742,14 @@ static int read_values(bcg_config *cfg, const char *path, scan *s, int noverride
                        size_t errlen) {
   iniparser_set_error_callback(silent_error);
   dictionary *d = iniparser_load(path);
-  if (!d) return setf(err, errlen, "%s: iniparser could not parse the file", path), -1;
+  if (!d) return bcg_setf(err, errlen, "%s: iniparser could not parse the file", path), -1;
   for (int i = 0; i < s->nent; i++) {
     char k[MAX_SECNAME + MAX_KEYNAME + 2];
     snprintf(k, sizeof k, "%s:%s", s->ent[i].section, s->ent[i].key);
     const char *v = iniparser_getstring(d, k, NULL);
     if (!(s->ent[i].value = xstrdup(v ? v : ""))) {
       iniparser_freedict(d);
-      return setf(err, errlen, "out of memory"), -1;
+      return bcg_setf(err, errlen, "out of memory"), -1;
     }
   }
   iniparser_freedict(d);
@@ -765,13 +757,13 @@ static int read_values(bcg_config *cfg, const char *path, scan *s, int noverride
   if (noverride > 0) {
     cfg->overrides = calloc((size_t)noverride, sizeof(char *));
     if (!cfg->overrides) {
-      setf(err, errlen, "out of memory");
+      bcg_setf(err, errlen, "out of memory");
       return -1;
     }
     cfg->noverride = noverride;
     for (int i = 0; i < noverride; i++)
       if (!(cfg->overrides[i] = xstrdup(overrides[i] ? overrides[i] : ""))) {
-        setf(err, errlen, "out of memory");
+        bcg_setf(err, errlen, "out of memory");
         return -1;
       }
     for (int i = 0; i < noverride; i++)
@@ -793,7 +785,7 @@ static int resolve_sections(bcg_config *cfg, const bcg_registry *reg, scan *s, c
     if (si < 0) {
       char sug[96];
       suggestion(sug, sizeof sug, hd->name, all_sections, NSEC);
-      setf(err, errlen, "%s: [%s]: unknown section%s%s", w, hd->name, sug, note);
+      bcg_setf(err, errlen, "%s: [%s]: unknown section%s%s", w, hd->name, sug, note);
       return -1;
     }
     bcg_params *p = &cfg->sec[si];
@@ -805,7 +797,7 @@ static int resolve_sections(bcg_config *cfg, const bcg_registry *reg, scan *s, c
     char names[512];
     bcg_registry_names(reg, kind, names, sizeof names);
     if (!pe) {
-      setf(err, errlen, "%s: [%s] plugin: missing; say 'plugin = NAME' (available: %s)%s", w, hd->name,
+      bcg_setf(err, errlen, "%s: [%s] plugin: missing; say 'plugin = NAME' (available: %s)%s", w, hd->name,
            names[0] ? names : "none", note);
       return -1;
     }
@@ -821,7 +813,7 @@ static int resolve_sections(bcg_config *cfg, const bcg_registry *reg, scan *s, c
       suggestion(sug, sizeof sug, pe->value, c, nc);
       where(cfg, pe->line, w, sizeof w);
       override_note(cfg, pe->line, note, sizeof note);
-      setf(err, errlen, "%s: [%s] plugin: no %s plugin named '%s'%s (available: %s)%s", w, hd->name,
+      bcg_setf(err, errlen, "%s: [%s] plugin: no %s plugin named '%s'%s (available: %s)%s", w, hd->name,
            bcg_kind_name(kind), pe->value, sug, names[0] ? names : "none", note);
       return -1;
     }
@@ -842,14 +834,14 @@ static int resolve_keys(bcg_config *cfg, const bcg_registry *reg, scan *s, char 
     p->values = calloc((size_t)p->nkeys, sizeof(char *));
     p->lines = calloc((size_t)p->nkeys, sizeof(int));
     if (!p->values || !p->lines) {
-      setf(err, errlen, "out of memory");
+      bcg_setf(err, errlen, "out of memory");
       return -1;
     }
   }
   int nsweep_max = 0;
   for (int i = 0; i < s->nent; i++) nsweep_max += strcmp(s->ent[i].section, "sweep") == 0;
   if (nsweep_max && !(cfg->sweep = calloc((size_t)nsweep_max, sizeof *cfg->sweep))) {
-    setf(err, errlen, "out of memory");
+    bcg_setf(err, errlen, "out of memory");
     return -1;
   }
 
@@ -880,13 +872,13 @@ static int resolve_keys(bcg_config *cfg, const bcg_registry *reg, scan *s, char 
     if (bcg_key_check(&p->keys[ki], e->value, why, sizeof why)) {
       where(cfg, e->line, w, sizeof w);
       override_note(cfg, e->line, note, sizeof note);
-      setf(err, errlen, "%s: [%s] %s: %s%s", w, e->section, e->key, why, note);
+      bcg_setf(err, errlen, "%s: [%s] %s: %s%s", w, e->section, e->key, why, note);
       return -1;
     }
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s", e->value);
     if (!(p->values[ki] = xstrdup(trim(tmp)))) {
-      setf(err, errlen, "out of memory");
+      bcg_setf(err, errlen, "out of memory");
       return -1;
     }
     p->lines[ki] = e->line;
@@ -911,12 +903,12 @@ static int fill_defaults(bcg_config *cfg, const char *path, char *err, size_t er
       if (!p->keys[k].def) {
         char w[1200];
         where(cfg, p->line, w, sizeof w);
-        setf(err, errlen, "%s: [%s] %s: required (%s has no default)", w, p->name, p->keys[k].name,
+        bcg_setf(err, errlen, "%s: [%s] %s: required (%s has no default)", w, p->name, p->keys[k].name,
              p->plugin ? p->plugin->desc->name : "the key");
         return -1;
       }
       if (!(p->values[k] = xstrdup(p->keys[k].def))) {
-        setf(err, errlen, "out of memory");
+        bcg_setf(err, errlen, "out of memory");
         return -1;
       }
     }
@@ -930,7 +922,7 @@ static int fill_defaults(bcg_config *cfg, const char *path, char *err, size_t er
       base_name(path, b, sizeof b);
       free(run->values[ki]);
       if (!(run->values[ki] = xstrdup(b))) {
-        setf(err, errlen, "out of memory");
+        bcg_setf(err, errlen, "out of memory");
         return -1;
       }
     }
@@ -942,7 +934,7 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
                          char **overrides, char *err, size_t errlen) {
   *out = NULL;
   if (err && errlen) err[0] = 0;
-  if (!path) return setf(err, errlen, "no config file given"), -1;
+  if (!path) return bcg_setf(err, errlen, "no config file given"), -1;
   char *text = NULL;
   size_t n = 0;
   if (read_file(path, &text, &n, err, errlen)) return -1;
@@ -950,7 +942,7 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
   bcg_config *cfg = calloc(1, sizeof *cfg);
   int rc = -1;
   if (!cfg || !(cfg->path = xstrdup(path))) {
-    setf(err, errlen, "out of memory");
+    bcg_setf(err, errlen, "out of memory");
     goto done;
   }
   if (scan_text(path, text, n, &s, err, errlen)) goto done;
@@ -1102,9 +1094,9 @@ void bcg_config_errorf(const bcg_config *cfg, const char *section, const char *k
   where(cfg, line, w, sizeof w);
   override_note(cfg, line, note, sizeof note);
   if (key)
-    setf(err, errlen, "%s: [%s] %s: %s%s", w, section, key, msg, note);
+    bcg_setf(err, errlen, "%s: [%s] %s: %s%s", w, section, key, msg, note);
   else
-    setf(err, errlen, "%s: [%s]: %s%s", w, section, msg, note);
+    bcg_setf(err, errlen, "%s: [%s]: %s%s", w, section, msg, note);
 }
 
 /* ---- sweep ------------------------------------------------------------------------------ */

@@ -10,8 +10,7 @@
 #include "bcg/mjref.h"
 #include "bcg/rng.h"
 #include "bcg/runlog.h"
-
-static void setf(char *err, size_t errlen, const char *msg) { snprintf(err, errlen, "%s", msg); }
+#include "util.h"
 
 int bcg_eval_learner_policy(void *session, const bcg_real *obs, int n, bcg_real *a) {
   bcg_session *S = session;
@@ -165,7 +164,7 @@ static int ev_alloc(ev *E, char *err, size_t errlen) {
   E->k = malloc(sizeof *E->k);
   if (!E->x0 || !E->x || !E->xn || !E->a || !E->pa || !E->obs || !E->rew || !E->et || !E->done || !E->envs ||
       !E->mask || !E->clk0 || !E->clk || !E->k) {
-    setf(err, errlen, "out of memory");
+    bcg_setf(err, errlen, "out of memory");
     return -1;
   }
   return 0;
@@ -177,7 +176,7 @@ static int ev_initial_states(ev *E, char *err, size_t errlen) {
   const bcg_eval_opts *o = E->o;
   for (int e = 0; e < E->nenv; e++) E->envs[e] = e;
   if (E->T->reset(E->S->task, E->envs, E->nenv, o->seed, E->x0, E->clk0)) {
-    setf(err, errlen, "the task's reset failed");
+    bcg_setf(err, errlen, "the task's reset failed");
     return -1;
   }
   for (int r = 0; r < E->N; r++) {
@@ -204,11 +203,11 @@ static int ev_trace_alloc(ev *E, char *err, size_t errlen) {
     E->tr_x[si] = calloc((size_t)N * (steps + 1) * nx, sizeof(double));
     E->tr_a[si] = calloc((size_t)N * steps * nu, sizeof(double));
     E->tr_r[si] = calloc((size_t)N * steps, sizeof(double));
-    if (!E->tr_x[si] || !E->tr_a[si] || !E->tr_r[si]) return setf(err, errlen, "--trace: out of memory"), -1;
+    if (!E->tr_x[si] || !E->tr_a[si] || !E->tr_r[si]) return bcg_setf(err, errlen, "--trace: out of memory"), -1;
   }
   E->tr_self = calloc((size_t)N * steps, sizeof(double));
   E->tr_pred = calloc((size_t)N * steps * nx, sizeof(double));
-  if (!E->tr_self || !E->tr_pred) return setf(err, errlen, "--trace: out of memory"), -1;
+  if (!E->tr_self || !E->tr_pred) return bcg_setf(err, errlen, "--trace: out of memory"), -1;
   return 0;
 }
 
@@ -241,7 +240,7 @@ static int ev_sim_open(ev *E, int si, int which, char *err, size_t errlen) {
   for (int r = 0; r < E->N; r++) {
     E->ref[r] = bcg_mjref_new(E->M, 0);
     if (!E->ref[r] || (sp->actuation == BCG_ACTUATION_PD && bcg_mjref_use_pd(E->ref[r], kp, kd, tm))) {
-      setf(err, errlen, "cannot set up MuJoCo for the evaluation (PD needs joint motors)");
+      bcg_setf(err, errlen, "cannot set up MuJoCo for the evaluation (PD needs joint motors)");
       return -1;
     }
     bcg_mjref_set_timestep(E->ref[r], sp->dt);
@@ -346,7 +345,7 @@ static int ev_run(ev *E, bcg_policy_fn policy, void *ctx, int si, int which, cha
     for (int r = 0; r < N; r++) any |= E->alive[r];
     if (!any) break;
     if (T->observe(E->S->task, E->x, E->pa, E->clk, E->obs) || policy(ctx, E->obs, N, E->a)) {
-      setf(err, errlen, "the task's observation or the policy failed");
+      bcg_setf(err, errlen, "the task's observation or the policy failed");
       return -1;
     }
     ev_step(E, which, step);
@@ -408,7 +407,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
   }
   res->runs = N;
   ev *E = calloc(1, sizeof *E);
-  if (!E) return setf(err, errlen, "out of memory"), -1;
+  if (!E) return bcg_setf(err, errlen, "out of memory"), -1;
   E->S = S, E->o = o, E->res = res, E->env = env, E->M = env->model, E->T = S->task_ops;
   E->nenv = env->nenv, E->nx = env->nx, E->nu = env->nu, E->nq = env->nq, E->nv = env->nv, E->N = N;
   E->steps = (int)nsteps;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "bcg/config.h"
+#include "util.h"
 
 #ifndef BCG_PREFIX
 #define BCG_PREFIX "/usr/local"
@@ -33,15 +34,6 @@ struct bcg_registry {
   char **errs;
   int nerr, caperr;
 };
-
-static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void setf(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 const char *bcg_kind_name(bcg_kind kind) {
   switch (kind) {
@@ -118,61 +110,61 @@ static int valid_name(const char *s, size_t max) {
 }
 
 static int check_keys(const bcg_plugin_desc *d, char *err, size_t errlen) {
-  if (d->nkeys < 0 || d->nkeys > 1000) return setf(err, errlen, "invalid key count %d", d->nkeys), -1;
-  if (d->nkeys > 0 && !d->keys) return setf(err, errlen, "declares %d keys but keys is NULL", d->nkeys), -1;
+  if (d->nkeys < 0 || d->nkeys > 1000) return bcg_setf(err, errlen, "invalid key count %d", d->nkeys), -1;
+  if (d->nkeys > 0 && !d->keys) return bcg_setf(err, errlen, "declares %d keys but keys is NULL", d->nkeys), -1;
   for (int i = 0; i < d->nkeys; i++) {
     const bcg_key_spec *k = &d->keys[i];
     if (!valid_name(k->name, 63))
-      return setf(err, errlen, "key %d: invalid name '%.40s' (must match [a-z0-9_]+)", i, k->name ? k->name : "(null)"),
+      return bcg_setf(err, errlen, "key %d: invalid name '%.40s' (must match [a-z0-9_]+)", i, k->name ? k->name : "(null)"),
              -1;
-    if (strcmp(k->name, "plugin") == 0) return setf(err, errlen, "key 'plugin' is reserved"), -1;
+    if (strcmp(k->name, "plugin") == 0) return bcg_setf(err, errlen, "key 'plugin' is reserved"), -1;
     for (int j = 0; j < i; j++)
-      if (strcmp(d->keys[j].name, k->name) == 0) return setf(err, errlen, "key '%s' declared twice", k->name), -1;
+      if (strcmp(d->keys[j].name, k->name) == 0) return bcg_setf(err, errlen, "key '%s' declared twice", k->name), -1;
     if (k->type < BCG_KEY_INT || k->type > BCG_KEY_PATH)
-      return setf(err, errlen, "key '%s': invalid type %d", k->name, (int)k->type), -1;
+      return bcg_setf(err, errlen, "key '%s': invalid type %d", k->name, (int)k->type), -1;
     if ((k->type == BCG_KEY_INT || k->type == BCG_KEY_REAL || k->type == BCG_KEY_LIST) && !(k->min <= k->max))
-      return setf(err, errlen, "key '%s': invalid range [%g, %g]", k->name, k->min, k->max), -1;
+      return bcg_setf(err, errlen, "key '%s': invalid range [%g, %g]", k->name, k->min, k->max), -1;
     if (k->type == BCG_KEY_CHOICE) {
       if (!k->choices || !*k->choices || strstr(k->choices, "||") || k->choices[0] == '|' ||
           k->choices[strlen(k->choices) - 1] == '|')
-        return setf(err, errlen, "key '%s': malformed choices '%s'", k->name, k->choices ? k->choices : "(null)"),
+        return bcg_setf(err, errlen, "key '%s': malformed choices '%s'", k->name, k->choices ? k->choices : "(null)"),
                -1;
     }
     if (k->def) {
       char why[512];
       if (bcg_key_check(k, k->def, why, sizeof why))
-        return setf(err, errlen, "key '%s': bad default: %s", k->name, why), -1;
+        return bcg_setf(err, errlen, "key '%s': bad default: %s", k->name, why), -1;
     }
   }
   return 0;
 }
 
 int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
-  if (!d) return setf(err, errlen, "bcg_plugin_entry returned NULL"), -1;
+  if (!d) return bcg_setf(err, errlen, "bcg_plugin_entry returned NULL"), -1;
   if (d->abi_version != BCG_ABI_VERSION)
-    return setf(err, errlen, "plugin ABI version %u, this bcg expects %u (rebuild the plugin against this bcg)",
+    return bcg_setf(err, errlen, "plugin ABI version %u, this bcg expects %u (rebuild the plugin against this bcg)",
                 d->abi_version, BCG_ABI_VERSION), -1;
   if (d->desc_size != sizeof(bcg_plugin_desc))
-    return setf(err, errlen, "descriptor size %u, expected %zu (built against another plugin.h)", d->desc_size,
+    return bcg_setf(err, errlen, "descriptor size %u, expected %zu (built against another plugin.h)", d->desc_size,
                 sizeof(bcg_plugin_desc)), -1;
   if (d->real_size != sizeof(bcg_real))
-    return setf(err, errlen, "built for %s precision (sizeof(bcg_real) = %u), this bcg uses %s (%zu); rebuild it with REAL=%s",
+    return bcg_setf(err, errlen, "built for %s precision (sizeof(bcg_real) = %u), this bcg uses %s (%zu); rebuild it with REAL=%s",
                 d->real_size == 4 ? "float" : d->real_size == 8 ? "double" : "unknown", d->real_size, BCG_REAL_NAME,
                 sizeof(bcg_real), BCG_REAL_NAME), -1;
   if (d->kind < BCG_KIND_CONTACT || d->kind > BCG_KIND_TASK)
-    return setf(err, errlen, "invalid plugin kind %u", d->kind), -1;
+    return bcg_setf(err, errlen, "invalid plugin kind %u", d->kind), -1;
   if (!valid_name(d->name, 31))
-    return setf(err, errlen, "invalid plugin name '%.40s' (must match [a-z0-9_]+, at most 31 characters)",
+    return bcg_setf(err, errlen, "invalid plugin name '%.40s' (must match [a-z0-9_]+, at most 31 characters)",
                 d->name ? d->name : "(null)"), -1;
   if (!d->description || strchr(d->description, '\n'))
-    return setf(err, errlen, "plugin '%s': description missing or not one line", d->name), -1;
+    return bcg_setf(err, errlen, "plugin '%s': description missing or not one line", d->name), -1;
   if (check_keys(d, err, errlen)) {
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", err);
-    setf(err, errlen, "plugin '%s': %s", d->name, tmp);
+    bcg_setf(err, errlen, "plugin '%s': %s", d->name, tmp);
     return -1;
   }
-  if (!d->ops) return setf(err, errlen, "plugin '%s': no function table (ops is NULL)", d->name), -1;
+  if (!d->ops) return bcg_setf(err, errlen, "plugin '%s': no function table (ops is NULL)", d->name), -1;
   const slot *slots;
   size_t nslots, size, old_size = 0; /* old_size: a table without its optional trailing entries */
   switch ((bcg_kind)d->kind) {
@@ -190,14 +182,14 @@ int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
   uint32_t got;
   memcpy(&got, d->ops, sizeof got); /* every ops struct starts with uint32_t size */
   if (got != size && !(old_size && got == old_size))
-    return setf(err, errlen, "plugin '%s': %s ops size %u, expected %zu", d->name, bcg_kind_name((bcg_kind)d->kind),
+    return bcg_setf(err, errlen, "plugin '%s': %s ops size %u, expected %zu", d->name, bcg_kind_name((bcg_kind)d->kind),
                 got, size), -1;
   for (size_t i = 0; i < nslots; i++) {
     if (slots[i].cuda && !(d->caps & BCG_CAP_CUDA)) continue;
     void (*fp)(void);
     memcpy(&fp, (const char *)d->ops + slots[i].off, sizeof fp);
     if (!fp)
-      return setf(err, errlen, "plugin '%s': %s ops entry '%s' is NULL%s", d->name, bcg_kind_name((bcg_kind)d->kind),
+      return bcg_setf(err, errlen, "plugin '%s': %s ops entry '%s' is NULL%s", d->name, bcg_kind_name((bcg_kind)d->kind),
                   slots[i].name, slots[i].cuda ? " (mandatory with the cuda capability)" : ""), -1;
   }
   return 0;
@@ -241,7 +233,7 @@ static int fail(bcg_registry *r, char *err, size_t errlen, const char *fmt, ...)
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   push_error(r, msg);
-  setf(err, errlen, "%s", msg);
+  bcg_setf(err, errlen, "%s", msg);
   return -1;
 }
 
@@ -284,7 +276,7 @@ int bcg_registry_add(bcg_registry *r, const bcg_plugin_desc *d, const char *orig
  * or -1 with the cause in why. */
 static int elf_check(const char *path, off_t fsize, char *why, size_t whylen) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return setf(why, whylen, "cannot load: %s", strerror(errno)), -1;
+  if (fd < 0) return bcg_setf(why, whylen, "cannot load: %s", strerror(errno)), -1;
   int rc = -1;
   unsigned char *buf = NULL;
   Elf64_Ehdr eh;
@@ -295,7 +287,7 @@ static int elf_check(const char *path, off_t fsize, char *why, size_t whylen) {
   }
   const char *trunc = "truncated or corrupt ELF file";
   if (got < (ssize_t)sizeof eh) {
-    setf(why, whylen, "%s (%lld bytes, shorter than its ELF header)", trunc, (long long)fsize);
+    bcg_setf(why, whylen, "%s (%lld bytes, shorter than its ELF header)", trunc, (long long)fsize);
     goto out;
   }
   if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
@@ -306,31 +298,31 @@ static int elf_check(const char *path, off_t fsize, char *why, size_t whylen) {
   uint64_t phend = eh.e_phoff + (uint64_t)eh.e_phnum * eh.e_phentsize;
   uint64_t shend = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
   if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff >= size || phend > size) {
-    setf(why, whylen, "%s (%lld bytes; its program headers end at byte %llu)", trunc, (long long)fsize,
+    bcg_setf(why, whylen, "%s (%lld bytes; its program headers end at byte %llu)", trunc, (long long)fsize,
          (unsigned long long)phend);
     goto out;
   }
   if (eh.e_shnum && (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff >= size || shend > size)) {
-    setf(why, whylen, "%s (%lld bytes; its section headers end at byte %llu)", trunc, (long long)fsize,
+    bcg_setf(why, whylen, "%s (%lld bytes; its section headers end at byte %llu)", trunc, (long long)fsize,
          (unsigned long long)shend);
     goto out;
   }
   size_t nph = (size_t)eh.e_phnum * sizeof(Elf64_Phdr), nsh = (size_t)eh.e_shnum * sizeof(Elf64_Shdr);
   buf = malloc(nph + nsh + 1);
   if (!buf) {
-    setf(why, whylen, "out of memory");
+    bcg_setf(why, whylen, "out of memory");
     goto out;
   }
   if (pread(fd, buf, nph, (off_t)eh.e_phoff) != (ssize_t)nph ||
       (nsh && pread(fd, buf + nph, nsh, (off_t)eh.e_shoff) != (ssize_t)nsh)) {
-    setf(why, whylen, "%s (cannot read its headers)", trunc);
+    bcg_setf(why, whylen, "%s (cannot read its headers)", trunc);
     goto out;
   }
   for (int i = 0; i < eh.e_phnum; i++) {
     Elf64_Phdr ph;
     memcpy(&ph, buf + (size_t)i * sizeof ph, sizeof ph);
     if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)) {
-      setf(why, whylen, "%s (%lld bytes; its loadable segment %d ends at byte %llu)", trunc, (long long)fsize, i,
+      bcg_setf(why, whylen, "%s (%lld bytes; its loadable segment %d ends at byte %llu)", trunc, (long long)fsize, i,
            (unsigned long long)(ph.p_offset + ph.p_filesz));
       goto out;
     }
@@ -339,7 +331,7 @@ static int elf_check(const char *path, off_t fsize, char *why, size_t whylen) {
     Elf64_Shdr sh;
     memcpy(&sh, buf + nph + (size_t)i * sizeof sh, sizeof sh);
     if (sh.sh_type != SHT_NOBITS && sh.sh_type != SHT_NULL && (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)) {
-      setf(why, whylen, "%s (%lld bytes; its section %d ends at byte %llu)", trunc, (long long)fsize, i,
+      bcg_setf(why, whylen, "%s (%lld bytes; its section %d ends at byte %llu)", trunc, (long long)fsize, i,
            (unsigned long long)(sh.sh_offset + sh.sh_size));
       goto out;
     }
@@ -400,8 +392,6 @@ int bcg_registry_load_file(bcg_registry *r, const char *path, char *err, size_t 
   return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int bcg_registry_scan_dir(bcg_registry *r, const char *dir, int required) {
   DIR *dp = opendir(dir);
   if (!dp) {
@@ -425,7 +415,7 @@ int bcg_registry_scan_dir(bcg_registry *r, const char *dir, int required) {
     n++;
   }
   closedir(dp);
-  if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
+  if (n) qsort(names, (size_t)n, sizeof *names, bcg_cmp_str);
   int loaded = 0;
   for (int i = 0; i < n; i++) {
     char path[PATH_MAX + 256];

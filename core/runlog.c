@@ -19,17 +19,9 @@
 #include <unistd.h>
 
 #include "bcg/version.h"
+#include "util.h"
 
 #define CHUNK 1024
-
-static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void setf(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 /* Silence HDF5's automatic error printing for one public call. */
 #define H5_QUIET                         \
@@ -80,7 +72,7 @@ static const char *h5_file(hid_t loc, char *buf, size_t len) {
 static int h5_fail(hid_t loc, const char *name, const char *what, char *err, size_t errlen) {
   char f[PATH_MAX], c[512];
   h5_cause(c);
-  setf(err, errlen, "%s: %s: %s failed: %s", h5_file(loc, f, sizeof f), name, what, c);
+  bcg_setf(err, errlen, "%s: %s: %s failed: %s", h5_file(loc, f, sizeof f), name, what, c);
   return -1;
 }
 
@@ -88,28 +80,28 @@ static int h5_fail(hid_t loc, const char *name, const char *what, char *err, siz
 
 static int mkdir_p(const char *path, char *err, size_t errlen) {
   char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return setf(err, errlen, "%s: path too long", path), -1;
+  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return bcg_setf(err, errlen, "%s: path too long", path), -1;
   for (char *p = tmp + 1; *p; p++) {
     if (*p != '/') continue;
     *p = 0;
     if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
-      return setf(err, errlen, "%s: cannot create directory: %s", tmp, strerror(errno)), -1;
+      return bcg_setf(err, errlen, "%s: cannot create directory: %s", tmp, strerror(errno)), -1;
     *p = '/';
   }
   if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
-    return setf(err, errlen, "%s: cannot create directory: %s", tmp, strerror(errno)), -1;
+    return bcg_setf(err, errlen, "%s: cannot create directory: %s", tmp, strerror(errno)), -1;
   struct stat st;
-  if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode)) return setf(err, errlen, "%s: not a directory", tmp), -1;
+  if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode)) return bcg_setf(err, errlen, "%s: not a directory", tmp), -1;
   return 0;
 }
 
 int bcg_rundir_create(const char *out_dir, const char *name, char *dir, size_t dirlen, char *err, size_t errlen) {
   if (!name || !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-    return setf(err, errlen, "run name '%s' must be one path component (no '/')", name ? name : ""), -1;
+    return bcg_setf(err, errlen, "run name '%s' must be one path component (no '/')", name ? name : ""), -1;
   if (!out_dir || !*out_dir) out_dir = ".";
   char base[PATH_MAX];
   if (snprintf(base, sizeof base, "%s/%s", out_dir, name) >= (int)sizeof base)
-    return setf(err, errlen, "%s/%s: path too long", out_dir, name), -1;
+    return bcg_setf(err, errlen, "%s/%s: path too long", out_dir, name), -1;
   if (mkdir_p(base, err, errlen)) return -1;
   char stamp[32];
   time_t now = time(NULL);
@@ -125,14 +117,14 @@ int bcg_rundir_create(const char *out_dir, const char *name, char *dir, size_t d
     if (mkdir(path, 0777) == 0) {
       char ck[PATH_MAX + 96];
       snprintf(ck, sizeof ck, "%s/checkpoints", path);
-      if (mkdir(ck, 0777) != 0) return setf(err, errlen, "%s: cannot create directory: %s", ck, strerror(errno)), -1;
-      if (strlen(path) >= dirlen) return setf(err, errlen, "%s: path too long", path), -1;
+      if (mkdir(ck, 0777) != 0) return bcg_setf(err, errlen, "%s: cannot create directory: %s", ck, strerror(errno)), -1;
+      if (strlen(path) >= dirlen) return bcg_setf(err, errlen, "%s: path too long", path), -1;
       snprintf(dir, dirlen, "%s", path);
       return 0;
     }
-    if (errno != EEXIST) return setf(err, errlen, "%s: cannot create directory: %s", path, strerror(errno)), -1;
+    if (errno != EEXIST) return bcg_setf(err, errlen, "%s: cannot create directory: %s", path, strerror(errno)), -1;
   }
-  return setf(err, errlen, "%s/%s: too many runs in the same second", base, stamp), -1;
+  return bcg_setf(err, errlen, "%s/%s: too many runs in the same second", base, stamp), -1;
 }
 
 /* ---- string attributes ---------------------------------------------------------- */
@@ -180,18 +172,18 @@ int bcg_h5_read_str(int64_t loc, const char *name, char *buf, size_t len, char *
   t = H5Aget_type(a);
   if (H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) > 0) {
     char f[PATH_MAX];
-    setf(err, errlen, "%s: %s: not a fixed-length string attribute", h5_file((hid_t)loc, f, sizeof f), name);
+    bcg_setf(err, errlen, "%s: %s: not a fixed-length string attribute", h5_file((hid_t)loc, f, sizeof f), name);
     goto out;
   }
   size_t n = H5Tget_size(t);
   if (!bcg_h5_attr_single(a) || n > ((size_t)1 << 20)) {
     char f[PATH_MAX];
-    setf(err, errlen, "%s: %s: not one string (of at most 1 MiB)", h5_file((hid_t)loc, f, sizeof f), name);
+    bcg_setf(err, errlen, "%s: %s: not one string (of at most 1 MiB)", h5_file((hid_t)loc, f, sizeof f), name);
     goto out;
   }
   char *tmp = calloc(n + 2, 1);
   if (!tmp) {
-    setf(err, errlen, "out of memory");
+    bcg_setf(err, errlen, "out of memory");
     goto out;
   }
   mt = H5Tcopy(H5T_C_S1); /* NULLTERM: room for the terminator */
@@ -203,7 +195,7 @@ int bcg_h5_read_str(int64_t loc, const char *name, char *buf, size_t len, char *
   }
   if (strlen(tmp) >= len) {
     free(tmp);
-    setf(err, errlen, "%s: attribute longer than %zu bytes", name, len);
+    bcg_setf(err, errlen, "%s: attribute longer than %zu bytes", name, len);
     goto out;
   }
   snprintf(buf, len, "%s", tmp);
@@ -268,16 +260,16 @@ static long read_array(hid_t loc, const char *name, hid_t memtype, void *x, size
   hsize_t dims[1] = {0};
   if (t < 0 || !number_type(t)) {
     char f[PATH_MAX];
-    setf(err, errlen, "%s: %s: not an array of numbers (its values have %zu bytes)", h5_file(loc, f, sizeof f), name,
+    bcg_setf(err, errlen, "%s: %s: not an array of numbers (its values have %zu bytes)", h5_file(loc, f, sizeof f), name,
          t < 0 ? (size_t)0 : H5Tget_size(t));
   } else if (H5Sget_simple_extent_ndims(sp) != 1) {
     char f[PATH_MAX];
-    setf(err, errlen, "%s: %s: not a 1-D array", h5_file(loc, f, sizeof f), name);
+    bcg_setf(err, errlen, "%s: %s: not a 1-D array", h5_file(loc, f, sizeof f), name);
   } else {
     H5Sget_simple_extent_dims(sp, dims, NULL);
     if (dims[0] > cap) {
       char f[PATH_MAX];
-      setf(err, errlen, "%s: %s: has %llu elements, room for %zu", h5_file(loc, f, sizeof f), name,
+      bcg_setf(err, errlen, "%s: %s: has %llu elements, room for %zu", h5_file(loc, f, sizeof f), name,
            (unsigned long long)dims[0], cap);
     } else if (dims[0] > 0 && H5Dread(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0) {
       h5_fail(loc, name, "reading dataset", err, errlen);
@@ -320,7 +312,7 @@ int bcg_h5_write_doubles(int64_t loc, const char *name, const double *x, size_t 
 int bcg_h5_write_doubles_nd(int64_t loc, const char *name, const double *x, int rank, const size_t *shape, char *err,
                             size_t errlen) {
   if (rank < 1 || rank > 8) {
-    setf(err, errlen, "%s: rank %d (1 to 8)", name, rank);
+    bcg_setf(err, errlen, "%s: rank %d (1 to 8)", name, rank);
     return -1;
   }
   H5_QUIET;
@@ -465,7 +457,7 @@ static int write_image(bcg_runlog *log, int sync, char *err, size_t errlen) {
   if (H5Fflush(log->file, H5F_SCOPE_GLOBAL) >= 0) size = H5Fget_file_image(log->file, NULL, 0);
   if (size > 0 && (image = malloc((size_t)size)) && H5Fget_file_image(log->file, image, (size_t)size) != size) size = -1;
   if (size <= 0 || !image) {
-    setf(err, errlen, "%s: building the log failed: %s; %s", log->path, image ? h5_cause(c) : "out of memory", keeps);
+    bcg_setf(err, errlen, "%s: building the log failed: %s; %s", log->path, image ? h5_cause(c) : "out of memory", keeps);
     free(image);
     return -1;
   }
@@ -473,19 +465,19 @@ static int write_image(bcg_runlog *log, int sync, char *err, size_t errlen) {
   int rc = 0;
   if (fd < 0) {
     if (log->written < 0)
-      setf(err, errlen, "%s: cannot create log: %s", log->path, strerror(errno));
+      bcg_setf(err, errlen, "%s: cannot create log: %s", log->path, strerror(errno));
     else
-      setf(err, errlen, "%s: cannot create %s: %s; %s", log->path, tmp, strerror(errno), keeps);
+      bcg_setf(err, errlen, "%s: cannot create %s: %s; %s", log->path, tmp, strerror(errno), keeps);
     rc = -1;
   } else {
     int bad = write_all(fd, image, (size_t)size) != 0 || (sync && fsync(fd) != 0);
     int e = errno;
     if (close(fd) != 0 && !bad) bad = 1, e = errno;
     if (bad) {
-      setf(err, errlen, "%s: writing %s failed: %s; %s", log->path, tmp, strerror(e), keeps);
+      bcg_setf(err, errlen, "%s: writing %s failed: %s; %s", log->path, tmp, strerror(e), keeps);
       rc = -1;
     } else if (rename(tmp, log->path) != 0) {
-      setf(err, errlen, "%s: rename from %s failed: %s; %s", log->path, tmp, strerror(errno), keeps);
+      bcg_setf(err, errlen, "%s: rename from %s failed: %s; %s", log->path, tmp, strerror(errno), keeps);
       rc = -1;
     }
     if (rc) unlink(tmp);
@@ -504,7 +496,7 @@ static bcg_runlog *runlog_create(const char *path, const bcg_runlog_meta *meta, 
   bcg_runlog *log = calloc(1, sizeof *log);
   if (!log || !(log->path = strdup(path))) {
     free(log);
-    setf(err, errlen, "out of memory");
+    bcg_setf(err, errlen, "out of memory");
     H5_LOUD;
     return NULL;
   }
@@ -516,7 +508,7 @@ static bcg_runlog *runlog_create(const char *path, const bcg_runlog_meta *meta, 
   H5Pclose(fapl);
   if (log->file < 0) {
     char c[512];
-    setf(err, errlen, "%s: cannot create log: %s", path, h5_cause(c));
+    bcg_setf(err, errlen, "%s: cannot create log: %s", path, h5_cause(c));
     runlog_free(log);
     H5_LOUD;
     return NULL;
@@ -798,21 +790,21 @@ static int checkpoint_verify(hid_t f, const char *path, char *err, size_t errlen
   int64_t fmt = 0, stored = 0;
   int r = read_i64_root(f, "format_version", &fmt);
   if (r == -1) return 0; /* format 1: no checksum to check */
-  if (r == -2) return setf(err, errlen, "checkpoint %s: damaged: its format_version cannot be read", path), -1;
+  if (r == -2) return bcg_setf(err, errlen, "checkpoint %s: damaged: its format_version cannot be read", path), -1;
   if (fmt > BCG_CHECKPOINT_FORMAT || fmt < 2)
-    return setf(err, errlen, "checkpoint %s: format %lld, this bcg reads formats 1 to %d (written by a newer bcg?)",
+    return bcg_setf(err, errlen, "checkpoint %s: format %lld, this bcg reads formats 1 to %d (written by a newer bcg?)",
                 path, (long long)fmt, BCG_CHECKPOINT_FORMAT), -1;
   if (read_i64_root(f, "checksum_crc32", &stored))
-    return setf(err, errlen, "checkpoint %s: damaged: no readable checksum_crc32", path), -1;
+    return bcg_setf(err, errlen, "checkpoint %s: damaged: no readable checksum_crc32", path), -1;
   crc_ctx c = {0, 0, "", ""};
   if (CK_VISIT(f, crc_cb, &c) < 0) {
     if (c.bad[0])
-      return setf(err, errlen, "checkpoint %s: damaged: dataset '%s' %s", path, c.bad,
+      return bcg_setf(err, errlen, "checkpoint %s: damaged: dataset '%s' %s", path, c.bad,
                   c.why[0] ? c.why : "cannot be read"), -1;
-    return setf(err, errlen, "checkpoint %s: damaged: its groups cannot be read", path), -1;
+    return bcg_setf(err, errlen, "checkpoint %s: damaged: its groups cannot be read", path), -1;
   }
   if ((uint32_t)stored != c.crc)
-    return setf(err, errlen,
+    return bcg_setf(err, errlen,
                 "checkpoint %s: damaged: the CRC-32 of its %ld datasets is %08x, it was written with %08x", path,
                 c.ndsets, (unsigned)c.crc, (unsigned)(uint32_t)stored), -1;
   return 0;
@@ -834,7 +826,7 @@ bcg_checkpoint *bcg_checkpoint_begin(const char *path, char *err, size_t errlen)
   bcg_checkpoint *ck = calloc(1, sizeof *ck);
   hid_t fapl = -1;
   if (!ck) {
-    setf(err, errlen, "out of memory");
+    bcg_setf(err, errlen, "out of memory");
     goto fail;
   }
   ck->file = -1;
@@ -842,7 +834,7 @@ bcg_checkpoint *bcg_checkpoint_begin(const char *path, char *err, size_t errlen)
   snprintf(ck->tmp, sizeof ck->tmp, "%s.tmp", path);
   ck->fd = open(ck->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (ck->fd < 0) {
-    setf(err, errlen, "checkpoint %s: cannot create %s: %s", path, ck->tmp, strerror(errno));
+    bcg_setf(err, errlen, "checkpoint %s: cannot create %s: %s", path, ck->tmp, strerror(errno));
     goto fail;
   }
   fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -851,7 +843,7 @@ bcg_checkpoint *bcg_checkpoint_begin(const char *path, char *err, size_t errlen)
   H5Pclose(fapl);
   if (ck->file < 0) {
     char c[512];
-    setf(err, errlen, "checkpoint %s: cannot create: %s", path, h5_cause(c));
+    bcg_setf(err, errlen, "checkpoint %s: cannot create: %s", path, h5_cause(c));
     goto fail;
   }
   char e2[64];
@@ -903,31 +895,31 @@ int bcg_checkpoint_commit(bcg_checkpoint *ck, char *err, size_t errlen) {
   crc_ctx cc = {0, 0, "", ""};
   if (CK_VISIT(ck->file, crc_cb, &cc) < 0 || write_i64_attr(ck->file, "format_version", BCG_CHECKPOINT_FORMAT) ||
       write_i64_attr(ck->file, "checksum_crc32", (int64_t)cc.crc)) {
-    setf(err, errlen, "checkpoint %s: building the file failed: %s; the previous checkpoint is unchanged", ck->path,
+    bcg_setf(err, errlen, "checkpoint %s: building the file failed: %s; the previous checkpoint is unchanged", ck->path,
          h5_cause(c));
     goto out;
   }
   if (H5Fflush(ck->file, H5F_SCOPE_GLOBAL) >= 0) size = H5Fget_file_image(ck->file, NULL, 0);
   if (size > 0 && (image = malloc((size_t)size)) && H5Fget_file_image(ck->file, image, (size_t)size) != size) size = -1;
   if (size <= 0 || !image) {
-    setf(err, errlen, "checkpoint %s: building the file failed: %s; the previous checkpoint is unchanged", ck->path,
+    bcg_setf(err, errlen, "checkpoint %s: building the file failed: %s; the previous checkpoint is unchanged", ck->path,
          image ? h5_cause(c) : "out of memory");
     goto out;
   }
   if (write_all(ck->fd, image, (size_t)size) != 0 || fsync(ck->fd) != 0) {
-    setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
+    bcg_setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
          strerror(errno));
     goto out;
   }
   int fd = ck->fd;
   ck->fd = -1;
   if (close(fd) != 0) {
-    setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
+    bcg_setf(err, errlen, "checkpoint %s: writing %s failed: %s; the previous checkpoint is unchanged", ck->path, ck->tmp,
          strerror(errno));
     goto out;
   }
   if (rename(ck->tmp, ck->path) != 0) {
-    setf(err, errlen, "checkpoint %s: rename from %s failed: %s; the previous checkpoint is unchanged", ck->path,
+    bcg_setf(err, errlen, "checkpoint %s: rename from %s failed: %s; the previous checkpoint is unchanged", ck->path,
          ck->tmp, strerror(errno));
     goto out;
   }
@@ -961,7 +953,7 @@ int64_t bcg_h5_open(const char *path, char *err, size_t errlen) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
     char c[512];
-    setf(err, errlen, "%s: cannot open: %s", path, h5_cause(c));
+    bcg_setf(err, errlen, "%s: cannot open: %s", path, h5_cause(c));
   }
   H5_LOUD;
   return f < 0 ? -1 : (int64_t)f;
@@ -972,7 +964,7 @@ int64_t bcg_checkpoint_open(const char *path, char *err, size_t errlen) {
   hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) {
     char c[512];
-    setf(err, errlen, "checkpoint %s: cannot open: %s", path, h5_cause(c));
+    bcg_setf(err, errlen, "checkpoint %s: cannot open: %s", path, h5_cause(c));
   } else if (checkpoint_verify(f, path, err, errlen)) {
     H5Fclose(f);
     H5Eclear2(H5E_DEFAULT);
@@ -989,16 +981,16 @@ int bcg_checkpoint_seal(const char *path, char *err, size_t errlen) {
   hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
   crc_ctx cc = {0, 0, "", ""};
   if (f < 0)
-    setf(err, errlen, "checkpoint %s: cannot open for writing: %s", path, h5_cause(c));
+    bcg_setf(err, errlen, "checkpoint %s: cannot open for writing: %s", path, h5_cause(c));
   else if (CK_VISIT(f, crc_cb, &cc) < 0)
-    setf(err, errlen, "checkpoint %s: damaged: dataset '%s' %s", path, cc.bad, cc.why[0] ? cc.why : "cannot be read");
+    bcg_setf(err, errlen, "checkpoint %s: damaged: dataset '%s' %s", path, cc.bad, cc.why[0] ? cc.why : "cannot be read");
   else if (write_i64_attr(f, "format_version", BCG_CHECKPOINT_FORMAT) ||
            write_i64_attr(f, "checksum_crc32", (int64_t)cc.crc))
-    setf(err, errlen, "checkpoint %s: writing the checksum failed: %s", path, h5_cause(c));
+    bcg_setf(err, errlen, "checkpoint %s: writing the checksum failed: %s", path, h5_cause(c));
   else
     rc = 0;
   if (f >= 0 && H5Fclose(f) < 0 && rc == 0) {
-    setf(err, errlen, "checkpoint %s: closing failed: %s", path, h5_cause(c));
+    bcg_setf(err, errlen, "checkpoint %s: closing failed: %s", path, h5_cause(c));
     rc = -1;
   }
   H5_LOUD;

@@ -29,15 +29,7 @@
 #include "bcg/train.h"
 #include "clock.h"
 #include "session_time.h"
-
-static void setf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void setf(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
+#include "util.h"
 
 static double now_s(void) { return 1e-9 * (double)bcg_mono_ns(); }
 
@@ -115,7 +107,7 @@ static int64_t newest_good_checkpoint(const char *run_dir, char *buf, size_t len
   int64_t *its;
   size_t n;
   if (bcg_train_checkpoints(run_dir, &its, &n))
-    return setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir), -1;
+    return bcg_setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir), -1;
   int64_t found = -1;
   char first[2048] = "";
   for (size_t i = n; i-- > 0 && found < 0;) {
@@ -132,8 +124,8 @@ static int64_t newest_good_checkpoint(const char *run_dir, char *buf, size_t len
   }
   free(its);
   if (found < 0) {
-    if (n) setf(err, errlen, "%s: no intact checkpoint to resume from (the newest: %s)", run_dir, first);
-    else setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir);
+    if (n) bcg_setf(err, errlen, "%s: no intact checkpoint to resume from (the newest: %s)", run_dir, first);
+    else bcg_setf(err, errlen, "%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", run_dir);
   }
   return found;
 }
@@ -145,7 +137,7 @@ static int lock_run(const char *run_dir, char *err, size_t errlen) {
   char p[PATH_MAX + 16];
   snprintf(p, sizeof p, "%s/train.lock", run_dir);
   int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return setf(err, errlen, "%s: cannot create: %s", p, strerror(errno)), -1;
+  if (fd < 0) return bcg_setf(err, errlen, "%s: cannot create: %s", p, strerror(errno)), -1;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char buf[32] = "";
     ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
@@ -153,12 +145,12 @@ static int lock_run(const char *run_dir, char *err, size_t errlen) {
     long pid = atol(buf);
     if (errno == EWOULDBLOCK || errno == EAGAIN) {
       if (pid > 0)
-        setf(err, errlen, "%s: this run is being trained by process %ld (%s); wait for it or stop it first", run_dir,
+        bcg_setf(err, errlen, "%s: this run is being trained by process %ld (%s); wait for it or stop it first", run_dir,
              pid, p);
       else
-        setf(err, errlen, "%s: this run is being trained by another process (%s)", run_dir, p);
+        bcg_setf(err, errlen, "%s: this run is being trained by another process (%s)", run_dir, p);
     } else {
-      setf(err, errlen, "%s: cannot lock: %s", p, strerror(errno));
+      bcg_setf(err, errlen, "%s: cannot lock: %s", p, strerror(errno));
     }
     close(fd);
     return -1;
@@ -258,7 +250,7 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
   rc = L->S.lops->save(L->S.learner, g);
   bcg_h5_group_close(g);
   if (rc) {
-    setf(err, errlen, "checkpoint %s: learner %s: save failed", path, L->S.plearn->desc->name);
+    bcg_setf(err, errlen, "checkpoint %s: learner %s: save failed", path, L->S.plearn->desc->name);
     goto fail;
   }
   if (EST_HAS_IO(L->S.est_ops)) {
@@ -267,7 +259,7 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
     rc = L->S.est_ops->save(L->S.est, g);
     bcg_h5_group_close(g);
     if (rc) {
-      setf(err, errlen, "checkpoint %s: estimator %s: save failed", path, L->S.pest->desc->name);
+      bcg_setf(err, errlen, "checkpoint %s: estimator %s: save failed", path, L->S.pest->desc->name);
       goto fail;
     }
   }
@@ -277,7 +269,7 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
     rc = L->S.task_ops->save(L->S.task, g);
     bcg_h5_group_close(g);
     if (rc) {
-      setf(err, errlen, "checkpoint %s: task %s: save failed", path, L->S.ptask->desc->name);
+      bcg_setf(err, errlen, "checkpoint %s: task %s: save failed", path, L->S.ptask->desc->name);
       goto fail;
     }
   }
@@ -308,7 +300,7 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
   }
   bcg_h5_group_close(g);
   if (strcmp(name, S->plearn->desc->name) != 0) {
-    setf(err, errlen, "checkpoint %s: written by learner '%s', the config selects '%s'", path, name,
+    bcg_setf(err, errlen, "checkpoint %s: written by learner '%s', the config selects '%s'", path, name,
          S->plearn->desc->name);
     goto out;
   }
@@ -317,7 +309,7 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
   int lrc = S->lops->load(S->learner, g);
   bcg_h5_group_close(g);
   if (lrc) {
-    setf(err, errlen, "checkpoint %s: learner %s: load failed (a checkpoint of another configuration?)", path,
+    bcg_setf(err, errlen, "checkpoint %s: learner %s: load failed (a checkpoint of another configuration?)", path,
          name);
     goto out;
   }
@@ -328,7 +320,7 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
     lrc = S->est_ops->load(S->est, g);
     bcg_h5_group_close(g);
     if (lrc) {
-      setf(err, errlen, "checkpoint %s: estimator %s: load failed (a checkpoint of another configuration?)", path,
+      bcg_setf(err, errlen, "checkpoint %s: estimator %s: load failed (a checkpoint of another configuration?)", path,
            S->pest->desc->name);
       goto out;
     }
@@ -339,7 +331,7 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
     lrc = S->task_ops->load(S->task, g);
     bcg_h5_group_close(g);
     if (lrc) {
-      setf(err, errlen, "checkpoint %s: task %s: load failed (a checkpoint of another configuration?)", path,
+      bcg_setf(err, errlen, "checkpoint %s: task %s: load failed (a checkpoint of another configuration?)", path,
            S->ptask->desc->name);
       goto out;
     }
@@ -483,7 +475,7 @@ static bcg_runlog *log_resume(const char *path, const bcg_runlog_meta *meta, int
   H5Eclear2(H5E_DEFAULT);
   H5Eset_auto2(H5E_DEFAULT, ef, ed);
   if (bad) {
-    setf(err, errlen, "%s: cannot read the run's log to continue it", path);
+    bcg_setf(err, errlen, "%s: cannot read the run's log to continue it", path);
     oldlog_free(&o);
     return NULL;
   }
@@ -602,7 +594,7 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   S->pest = bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR);
   S->plearn = bcg_config_plugin(cfg, BCG_KIND_LEARNER);
   if (!S->ptask || !S->pest || !S->plearn) {
-    setf(err, errlen, "%s: training needs [task], [estimator] and [learner] sections with 'plugin = NAME'",
+    bcg_setf(err, errlen, "%s: training needs [task], [estimator] and [learner] sections with 'plugin = NAME'",
          bcg_config_path(cfg));
     return -1;
   }
@@ -627,13 +619,13 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   S->task_ops = S->ptask->desc->ops;
   S->task = S->task_ops->create(svc, tp, S->env, e2, sizeof e2);
   if (!S->task) {
-    setf(err, errlen, "[task] %s (%s): %s", S->ptask->desc->name, S->ptask->path, e2);
+    bcg_setf(err, errlen, "[task] %s (%s): %s", S->ptask->desc->name, S->ptask->path, e2);
     goto fail;
   }
   S->env->task_ops = S->task_ops;
   S->env->task = S->task;
   if (S->task_ops->act_dim(S->task) != S->env->nu) {
-    setf(err, errlen, "[task] %s: %d action dimensions, but the model has %d actuators", S->ptask->desc->name,
+    bcg_setf(err, errlen, "[task] %s: %d action dimensions, but the model has %d actuators", S->ptask->desc->name,
          S->task_ops->act_dim(S->task), S->env->nu);
     goto fail;
   }
@@ -642,7 +634,7 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   int horizon = 0;
   if (S->plearn->desc->caps & BCG_CAP_NEEDS_BACKWARD) {
     if (!bcg_params_value(lp, "horizon")) {
-      setf(err, errlen, "[learner] %s uses the estimator's backward pass but declares no 'horizon' key",
+      bcg_setf(err, errlen, "[learner] %s uses the estimator's backward pass but declares no 'horizon' key",
            S->plearn->desc->name);
       goto fail;
     }
@@ -651,7 +643,7 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   S->est_ops = S->pest->desc->ops;
   S->est = S->est_ops->create(svc, bcg_config_section(cfg, "estimator"), S->env, horizon, e2, sizeof e2);
   if (!S->est) {
-    setf(err, errlen, "[estimator] %s (%s): %s", S->pest->desc->name, S->pest->path, e2);
+    bcg_setf(err, errlen, "[estimator] %s (%s): %s", S->pest->desc->name, S->pest->path, e2);
     goto fail;
   }
 
@@ -667,13 +659,13 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   S->tr.max_iterations = bcg_config_get_int(cfg, "run", "iterations");
   S->tr.threads = threads > 0 ? (int)threads : omp_get_max_threads();
   if (bcg_session_time_wrap(S)) {
-    setf(err, errlen, "out of memory");
+    bcg_setf(err, errlen, "out of memory");
     goto fail;
   }
   S->lops = S->plearn->desc->ops;
   S->learner = S->lops->create(svc, lp, &S->tr, e2, sizeof e2);
   if (!S->learner) {
-    setf(err, errlen, "[learner] %s (%s): %s", S->plearn->desc->name, S->plearn->path, e2);
+    bcg_setf(err, errlen, "[learner] %s (%s): %s", S->plearn->desc->name, S->plearn->path, e2);
     goto fail;
   }
 
@@ -777,7 +769,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   }
   if (!bcg_config_plugin(cfg, BCG_KIND_TASK) || !bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR) ||
       !bcg_config_plugin(cfg, BCG_KIND_LEARNER)) {
-    setf(err, errlen, "%s: training needs [task], [estimator] and [learner] sections with 'plugin = NAME'",
+    bcg_setf(err, errlen, "%s: training needs [task], [estimator] and [learner] sections with 'plugin = NAME'",
          bcg_config_path(cfg));
     return -1;
   }
@@ -818,12 +810,12 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     L.S.tr.iteration = L.it;
     time_split ta = time_now();
     if (L.S.lops->iterate(L.S.learner, &st)) {
-      setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed", L.S.plearn->desc->name, L.it);
+      bcg_setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed", L.S.plearn->desc->name, L.it);
       rc = -1;
       break;
     }
     if (L.S.tr.task_ops->update && L.S.tr.task_ops->update(L.S.tr.task, L.it)) { /* timed (bcg_session_time) */
-      setf(err, errlen, "[task] %s: update at iteration %" PRId64 " failed", L.S.ptask->desc->name, L.it);
+      bcg_setf(err, errlen, "[task] %s: update at iteration %" PRId64 " failed", L.S.ptask->desc->name, L.it);
       rc = -1;
       break;
     }
