@@ -139,14 +139,43 @@ static int check_keys(const bcg_plugin_desc *d, char *err, size_t errlen) {
   return 0;
 }
 
+/* ABI growth (plugin.h): a function table may be shorter than this core's
+ * (a plugin built against an older bcg of the same ABI version) down to
+ * min_size, the end of the last entry every ABI-1 plugin of the kind has;
+ * the registry pads it with zeros (absent optional entries). */
+#define END(T, f) (offsetof(T, f) + sizeof(((T *)0)->f))
+static void ops_sizes(bcg_kind kind, const slot **slots, size_t *nslots, size_t *size, size_t *min_size) {
+  switch (kind) {
+    case BCG_KIND_CONTACT:
+      *slots = contact_slots, *nslots = NSLOTS(contact_slots), *size = sizeof(bcg_contact_ops);
+      *min_size = END(bcg_contact_ops, solve_vjp);
+      break;
+    case BCG_KIND_ESTIMATOR:
+      *slots = estimator_slots, *nslots = NSLOTS(estimator_slots), *size = sizeof(bcg_estimator_ops);
+      *min_size = END(bcg_estimator_ops, stats);
+      break;
+    case BCG_KIND_LEARNER:
+      *slots = learner_slots, *nslots = NSLOTS(learner_slots), *size = sizeof(bcg_learner_ops);
+      *min_size = END(bcg_learner_ops, act);
+      break;
+    default:
+      *slots = task_slots, *nslots = NSLOTS(task_slots), *size = sizeof(bcg_task_ops);
+      *min_size = END(bcg_task_ops, reward_vjp);
+      break;
+  }
+}
+
 int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
   if (!d) return bcg_setf(err, errlen, "bcg_plugin_entry returned NULL"), -1;
   if (d->abi_version != BCG_ABI_VERSION)
     return bcg_setf(err, errlen, "plugin ABI version %u, this bcg expects %u (rebuild the plugin against this bcg)",
                 d->abi_version, BCG_ABI_VERSION), -1;
-  if (d->desc_size != sizeof(bcg_plugin_desc))
-    return bcg_setf(err, errlen, "descriptor size %u, expected %zu (built against another plugin.h)", d->desc_size,
-                sizeof(bcg_plugin_desc)), -1;
+  if (d->desc_size < BCG_DESC_MIN_SIZE)
+    return bcg_setf(err, errlen, "descriptor size %u, smaller than any ABI %u descriptor (%zu bytes; built against "
+                    "another plugin.h)", d->desc_size, BCG_ABI_VERSION, (size_t)BCG_DESC_MIN_SIZE), -1;
+  if (d->desc_size > sizeof(bcg_plugin_desc))
+    return bcg_setf(err, errlen, "descriptor size %u: built against a newer bcg (this one knows %zu bytes); update "
+                    "bcg or rebuild the plugin against this one", d->desc_size, sizeof(bcg_plugin_desc)), -1;
   if (d->real_size != sizeof(bcg_real))
     return bcg_setf(err, errlen, "built for %s precision (sizeof(bcg_real) = %u), this bcg uses %s (%zu); rebuild it with REAL=%s",
                 d->real_size == 4 ? "float" : d->real_size == 8 ? "double" : "unknown", d->real_size, BCG_REAL_NAME,
@@ -166,26 +195,22 @@ int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
   }
   if (!d->ops) return bcg_setf(err, errlen, "plugin '%s': no function table (ops is NULL)", d->name), -1;
   const slot *slots;
-  size_t nslots, size, old_size = 0; /* old_size: a table without its optional trailing entries */
-  switch ((bcg_kind)d->kind) {
-    case BCG_KIND_CONTACT: slots = contact_slots, nslots = NSLOTS(contact_slots), size = sizeof(bcg_contact_ops); break;
-    case BCG_KIND_ESTIMATOR:
-      slots = estimator_slots, nslots = NSLOTS(estimator_slots), size = sizeof(bcg_estimator_ops);
-      old_size = offsetof(bcg_estimator_ops, save);
-      break;
-    case BCG_KIND_LEARNER: slots = learner_slots, nslots = NSLOTS(learner_slots), size = sizeof(bcg_learner_ops); break;
-    default:
-      slots = task_slots, nslots = NSLOTS(task_slots), size = sizeof(bcg_task_ops);
-      old_size = offsetof(bcg_task_ops, save);
-      break;
-  }
+  size_t nslots, size, min_size;
+  ops_sizes((bcg_kind)d->kind, &slots, &nslots, &size, &min_size);
   uint32_t got;
   memcpy(&got, d->ops, sizeof got); /* every ops struct starts with uint32_t size */
-  if (got != size && !(old_size && got == old_size))
-    return bcg_setf(err, errlen, "plugin '%s': %s ops size %u, expected %zu", d->name, bcg_kind_name((bcg_kind)d->kind),
-                got, size), -1;
+  if (got < min_size)
+    return bcg_setf(err, errlen, "plugin '%s': %s ops size %u, smaller than any ABI %u table (%zu bytes)", d->name,
+                    bcg_kind_name((bcg_kind)d->kind), got, BCG_ABI_VERSION, min_size), -1;
+  if (got > size)
+    return bcg_setf(err, errlen, "plugin '%s': %s ops size %u: built against a newer bcg (this one knows %zu bytes); "
+                    "update bcg or rebuild the plugin against this one", d->name, bcg_kind_name((bcg_kind)d->kind), got,
+                    size), -1;
   for (size_t i = 0; i < nslots; i++) {
     if (slots[i].cuda && !(d->caps & BCG_CAP_CUDA)) continue;
+    if (slots[i].off + sizeof(void (*)(void)) > got) /* only CUDA entries lie beyond min_size */
+      return bcg_setf(err, errlen, "plugin '%s': declares the cuda capability, but its %s ops table (%u bytes) ends "
+                      "before '%s'", d->name, bcg_kind_name((bcg_kind)d->kind), got, slots[i].name), -1;
     void (*fp)(void);
     memcpy(&fp, (const char *)d->ops + slots[i].off, sizeof fp);
     if (!fp)
@@ -251,7 +276,18 @@ static int push_plugin(bcg_registry *r, const bcg_plugin_desc *d, const char *pa
   }
   bcg_plugin *p = calloc(1, sizeof *p);
   if (!p) return fail(r, err, errlen, "%s: out of memory", path);
-  p->desc = d;
+  /* the core's view: descriptor and function table at this core's sizes,
+   * what an older plugin lacks zero (absent); the table's size field keeps
+   * the plugin's own size */
+  const slot *slots;
+  size_t nslots, size, min_size;
+  ops_sizes((bcg_kind)d->kind, &slots, &nslots, &size, &min_size);
+  uint32_t got;
+  memcpy(&got, d->ops, sizeof got);
+  memcpy(&p->desc_copy, d, d->desc_size);
+  memcpy(p->ops_copy, d->ops, got);
+  p->desc_copy.ops = p->ops_copy;
+  p->desc = &p->desc_copy;
   p->handle = handle;
   snprintf(p->path, sizeof p->path, "%s", path);
   r->pl[r->n++] = p;

@@ -587,6 +587,25 @@ static void test_train(void) {
 }
 
 
+/* A plugin built against an older plugin.h (old_abi_task: its task table
+ * ends at reward_vjp, poison beyond) trains, checkpoints and evaluates on
+ * this core, which never reads past the table (the poison would abort). */
+static void test_old_abi_plugin(void) {
+  setup();
+  char text[2048];
+  snprintf(text, sizeof text,
+           "[run]\nname = oldabi\nnum_envs = 4\niterations = 2\nthreads = 1\nout_dir = %s/runs\n"
+           "[model]\npath = tests/models/pendulum.xml\n[estimator]\nplugin = test_exact_estimator\n"
+           "[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 8\ncritic_layers = 8\n[task]\nplugin = old_abi_task\n",
+           tmpdir);
+  const char *p = write_ini("oldabi.ini", text);
+  CU_ASSERT_EQUAL(run("train %s", p), 0);
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/runs/oldabi", tmpdir);
+  CU_ASSERT_EQUAL(run("eval \"$(ls -d %s/*/ | head -n 1)\" --runs 2 --seconds 0.2 --out - eval.fall_height=0", dir), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "fell"));
+}
+
 /* sweep, eval and gradstats end to end on the learners' pendulum task (fast) */
 static void test_sweep_eval_gradstats(void) {
   setup();
@@ -1161,5 +1180,5 @@ BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report}, {"r
           {"select-best without a reference", test_select_best_locomotion},
           {"SIGTERM checkpoints", test_sigterm}, {"NaN warning", test_nan_warning}, {"planar model", test_planar_model}, {"bench --train", test_bench_train},
           {"checkpoint outside its run", test_checkpoint_elsewhere}, {"damaged checkpoint", test_damaged_checkpoint},
-          {"checkpoint rotation", test_checkpoint_rotation});
+          {"checkpoint rotation", test_checkpoint_rotation}, {"old-ABI plugin", test_old_abi_plugin});
 BCG_RUN("cli")

@@ -1,5 +1,6 @@
 /* test_loader.c - the plugin registry: good plugins of all four kinds, and one
  * deliberately broken plugin per failure, each with its exact message. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,9 +186,10 @@ static void test_truncated(void) {
 
 static int dummy_fn(void) { return 0; }
 
-/* An estimator (or task) table built against the plugin.h before the
- * optional save/load entries ends at stats (update/tracking_error): the
- * loader accepts that size as well as the full one, nothing in between. */
+/* The ABI growth rule (plugin.h): a table or descriptor of any size from the
+ * ABI-1 minimum (the last entry every plugin of the kind has) up to this
+ * core's is accepted; smaller is refused as another ABI, larger as "built
+ * against a newer bcg". */
 static void test_old_ops_sizes(void) {
   static bcg_estimator_ops eo;
   void (*f)(void) = (void (*)(void))dummy_fn;
@@ -200,12 +202,27 @@ static void test_old_ops_sizes(void) {
   memcpy(&eo.stats, &f, sizeof f);
   bcg_plugin_desc d = {BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "old_est", "an estimator of the older table"), NULL, 0,
                        0, &eo};
-  eo.size = sizeof eo;
-  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
-  eo.size = offsetof(bcg_estimator_ops, save);
-  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
-  eo.size = offsetof(bcg_estimator_ops, load);
+  size_t min = offsetof(bcg_estimator_ops, stats) + sizeof eo.stats;
+  for (size_t sz = min; sz <= sizeof eo; sz += sizeof(void *)) {
+    eo.size = (uint32_t)sz;
+    CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
+  }
+  eo.size = (uint32_t)(min - sizeof(void *));
   CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
+  char want[512];
+  snprintf(want, sizeof want, "plugin 'old_est': estimator ops size %zu, smaller than any ABI 1 table (%zu bytes)",
+           min - sizeof(void *), min);
+  CU_ASSERT_STRING_EQUAL(err, want);
+  eo.size = (uint32_t)(sizeof eo + sizeof(void *));
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "built against a newer bcg"));
+  eo.size = sizeof eo;
+  d.desc_size = (uint32_t)sizeof d + 8;
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "descriptor size"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "built against a newer bcg"));
+  /* a task table of the minimum size, registered: the core's copy has the
+   * full size with the entries it lacks NULL, its size field the plugin's */
   static bcg_task_ops to;
   memcpy(&to.create, &f, sizeof f);
   memcpy(&to.destroy, &f, sizeof f);
@@ -216,17 +233,35 @@ static void test_old_ops_sizes(void) {
   memcpy(&to.observe_vjp, &f, sizeof f);
   memcpy(&to.reward, &f, sizeof f);
   memcpy(&to.reward_vjp, &f, sizeof f);
+  memcpy(&to.save, &f, sizeof f); /* beyond the size: must not be seen */
   bcg_plugin_desc t = {BCG_PLUGIN_HEADER(BCG_KIND_TASK, "old_task", "a task of the older table"), NULL, 0, 0, &to};
-  to.size = offsetof(bcg_task_ops, save);
-  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&t, err, sizeof err), 0);
+  to.size = (uint32_t)(offsetof(bcg_task_ops, reward_vjp) + sizeof to.reward_vjp);
+  bcg_registry *r = bcg_registry_new();
+  CU_ASSERT_EQUAL(bcg_registry_add(r, &t, "in-process", err, sizeof err), 0);
+  const bcg_plugin *pl = bcg_registry_find(r, BCG_KIND_TASK, "old_task");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  const bcg_task_ops *seen = pl->desc->ops;
+  CU_ASSERT_EQUAL(seen->size, to.size);
+  CU_ASSERT(seen->reward_vjp == to.reward_vjp);
+  CU_ASSERT(seen->update == NULL && seen->tracking_error == NULL && seen->save == NULL && seen->load == NULL);
+  bcg_registry_free(r);
+  /* a plugin file built that way (old_abi_task.so: poison past its table) */
+  r = bcg_registry_new();
+  CU_ASSERT_EQUAL(bcg_registry_load_file(r, plug("old_abi_task"), err, sizeof err), 0);
+  pl = bcg_registry_find(r, BCG_KIND_TASK, "old_abi_task");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  seen = pl->desc->ops;
+  CU_ASSERT_EQUAL(seen->size, offsetof(bcg_task_ops, reward_vjp) + sizeof seen->reward_vjp);
+  CU_ASSERT(seen->update == NULL && seen->tracking_error == NULL && seen->save == NULL && seen->load == NULL);
+  bcg_registry_free(r);
 }
 
 static void test_broken(void) {
   char want[512];
   expect_fail("bad_nosym", "not a bcg plugin: no symbol bcg_plugin_entry");
   expect_fail("bad_abi", "plugin ABI version 99, this bcg expects 1 (rebuild the plugin against this bcg)");
-  snprintf(want, sizeof want, "descriptor size %zu, expected %zu (built against another plugin.h)",
-           sizeof(bcg_plugin_desc) - 8, sizeof(bcg_plugin_desc));
+  snprintf(want, sizeof want, "descriptor size %zu, smaller than any ABI 1 descriptor (%zu bytes; built against "
+           "another plugin.h)", sizeof(bcg_plugin_desc) - 8, sizeof(bcg_plugin_desc));
   expect_fail("bad_desc_size", want);
 #ifdef BCG_REAL_FLOAT
   expect_fail("bad_precision",
@@ -240,7 +275,8 @@ static void test_broken(void) {
               "plugin 'bad_cuda': contact ops entry 'solve_cuda' is NULL (mandatory with the cuda capability)");
   expect_fail("bad_default", "plugin 'bad_default': key 'kappa': bad default: 5000 is out of range [1, 1000]");
   expect_fail("bad_name", "invalid plugin name 'Bad-Name' (must match [a-z0-9_]+, at most 31 characters)");
-  snprintf(want, sizeof want, "plugin 'bad_ops_size': contact ops size 8, expected %zu", sizeof(bcg_contact_ops));
+  snprintf(want, sizeof want, "plugin 'bad_ops_size': contact ops size 8, smaller than any ABI 1 table (%zu bytes)",
+           offsetof(bcg_contact_ops, solve_vjp) + sizeof(void *));
   expect_fail("bad_ops_size", want);
   expect_fail("bad_kind", "invalid plugin kind 9");
   expect_fail("bad_null_desc", "bcg_plugin_entry returned NULL");
@@ -497,7 +533,7 @@ static void test_names(void) {
 }
 
 BCG_TESTS({"good plugins of all kinds", test_good}, {"missing file, not ELF", test_missing_and_not_elf},
-          {"truncated plugin", test_truncated}, {"estimator and task tables of the older size", test_old_ops_sizes},
+          {"truncated plugin", test_truncated}, {"ABI growth: older and newer table sizes", test_old_ops_sizes},
           {"broken plugins", test_broken}, {"duplicate name", test_duplicate}, {"no shadowing of a built-in", test_no_shadowing}, {"scan a directory", test_scan},
           {"default search path", test_default_search}, {"descriptor checks", test_desc_checks},
           {"use the good plugins", test_use_plugins}, {"names", test_names});

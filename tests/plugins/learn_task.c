@@ -176,11 +176,24 @@ static const bcg_key_spec keys[] = {
     {"hold_file", BCG_KEY_STRING, "", 0, 0, NULL, "step_sleep_ms > 0: the pause lasts while this file exists (and <file>.<pid> is made)"},
 };
 
-static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
-                                 observe_vjp, reward, reward_vjp, NULL, NULL, NULL, NULL};
+/* tests/plugins/old_abi_task.c builds this task as a plugin built against an
+ * older plugin.h: a table that ends at reward_vjp, with poison beyond it */
+#ifdef LEARN_TASK_OLD_ABI
+#include <stdlib.h>
+static int poison(void) { abort(); }
+#define LEARN_TASK_NAME "old_abi_task"
+#define LEARN_TASK_SIZE ((uint32_t)(offsetof(bcg_task_ops, reward_vjp) + sizeof(void *)))
+#define LEARN_TASK_TAIL (void *)poison, (void *)poison, (void *)poison, (void *)poison
+#else
+#define LEARN_TASK_NAME "learn_task"
+#define LEARN_TASK_SIZE ((uint32_t)sizeof(bcg_task_ops))
+#define LEARN_TASK_TAIL NULL, NULL, NULL, NULL
+#endif
+static const bcg_task_ops ops = {LEARN_TASK_SIZE, create, destroy, obs_dim, act_dim, reset, observe,
+                                 observe_vjp, reward, reward_vjp, LEARN_TASK_TAIL};
 
 static const bcg_plugin_desc desc = {
-    BCG_PLUGIN_HEADER(BCG_KIND_TASK, "learn_task", "pendulum swing-up and balance (learners' test task)"),
+    BCG_PLUGIN_HEADER(BCG_KIND_TASK, LEARN_TASK_NAME, "pendulum swing-up and balance (learners' test task)"),
     keys, BCG_NKEYS(keys), BCG_CAP_DIFFERENTIABLE, &ops};
 
 BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }

@@ -25,9 +25,16 @@ BCG_BEGIN_DECLS
 typedef struct bcg_registry bcg_registry;
 
 typedef struct bcg_plugin {
-  const bcg_plugin_desc *desc;
+  const bcg_plugin_desc *desc; /* desc_copy: the plugin's descriptor and table at this core's sizes */
   char path[4096]; /* the file it came from */
   void *handle;    /* dlopen handle; NULL for a descriptor added in-process */
+  bcg_plugin_desc desc_copy;   /* zero beyond the plugin's desc_size; ops points to ops_copy */
+  union {                      /* the function table, zero beyond the plugin's size */
+    bcg_contact_ops contact;
+    bcg_estimator_ops estimator;
+    bcg_learner_ops learner;
+    bcg_task_ops task;
+  } ops_copy[1];
 } bcg_plugin;
 
 bcg_registry *bcg_registry_new(void);

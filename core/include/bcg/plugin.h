@@ -22,9 +22,16 @@
 
 BCG_BEGIN_DECLS
 
-/* Pre-1.0 the function tables still change without a version bump (the task
- * ops took the caller-owned episode clock bcg_task_clock and the previous
- * action in reward/reward_vjp while at 1): rebuild plugins with the tree. */
+/* ABI rule (SDK 1.0). BCG_ABI_VERSION changes only when something a built
+ * plugin relies on changes meaning or place; a plugin of another version is
+ * refused. Within a version the descriptor and the function tables only grow,
+ * by entries appended at their end, and every new entry is optional: a plugin
+ * built against an older bcg of the same version (a smaller desc_size or ops
+ * size) loads, and the core sees the entries it lacks as NULL/zero (the
+ * registry keeps zero-padded copies at its own sizes; a table's size field
+ * stays the plugin's). A plugin built against a newer bcg (larger sizes) is
+ * refused with "update bcg". Plugins that call an optional entry of another
+ * plugin (or the core's services) check the size first. */
 #define BCG_ABI_VERSION 1u
 #define BCG_PLUGIN_ENTRY_SYMBOL "bcg_plugin_entry"
 
@@ -277,6 +284,9 @@ typedef struct bcg_plugin_desc {
 } bcg_plugin_desc;
 
 typedef const bcg_plugin_desc *(*bcg_plugin_entry_fn)(void);
+
+/* the size of an ABI-1 descriptor without any appended field */
+#define BCG_DESC_MIN_SIZE (offsetof(bcg_plugin_desc, ops) + sizeof(const void *))
 
 /* Convenience for plugin authors: fills the fixed header fields. */
 #define BCG_PLUGIN_HEADER(kind_, name_, descr_)                                   \
