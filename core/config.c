@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bcg/loader.h"
+#include "plugin_err.h"
 #include "util.h"
 
 #define MAX_LINE 1000          /* iniparser's buffer is 1024 */
@@ -1231,6 +1232,7 @@ static void host_log(int level, const char *fmt, ...) {
 static const bcg_services host_services = {
     BCG_ABI_VERSION,     (uint32_t)sizeof(bcg_services), bcg_params_get_int,  bcg_params_get_real,
     bcg_params_get_bool, bcg_params_get_string,          bcg_params_get_list, host_log,
+    bcg_plugin_err_set,
 };
 
 const bcg_services *bcg_services_host(void) { return &host_services; }

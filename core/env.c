@@ -13,6 +13,7 @@
 #include "bcg/sim_cuda.h"
 #include "bcg/rng.h"
 #include "clock.h"
+#include "plugin_err.h"
 
 static void domain_free(bcg_domain *d) {
   if (!d) return;
@@ -322,6 +323,8 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
     bcg_model_free(model);
     return NULL;
   }
+  const bcg_plugin *cpl = bcg_config_plugin(cfg, BCG_KIND_CONTACT);
+  if (cpl) snprintf(env->contact_name, sizeof env->contact_name, "%s", cpl->desc->name);
   char derr[512];
   if (bcg_env_set_domain(env, &dr, derr, sizeof derr)) {
     bcg_config_errorf(cfg, "sim", "dr_push_interval", err, errlen, "%s", derr);
@@ -345,6 +348,7 @@ bcg_env *bcg_env_create_like(const bcg_env *parent, int nenv, char *err, size_t 
   if (!env) return NULL;
   env->parent = parent;
   env->control_dt = parent->control_dt;
+  memcpy(env->contact_name, parent->contact_name, sizeof env->contact_name);
   if (env_sync_domain(env) || (parent->cuda_sim && env_cuda_attach(env, &parent->sim->sp, err, errlen))) {
     bcg_env_free(env);
     return NULL;
@@ -406,10 +410,19 @@ void bcg_env_time(double *fwd_s, double *vjp_s) {
 
 static int env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
 
+/* a failed physics call's context for the error channel (core/plugin_err.h) */
+static void env_fail_context(const bcg_env *env, const char *what, int n, int rc) {
+  if (env->contact_name[0])
+    bcg_plugin_err_context("[contact] %s: %s of %d environments returned %d", env->contact_name, what, n, rc);
+  else
+    bcg_plugin_err_context("%s of %d environments returned %d", what, n, rc);
+}
+
 int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
   uint64_t t0 = bcg_mono_ns();
   int rc = env_control_step(env, n, x, a, xn, tape);
   bcg_clock_add(&env_ns[0], t0);
+  if (rc) env_fail_context(env, "control step", n, rc);
   return rc;
 }
 
@@ -454,6 +467,7 @@ int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *
   int rc = on_gpu(env, n) ? env_cuda_step_vjp(env, n, tape, a, xnb, xb, ab)
                          : bcg_sim_control_step_vjp(env->sim, n, tape, a, xnb, xb, ab);
   bcg_clock_add(&env_ns[1], t0);
+  if (rc) env_fail_context(env, "control step VJP", n, rc);
   return rc;
 }
 

@@ -15,9 +15,11 @@
 #include <string.h>
 
 #include "bcg/env.h"
+#include "bcg/loader.h"
 #include "bcg/nn.h"
 #include "bcg/train.h"
 #include "clock.h"
+#include "plugin_err.h"
 #include "session_time.h"
 
 static uint64_t op_ns[2]; /* task, estimator */
@@ -54,42 +56,47 @@ typedef struct timed_task {
   bcg_task_ops ops; /* first: &tt->ops is the table, tt the self */
   const bcg_task_ops *in;
   void *self;
+  const char *name; /* the plugin's, for error contexts */
 } timed_task;
 
 #define TT(p) ((timed_task *)(p))
 #define TTC(p) ((const timed_task *)(p))
-#define TIMED(k, call)              \
-  do {                              \
-    span sp_ = span_begin();        \
-    int rc_ = (call);               \
-    span_end(sp_, k);               \
-    return rc_;                     \
+/* the call timed; a failure gets its context: kind, plugin, call (and step) */
+#define TIMED_CTX(k, call, ...)                                 \
+  do {                                                          \
+    span sp_ = span_begin();                                    \
+    int rc_ = (call);                                           \
+    span_end(sp_, k);                                           \
+    if (rc_) bcg_plugin_err_context(__VA_ARGS__);               \
+    return rc_;                                                 \
   } while (0)
+#define TIMED_TASK(call, what) TIMED_CTX(0, call, "[task] %s: %s returned %d", TT(p)->name, what, rc_)
+#define TIMED_EST(call, what) TIMED_CTX(1, call, "[estimator] %s: %s returned %d", TE(p)->name, what, rc_)
 
 static void t_destroy(void *p) { TT(p)->in->destroy(TT(p)->self); }
 static int t_obs_dim(const void *p) { return TTC(p)->in->obs_dim(TTC(p)->self); }
 static int t_act_dim(const void *p) { return TTC(p)->in->act_dim(TTC(p)->self); }
 static int t_reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bcg_task_clock *clk) {
-  TIMED(0, TT(p)->in->reset(TT(p)->self, envs, n, draw, x, clk));
+  TIMED_TASK(TT(p)->in->reset(TT(p)->self, envs, n, draw, x, clk), "reset");
 }
 static int t_observe(void *p, const bcg_real *x, const bcg_real *pa, const bcg_task_clock *clk, bcg_real *obs) {
-  TIMED(0, TT(p)->in->observe(TT(p)->self, x, pa, clk, obs));
+  TIMED_TASK(TT(p)->in->observe(TT(p)->self, x, pa, clk, obs), "observe");
 }
 static int t_observe_vjp(void *p, const bcg_real *x, const bcg_real *pa, const bcg_task_clock *clk,
                          const bcg_real *ob, bcg_real *xb, bcg_real *pab) {
-  TIMED(0, TT(p)->in->observe_vjp(TT(p)->self, x, pa, clk, ob, xb, pab));
+  TIMED_TASK(TT(p)->in->observe_vjp(TT(p)->self, x, pa, clk, ob, xb, pab), "observe_vjp");
 }
 static int t_reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *pa, const bcg_task_clock *clk,
                     bcg_real *rew, int *done) {
-  TIMED(0, TT(p)->in->reward(TT(p)->self, x, a, pa, clk, rew, done));
+  TIMED_TASK(TT(p)->in->reward(TT(p)->self, x, a, pa, clk, rew, done), "reward");
 }
 static int t_reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *pa, const bcg_task_clock *clk,
                         const bcg_real *rb, bcg_real *xb, bcg_real *ab, bcg_real *pab) {
-  TIMED(0, TT(p)->in->reward_vjp(TT(p)->self, x, a, pa, clk, rb, xb, ab, pab));
+  TIMED_TASK(TT(p)->in->reward_vjp(TT(p)->self, x, a, pa, clk, rb, xb, ab, pab), "reward_vjp");
 }
-static int t_update(void *p, int64_t it) { TIMED(0, TT(p)->in->update(TT(p)->self, it)); }
+static int t_update(void *p, int64_t it) { TIMED_TASK(TT(p)->in->update(TT(p)->self, it), "update"); }
 static int t_tracking_error(void *p, const bcg_real *x, const bcg_task_clock *clk, bcg_real *err) {
-  TIMED(0, TT(p)->in->tracking_error(TT(p)->self, x, clk, err));
+  TIMED_TASK(TT(p)->in->tracking_error(TT(p)->self, x, clk, err), "tracking_error");
 }
 static int t_save(void *p, int64_t g) { return TT(p)->in->save(TT(p)->self, g); }
 static int t_load(void *p, int64_t g) { return TT(p)->in->load(TT(p)->self, g); }
@@ -104,19 +111,24 @@ typedef struct timed_est {
   bcg_estimator_ops ops;
   const bcg_estimator_ops *in;
   void *self;
+  const char *name;
 } timed_est;
 
 #define TE(p) ((timed_est *)(p))
 
 static void e_destroy(void *p) { TE(p)->in->destroy(TE(p)->self); }
-static int e_begin(void *p) { TIMED(1, TE(p)->in->begin(TE(p)->self)); }
+static int e_begin(void *p) { TIMED_EST(TE(p)->in->begin(TE(p)->self), "begin"); }
 static int e_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg_real *xn) {
-  TIMED(1, TE(p)->in->forward(TE(p)->self, t, x, a, xn));
+  TIMED_CTX(1, TE(p)->in->forward(TE(p)->self, t, x, a, xn), "[estimator] %s: forward at step %d returned %d",
+            TE(p)->name, t, rc_);
 }
 static int e_backward(void *p, int t, const bcg_real *xnb, bcg_real *xb, bcg_real *ab) {
-  TIMED(1, TE(p)->in->backward(TE(p)->self, t, xnb, xb, ab));
+  TIMED_CTX(1, TE(p)->in->backward(TE(p)->self, t, xnb, xb, ab), "[estimator] %s: backward at step %d returned %d",
+            TE(p)->name, t, rc_);
 }
-static int e_reset_envs(void *p, const int *envs, int n) { TIMED(1, TE(p)->in->reset_envs(TE(p)->self, envs, n)); }
+static int e_reset_envs(void *p, const int *envs, int n) {
+  TIMED_EST(TE(p)->in->reset_envs(TE(p)->self, envs, n), "reset_envs");
+}
 static void e_stats(const void *p, bcg_estimator_stats *out) {
   const timed_est *t = p;
   t->in->stats(t->self, out);
@@ -150,6 +162,7 @@ int bcg_session_time_wrap(bcg_session *S) {
   WRAP(to, ti, bcg_task_ops, load, t_load);
   w->task.in = ti;
   w->task.self = S->task;
+  w->task.name = S->ptask->desc->name;
 
   const bcg_estimator_ops *ei = S->est_ops;
   bcg_estimator_ops *eo = &w->est.ops;
@@ -165,6 +178,7 @@ int bcg_session_time_wrap(bcg_session *S) {
   WRAP(eo, ei, bcg_estimator_ops, load, e_load);
   w->est.in = ei;
   w->est.self = S->est;
+  w->est.name = S->pest->desc->name;
 
   S->tr.task_ops = &w->task.ops;
   S->tr.task = &w->task;

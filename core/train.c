@@ -29,6 +29,7 @@
 #include "bcg/train.h"
 #include "clock.h"
 #include "session_time.h"
+#include "plugin_err.h"
 #include "util.h"
 
 static double now_s(void) { return 1e-9 * (double)bcg_mono_ns(); }
@@ -809,13 +810,19 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
     st.actor_loss = st.critic_loss = st.grad_norm = st.lr = st.action_std = st.mean_reward = st.track_err = NAN;
     L.S.tr.iteration = L.it;
     time_split ta = time_now();
+    char why[2048];
+    bcg_plugin_err_clear();
     if (L.S.lops->iterate(L.S.learner, &st)) {
-      bcg_setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed", L.S.plearn->desc->name, L.it);
+      int have = bcg_plugin_err_take(why, sizeof why);
+      bcg_setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed%s%s", L.S.plearn->desc->name, L.it,
+               have ? ": " : "", have ? why : "");
       rc = -1;
       break;
     }
     if (L.S.tr.task_ops->update && L.S.tr.task_ops->update(L.S.tr.task, L.it)) { /* timed (bcg_session_time) */
-      bcg_setf(err, errlen, "[task] %s: update at iteration %" PRId64 " failed", L.S.ptask->desc->name, L.it);
+      int have = bcg_plugin_err_take(why, sizeof why);
+      bcg_setf(err, errlen, "iteration %" PRId64 ": %s", L.it,
+               have ? why : "[task] update failed");
       rc = -1;
       break;
     }

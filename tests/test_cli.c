@@ -604,6 +604,12 @@ static void test_old_abi_plugin(void) {
   snprintf(dir, sizeof dir, "%s/runs/oldabi", tmpdir);
   CU_ASSERT_EQUAL(run("eval \"$(ls -d %s/*/ | head -n 1)\" --runs 2 --seconds 0.2 --out - eval.fall_height=0", dir), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "fell"));
+  /* a runtime failure reported through the error channel: the plugin's
+   * message and code with its kind, name, call and step */
+  CU_ASSERT_EQUAL(run("train %s run.name=failing estimator.fail_backward_at=3", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: error: [learner] shac: iteration 0 failed: [estimator] "
+                                     "test_exact_estimator: backward at step 3 returned -1: adjoint of step 3 not "
+                                     "finite (fail_backward_at) (code 7)"));
 }
 
 /* sweep, eval and gradstats end to end on the learners' pendulum task (fast) */

@@ -25,6 +25,7 @@
  *   m g sin / (4 k_f). */
 #include <dlfcn.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,10 @@ static int tp_list(const bcg_params *p, const char *k, long *out, int cap) {
 }
 static void tp_log(int level, const char *fmt, ...) { (void)level; (void)fmt; }
 
-static const bcg_services test_svc = {BCG_ABI_VERSION, sizeof(bcg_services), tp_int, tp_real,
-                                      tp_bool, tp_string, tp_list, tp_log};
+/* a host table of the size before the error entry (an older host: plugins
+ * check the size before calling it) */
+static const bcg_services test_svc = {BCG_ABI_VERSION, (uint32_t)offsetof(bcg_services, error), tp_int, tp_real,
+                                      tp_bool, tp_string, tp_list, tp_log, NULL};
 
 /* defaults of every key a plugin declares, then the given overrides */
 static void tp_fill(tparams *t, const bcg_plugin_desc *d, const char *k1, const char *v1,

@@ -5,7 +5,10 @@
  * tape (one state per substep) and its actions in slot t; backward(t) replays
  * them with bcg_env_step_vjp and reads nothing else. With horizon 0 it runs
  * forward only, without a tape. Built into build/tests/plugins/ (not linked
- * against libbcg: its symbols come from the process that loads it). */
+ * against libbcg: its symbols come from the process that loads it).
+ * fail_backward_at = t makes backward(t) fail through the error channel
+ * (bcg_services.error), for test_cli. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,8 @@
 #include "bcg/plugin.h"
 
 typedef struct self {
+  const bcg_services *svc;
+  long fail_at;
   bcg_env *env;
   int horizon;
   size_t tape_n;
@@ -37,6 +42,8 @@ static void *create(const bcg_services *svc, const bcg_params *params, bcg_env *
   }
   self *s = calloc(1, sizeof *s);
   if (!s) return NULL;
+  s->svc = svc;
+  s->fail_at = svc->get_int(params, "fail_backward_at");
   s->env = env;
   s->horizon = horizon;
   s->tape_n = bcg_env_tape_size(env, env->nenv);
@@ -71,6 +78,10 @@ static int forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg_rea
 static int backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar, bcg_real *a_bar) {
   self *s = p;
   if (t < 0 || t >= s->horizon) return -1;
+  if (t == s->fail_at) {
+    if (BCG_SVC_HAS(s->svc, error)) s->svc->error(7, "adjoint of step %d not finite (fail_backward_at)", t);
+    return -1;
+  }
   int n = s->env->nenv, nu = s->env->nu;
   return bcg_env_step_vjp(s->env, n, s->tape + (size_t)t * s->tape_n, s->act + (size_t)t * n * nu, xn_bar, x_bar,
                           a_bar);
@@ -83,8 +94,12 @@ static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), create, destroy
                                       reset_envs, stats,
                                       NULL, NULL /* save, load: no state to checkpoint */};
 
+static const bcg_key_spec keys[] = {
+    {"fail_backward_at", BCG_KEY_INT, "-1", -1, 1e9, NULL, "backward of this step fails (-1: never)"},
+};
+
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "test_exact_estimator", "exact step VJPs with a tape (test plugin)"),
-    NULL, 0, BCG_CAP_DIFFERENTIABLE, &ops};
+    keys, BCG_NKEYS(keys), BCG_CAP_DIFFERENTIABLE, &ops};
 
 BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &desc; }

@@ -42,6 +42,7 @@ struct bcg_env {
   /* private (core/env.c): the split q / u buffers of bcg_env_control_step, grown on demand */
   bcg_real *split;
   size_t nsplit;
+  char contact_name[32]; /* the contact plugin's name ("" without one), for error messages */
 };
 
 typedef struct bcg_config bcg_config;

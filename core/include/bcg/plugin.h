@@ -89,7 +89,16 @@ typedef struct bcg_services {
   int (*get_list)(const bcg_params *p, const char *key, long *out, int cap);
   /* informational message (the host decides where it goes) */
   void (*log)(int level, const char *fmt, ...);
+  /* (appended; check size) why a runtime call is about to return non-zero: the
+   * plugin's own code and a one-line message. The core prints it with the
+   * plugin's kind and name, the call and the step, e.g. "[estimator] clipped:
+   * backward at step 12 returned -1: adjoint not finite (code 3)". Only the
+   * first message of a failing call is kept; any thread may call it. */
+  void (*error)(int code, const char *fmt, ...);
 } bcg_services;
+
+/* svc->error(code, ...) when the host has the entry (an older host may not) */
+#define BCG_SVC_HAS(svc, f) ((svc)->size >= offsetof(bcg_services, f) + sizeof((svc)->f) && (svc)->f)
 
 /* Opaque host objects a plugin may receive (declared in their own headers). */
 typedef struct bcg_model bcg_model;
