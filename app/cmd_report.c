@@ -39,18 +39,8 @@
 
 #include "bcg/runlog.h"
 #include "cmd.h"
+#include "report.h"
 #include "util.h"
-
-typedef struct row {
-  char dir[PATH_MAX];
-  char setup[160];
-  long iters;
-  double samples, wall, ret_first, ret_last, ret_best, track_last;
-  double efixed[2], falls[2], nruns[2]; /* bcg, mujoco; NAN when not evaluated */
-  char err[256];
-  char *cfgkey; /* config_key(): what groups runs; NULL without config.ini */
-  char seed[32];
-} row;
 
 static int is_file(const char *p) {
   struct stat st;
@@ -123,8 +113,21 @@ static void read_eval(const char *dir, row *r) {
       r->nruns[s] = (double)n;
     }
     free(fell);
+    double *et = curve(g, "etrack_cm", &n);
+    if (et && n > 0) {
+      double sum = 0;
+      long k = 0;
+      for (long i = 0; i < n; i++)
+        if (!isnan(et[i])) sum += et[i], k++;
+      if (k) r->etrack[s] = sum / k;
+    }
+    free(et);
     H5Gclose(g);
   }
+  long n = 0;
+  double *dd = curve((hid_t)f, "delta_d_mm", &n);
+  if (dd && n > 0) r->delta_d = dd[0];
+  free(dd);
   bcg_checkpoint_close(f);
 }
 
@@ -233,7 +236,8 @@ static char *config_key(const char *dir, char *seed, size_t seedlen) {
 static void read_run(const char *dir, row *r) {
   memset(r, 0, sizeof *r);
   snprintf(r->dir, sizeof r->dir, "%s", dir);
-  for (int s = 0; s < 2; s++) r->efixed[s] = r->falls[s] = r->nruns[s] = NAN;
+  for (int s = 0; s < 2; s++) r->efixed[s] = r->falls[s] = r->nruns[s] = r->etrack[s] = NAN;
+  r->delta_d = NAN;
   describe_setup(dir, r->setup, sizeof r->setup);
   r->cfgkey = config_key(dir, r->seed, sizeof r->seed);
   bcg_cli_runlog s;
@@ -249,11 +253,6 @@ static void read_run(const char *dir, row *r) {
   if (!r->iters) snprintf(r->setup + strlen(r->setup), sizeof r->setup - strlen(r->setup), " (no iterations)");
   read_eval(dir, r);
 }
-
-typedef struct rows {
-  row *v;
-  int n, cap;
-} rows;
 
 static int add_run(rows *R, const char *dir) {
   if (R->n == R->cap) {
@@ -786,12 +785,13 @@ static int plots(const rows *R, const groups *G, const char *outdir) {
 }
 
 int bcg_cmd_report(int argc, char **argv) {
-  int csv = 0, per_run = 0, ntarget = 0;
+  int csv = 0, per_run = 0, paper = 0, ntarget = 0;
   const char *plotdir = NULL;
   rows R = {0};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--csv")) csv = 1;
     else if (!strcmp(argv[i], "--runs")) per_run = 1;
+    else if (!strcmp(argv[i], "--paper")) paper = 1;
     else if (!strcmp(argv[i], "--plots")) {
       if (i + 1 >= argc || !argv[i + 1][0]) return bcg_cli_usage("report", "--plots needs OUTDIR");
       plotdir = argv[++i];
@@ -816,8 +816,10 @@ int bcg_cmd_report(int argc, char **argv) {
   if (!rc && !ntarget) rc = bcg_cli_usage("report", "missing RUN_DIR");
   int bad = 0;
   for (int i = 0; i < R.n; i++) bad |= R.v[i].err[0] != 0;
-  if (!rc && per_run) print_runs(&R, csv);
-  if (!rc && (!per_run || plotdir)) {
+  if (!rc && paper && (per_run || plotdir)) rc = bcg_cli_usage("report", "--paper goes without --runs and --plots");
+  if (!rc && paper) rc = bcg_report_paper(&R, csv);
+  else if (!rc && per_run) print_runs(&R, csv);
+  if (!rc && !paper && (!per_run || plotdir)) {
     groups G = {0};
     if (make_groups(&G, &R)) rc = bcg_cli_error("report: out of memory");
     if (!rc && !per_run) {

@@ -82,7 +82,7 @@ static const struct command {
      "stops (twice: at once). One line per run shows its state, iteration, samples, return and tracking error.\n"
      "--status DIR lists each run's state (pending, running, finished, failed, interrupted); --dry-run prints\n"
      "what would run."},
-    {"report", bcg_cmd_report, "RUN_DIR|DIR ... [--csv] [--runs] [--plots OUTDIR]",
+    {"report", bcg_cmd_report, "RUN_DIR|DIR ... [--csv] [--runs] [--plots OUTDIR] [--paper]",
      "compare training runs: mean +- std per configuration",
      "Groups the runs found (a DIR that is not a run is searched three levels deep, e.g. a sweep directory) by\n"
      "configuration: every key of their config.ini except run.seed, run.name, run.out_dir, run.threads, the\n"
@@ -92,6 +92,9 @@ static const struct command {
      "--csv for spreadsheets. --runs: one row per run instead (plugins, return first -> last and best, ...).\n"
      "--plots OUTDIR: learning curves (return and track_err against samples and wall time, mean and +-1 std per\n"
      "group) as PNG files, drawn by bcg_plots.py with python3, matplotlib and h5py ($BCG_PYTHON: another python).\n"
+     "--paper: the BCG paper's Table 1 (SHAC+BCG per kappa and motion: falls in MuJoCo, Delta d) and Table 2 (per\n"
+     "motion, SHAC+BCG against PPO: E_track, E_fixed, falls in MuJoCo) from the evaluated runs, the paper's\n"
+     "numbers beside them for reference (docs/usage.md section 9).\n"
      "Exit status 1 if a log is unreadable (the run is left out and named)."},
     {"feasibility", bcg_cmd_feasibility,
      "MOTION ... [--model MJCF] [--fps F] [--window N] [--contact fit|soft] [--contact-tol M] [--residual-tol F] [--arm-tol M] [--out FILE]",

@@ -246,6 +246,65 @@ static void test_report_groups(void) {
   CU_ASSERT_EQUAL(run("report %s --plots", fixture_root), 2);
 }
 
+/* A run for --paper: fixture_run's files with this config (motion, method,
+ * kappa), E_track and E_fixed of two MuJoCo episodes, falls and Delta d. */
+static void paper_run(const char *dir, const char *learner, const char *estimator, int kappa, const char *motion,
+                      double et, double ef, double falls, double dd) {
+  const double efx[4] = {ef, ef, ef, ef}, fell[4] = {0, 0, falls > 0, falls > 1};
+  fixture_run(dir, 0, 1, "300", 6, 2, 0.1, efx, fell);
+  char p[900], err[256];
+  snprintf(p, sizeof p, "%s/config.ini", dir);
+  FILE *f = fopen(p, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "[learner]\nplugin = %s\n[estimator]\nplugin = %s\n[contact]\nplugin = smoothed_kappa\nkappa = %d\n"
+             "[task]\nplugin = imitation\nmotion = /data/lafan1_g1/%s.csv\n", learner, estimator, kappa, motion);
+  fclose(f);
+  snprintf(p, sizeof p, "%s/eval.h5", dir);
+  hid_t e = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+  CU_ASSERT_FATAL(e >= 0);
+  int64_t g = bcg_h5_group((int64_t)e, "mujoco", 0, err, sizeof err);
+  const double etv[2] = {et - 1, et + 1};
+  CU_ASSERT_EQUAL(bcg_h5_write_doubles(g, "etrack_cm", etv, 2, err, sizeof err), 0);
+  bcg_h5_group_close(g);
+  CU_ASSERT_EQUAL(bcg_h5_write_doubles((int64_t)e, "delta_d_mm", &dd, 1, err, sizeof err), 0);
+  H5Fclose(e);
+}
+
+/* --paper: Table 1 per kappa and motion (SHAC+BCG), Table 2 per motion
+ * (SHAC+BCG against PPO), runs without an evaluation or of another method
+ * counted and left out */
+static void test_report_paper(void) {
+  setup();
+  char root[700], d[900];
+  snprintf(root, sizeof root, "%s/paperruns", tmpdir);
+  for (int s = 0; s < 2; s++) {
+    snprintf(d, sizeof d, "%s/jump_k50_s%d/20260101T000000Z", root, s);
+    paper_run(d, "shac", "bcg", 50, "jump", 30, 60 + 10 * s, 2, 12 + s);
+    snprintf(d, sizeof d, "%s/jump_k300_s%d/20260101T000000Z", root, s);
+    paper_run(d, "shac", "bcg", 300, "jump", 18 + 2 * s, 20, 0, 3);
+  }
+  snprintf(d, sizeof d, "%s/jump_ppo/20260101T000000Z", root);
+  paper_run(d, "ppo", "autodiff", 300, "jump", 25, 40, 1, 4);
+  snprintf(d, sizeof d, "%s/jump_trunc/20260101T000000Z", root);
+  paper_run(d, "shac", "truncate", 300, "jump", 25, 40, 1, 4);
+  snprintf(d, sizeof d, "%s/noeval/20260101T000000Z", root); /* no eval.h5 */
+  fixture_run(d, 0, 1, "300", 6, 2, 0.1, NULL, NULL);
+  CU_ASSERT_EQUAL(run_out("report %s --paper", root), 0);
+  const char *a = strstr(out, "| 50 | jump | 2 | 2.0 ± 0.0 of 2 | 12.5 ± 0.7 | 5/5 falls, 11-13 mm |\n");
+  const char *b = strstr(out, "| 300 | jump | 2 | 0.0 ± 0.0 of 2 | 3.0 ± 0.0 | 0/5 falls, about 3 mm |\n");
+  CU_ASSERT(a && b && a < b);
+  /* Table 2: both kappas' SHAC+BCG runs of jump, then PPO */
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| jump | SHAC+BCG | 4 | 24.5 ± 6.4 | 42.5 ± 26.3 | 1.0 ± 1.2 | 18.6 |\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| jump | PPO | 1 | 25.0 | 40.0 | 1.0 | 18.0 |\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "runs: 7 read, 1 without a MuJoCo evaluation (bcg eval RUN), 1 of another method "
+                                     "left out\n"));
+  if (!a || !b) fprintf(stderr, "%s", out);
+  CU_ASSERT_EQUAL(run_out("report %s --paper --csv", root), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1,50,jump,2,2,0,2,12.5,0.7071,\"5/5 falls, 11-13 mm\"\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2,jump,PPO,1,25,0,40,0,1,18\n"));
+  CU_ASSERT_EQUAL(run("report %s --paper --runs", root), 2);
+}
+
 /* --plots: learning curves as PNG files of 700 x 450 pixels (the PNG
  * signature and the IHDR chunk's width and height); a missing python is a
  * one-line error */
@@ -1177,7 +1236,7 @@ static void test_checkpoint_rotation(void) {
   CU_ASSERT(n >= 10);
 }
 
-BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report}, {"report groups", test_report_groups},
+BCG_TESTS({"basics and usage errors", test_basics}, {"report", test_report}, {"report groups", test_report_groups}, {"report --paper", test_report_paper},
           {"report --plots", test_report_plots},
           {"plugins", test_plugins}, {"truncated plugin", test_truncated_plugin},
           {"sweep zip of unequal lengths", test_sweep_zip_lengths}, {"describe", test_describe}, {"check", test_check}, {"check compiles the model", test_check_model}, {"train", test_train},

@@ -1,0 +1,265 @@
+/* app/report_paper.c - bcg report --paper: the BCG paper's Tables 1 and 2
+ * built from a set of evaluated runs (app/report.h).
+ *
+ * Each run is placed by its config.ini: the motion is the stem of
+ * [task] motion (".../jump.csv" -> jump), the method SHAC+BCG (learner shac,
+ * estimator bcg), SHAC (shac, autodiff) or PPO (ppo), kappa the
+ * smoothed_kappa contact model's. Runs without eval.h5 (bcg eval RUN) or of
+ * another method are left out and counted. Cells are mean +- std over the
+ * runs of a cell (seeds); falls are per evaluation (of its episodes). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+/* "section.key=value" of a run's sorted config lines, or "" */
+static void cfg_value(const row *r, const char *key, char *out, size_t len) {
+  out[0] = 0;
+  if (!r->cfgkey) return;
+  size_t kl = strlen(key);
+  for (const char *l = r->cfgkey; *l;) {
+    const char *e = strchr(l, '\n');
+    size_t n = e ? (size_t)(e - l) : strlen(l);
+    if (n > kl && !strncmp(l, key, kl) && l[kl] == '=') {
+      snprintf(out, len, "%.*s", (int)(n - kl - 1), l + kl + 1);
+      return;
+    }
+    l += n + (e ? 1 : 0);
+  }
+}
+
+enum { M_SHAC_BCG, M_SHAC, M_PPO, M_OTHER };
+static const char *method_name[] = {"SHAC+BCG", "SHAC", "PPO", "other"};
+
+typedef struct place {
+  char motion[64];
+  int method;
+  double kappa;
+} place;
+
+static place place_of(const row *r) {
+  place p = {{0}, M_OTHER, NAN};
+  char v[1024], l[64], e[64], c[64];
+  cfg_value(r, "task.motion", v, sizeof v);
+  const char *b = strrchr(v, '/');
+  snprintf(p.motion, sizeof p.motion, "%.63s", b ? b + 1 : v);
+  char *dot = strrchr(p.motion, '.');
+  if (dot) *dot = 0;
+  cfg_value(r, "learner.plugin", l, sizeof l);
+  cfg_value(r, "estimator.plugin", e, sizeof e);
+  if (!strcmp(l, "shac") && !strcmp(e, "bcg")) p.method = M_SHAC_BCG;
+  else if (!strcmp(l, "shac") && !strcmp(e, "autodiff")) p.method = M_SHAC;
+  else if (!strcmp(l, "ppo")) p.method = M_PPO;
+  cfg_value(r, "contact.plugin", c, sizeof c);
+  if (!strcmp(c, "smoothed_kappa")) {
+    cfg_value(r, "contact.kappa", v, sizeof v);
+    p.kappa = v[0] ? atof(v) : NAN;
+  }
+  return p;
+}
+
+/* mean and std (n - 1) of the finite values */
+typedef struct stat { double mean, std; int n; } stat;
+static stat stat_of(const double *v, int n) {
+  stat s = {NAN, NAN, 0};
+  double sum = 0, ss = 0;
+  for (int i = 0; i < n; i++)
+    if (isfinite(v[i])) sum += v[i], s.n++;
+  if (!s.n) return s;
+  s.mean = sum / s.n;
+  for (int i = 0; i < n; i++)
+    if (isfinite(v[i])) ss += (v[i] - s.mean) * (v[i] - s.mean);
+  s.std = s.n > 1 ? sqrt(ss / (s.n - 1)) : 0;
+  return s;
+}
+
+static void cell(char *b, size_t len, stat s, const char *fmt) {
+  if (!s.n) {
+    snprintf(b, len, "-");
+    return;
+  }
+  char m[24], d[24];
+  snprintf(m, sizeof m, fmt, s.mean);
+  snprintf(d, sizeof d, fmt, s.std);
+  if (s.n == 1) snprintf(b, len, "%s", m); /* one run: its value */
+  else snprintf(b, len, "%s ± %s", m, d);
+}
+
+/* the paper's numbers (docs/usage.md section 9 says where they come from) */
+typedef struct ref2 { const char *motion; double shac_bcg, ppo; } ref2;
+static const ref2 paper_t2[] = {{"run", 34.1, 42.8}, {"jump", 18.6, 18.0}, {"fight", 13.5, 34.3}, {"dance", 18.5, 19.0}};
+static const char *paper_t1(double kappa) {
+  if (kappa == 50) return "5/5 falls, 11-13 mm";
+  if (kappa == 300) return "0/5 falls, about 3 mm";
+  return "-";
+}
+
+#define MAXC 256
+typedef struct cellset {
+  place key[MAXC];
+  int idx[MAXC][64], n[MAXC];
+  int ncell;
+} cellset;
+
+static int find_or_add(cellset *C, const place *p, int by_kappa) {
+  for (int i = 0; i < C->ncell; i++)
+    if (!strcmp(C->key[i].motion, p->motion) && C->key[i].method == p->method &&
+        (!by_kappa || C->key[i].kappa == p->kappa || (isnan(C->key[i].kappa) && isnan(p->kappa))))
+      return i;
+  if (C->ncell == MAXC) return -1;
+  C->key[C->ncell] = *p;
+  C->n[C->ncell] = 0;
+  return C->ncell++;
+}
+
+static int cmp_motion(const char *a, const char *b) {
+  static const char *order[] = {"run", "jump", "fight", "dance"};
+  int ia = 4, ib = 4;
+  for (int i = 0; i < 4; i++) {
+    if (!strcmp(a, order[i])) ia = i;
+    if (!strcmp(b, order[i])) ib = i;
+  }
+  return ia != ib ? ia - ib : strcmp(a, b);
+}
+
+static int cmp_t1(const void *x, const void *y) {
+  const place *a = x, *b = y;
+  if (a->kappa != b->kappa) return a->kappa < b->kappa ? -1 : 1;
+  return cmp_motion(a->motion, b->motion);
+}
+
+static void table1(const rows *R, const cellset *C, int csv) {
+  place order[MAXC];
+  int map[MAXC], m = 0;
+  for (int i = 0; i < C->ncell; i++)
+    if (C->key[i].method == M_SHAC_BCG && !isnan(C->key[i].kappa)) order[m] = C->key[i], map[m++] = i;
+  /* sort order[] and map[] together */
+  for (int i = 1; i < m; i++)
+    for (int j = i; j > 0 && cmp_t1(&order[j - 1], &order[j]) > 0; j--) {
+      place t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+      int u = map[j]; map[j] = map[j - 1]; map[j - 1] = u;
+    }
+  if (csv) printf("table,kappa,motion,runs,falls_mujoco_mean,falls_mujoco_std,episodes,delta_d_mm_mean,delta_d_mm_std,paper\n");
+  else {
+    printf("## Table 1: SHAC+BCG after transfer to MuJoCo, per kappa and motion\n\n");
+    printf("| kappa | motion | runs | falls in MuJoCo | Delta d mm | paper (all motions) |\n|--:|:--|--:|--:|--:|:--|\n");
+  }
+  for (int k = 0; k < m; k++) {
+    int c = map[k];
+    double falls[64], dd[64];
+    double eps = NAN;
+    for (int j = 0; j < C->n[c]; j++) {
+      const row *r = &R->v[C->idx[c][j]];
+      falls[j] = r->falls[1];
+      dd[j] = r->delta_d;
+      if (isfinite(r->nruns[1])) eps = r->nruns[1];
+    }
+    stat f = stat_of(falls, C->n[c]), d = stat_of(dd, C->n[c]);
+    if (csv) {
+      printf("1,%g,%s,%d,%.4g,%.4g,%g,%.4g,%.4g,\"%s\"\n", order[k].kappa, order[k].motion, C->n[c], f.mean, f.std, eps,
+             d.mean, d.std, paper_t1(order[k].kappa));
+      continue;
+    }
+    char fc[64], dc[64];
+    cell(fc, sizeof fc, f, "%.1f");
+    cell(dc, sizeof dc, d, "%.1f");
+    printf("| %g | %s | %d | %s of %g | %s | %s |\n", order[k].kappa, order[k].motion, C->n[c], fc, eps, dc,
+           paper_t1(order[k].kappa));
+  }
+  if (!m && !csv) printf("(no evaluated SHAC+BCG run with smoothed_kappa)\n");
+}
+
+static void table2(const rows *R, const cellset *C, int csv) {
+  char motions[MAXC][64];
+  int nm = 0;
+  for (int i = 0; i < C->ncell; i++) {
+    if (C->key[i].method != M_SHAC_BCG && C->key[i].method != M_PPO) continue;
+    int seen = 0;
+    for (int j = 0; j < nm; j++) seen |= !strcmp(motions[j], C->key[i].motion);
+    if (!seen) snprintf(motions[nm++], 64, "%s", C->key[i].motion);
+  }
+  for (int i = 1; i < nm; i++)
+    for (int j = i; j > 0 && cmp_motion(motions[j - 1], motions[j]) > 0; j--) {
+      char t[64];
+      memcpy(t, motions[j], 64), memcpy(motions[j], motions[j - 1], 64), memcpy(motions[j - 1], t, 64);
+    }
+  if (csv)
+    printf("table,motion,method,runs,etrack_mujoco_cm_mean,etrack_mujoco_cm_std,efixed_mujoco_cm_mean,"
+           "efixed_mujoco_cm_std,falls_mujoco_mean,paper_etrack_cm\n");
+  else {
+    printf("\n## Table 2: tracking after transfer to MuJoCo, SHAC+BCG against PPO\n\n");
+    printf("| motion | method | runs | E_track MuJoCo cm | E_fixed MuJoCo cm | falls in MuJoCo | paper E_track cm |\n");
+    printf("|:--|:--|--:|--:|--:|--:|--:|\n");
+  }
+  for (int i = 0; i < nm; i++)
+    for (int meth = M_SHAC_BCG; meth <= M_PPO; meth += M_PPO - M_SHAC_BCG) {
+      double et[64], ef[64], fa[64];
+      int n = 0;
+      for (int c = 0; c < C->ncell; c++) {
+        if (C->key[c].method != meth || strcmp(C->key[c].motion, motions[i])) continue;
+        for (int j = 0; j < C->n[c] && n < 64; j++, n++) {
+          const row *r = &R->v[C->idx[c][j]];
+          et[n] = r->etrack[1], ef[n] = r->efixed[1], fa[n] = r->falls[1];
+        }
+      }
+      if (!n) continue;
+      double ref = NAN;
+      for (size_t k = 0; k < sizeof paper_t2 / sizeof paper_t2[0]; k++)
+        if (!strcmp(paper_t2[k].motion, motions[i])) ref = meth == M_PPO ? paper_t2[k].ppo : paper_t2[k].shac_bcg;
+      stat a = stat_of(et, n), b = stat_of(ef, n), f = stat_of(fa, n);
+      if (csv) {
+        printf("2,%s,%s,%d,%.4g,%.4g,%.4g,%.4g,%.4g,%g\n", motions[i], method_name[meth], n, a.mean, a.std, b.mean,
+               b.std, f.mean, ref);
+        continue;
+      }
+      char ac[64], bc[64], fc[64], rc[32];
+      cell(ac, sizeof ac, a, "%.1f");
+      cell(bc, sizeof bc, b, "%.1f");
+      cell(fc, sizeof fc, f, "%.1f");
+      if (isnan(ref)) snprintf(rc, sizeof rc, "-");
+      else snprintf(rc, sizeof rc, "%.1f", ref);
+      printf("| %s | %s | %d | %s | %s | %s | %s |\n", motions[i], method_name[meth], n, ac, bc, fc, rc);
+    }
+  if (!nm && !csv) printf("(no evaluated SHAC+BCG or PPO run)\n");
+}
+
+int bcg_report_paper(const rows *R, int csv) {
+  cellset *C1 = calloc(1, sizeof *C1), *C2 = calloc(1, sizeof *C2);
+  if (!C1 || !C2) {
+    free(C1), free(C2);
+    fprintf(stderr, "bcg: error: report: out of memory\n");
+    return 1;
+  }
+  int unevaluated = 0, other = 0, full = 0;
+  for (int i = 0; i < R->n; i++) {
+    const row *r = &R->v[i];
+    if (r->err[0]) continue;
+    if (!isfinite(r->falls[1])) {
+      unevaluated++;
+      continue;
+    }
+    place p = place_of(r);
+    if (p.method == M_OTHER) {
+      other++;
+      continue;
+    }
+    for (int t = 0; t < 2; t++) {
+      cellset *C = t ? C2 : C1;
+      int c = find_or_add(C, &p, !t);
+      if (c < 0 || C->n[c] >= 64) full = 1;
+      else C->idx[c][C->n[c]++] = i;
+    }
+  }
+  table1(R, C1, csv);
+  if (csv) printf("\n");
+  table2(R, C2, csv);
+  if (!csv) {
+    printf("\nruns: %d read, %d without a MuJoCo evaluation (bcg eval RUN), %d of another method left out%s\n", R->n,
+           unevaluated, other, full ? "; some cells were full (at most 64 runs each, 256 cells)" : "");
+    printf("paper: the numbers the BCG paper reports (docs/usage.md section 9), for reference\n");
+  }
+  free(C1), free(C2);
+  return 0;
+}
