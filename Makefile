@@ -284,6 +284,9 @@ install-built:
 	install -m 755 $(BIN) $(PREFIX)/bin/
 	install -d $(PREFIX)/share/bcg
 	install -m 755 tools/bcg_plots.py $(PREFIX)/share/bcg/
+	@# the data directory (bcg_data_dir): the shipped configs and models, which
+	@# their relative paths find from any working directory
+	cp -R configs models $(PREFIX)/share/bcg/
 	$(if $(wildcard $(PLUGINS)),install -m 755 $(wildcard $(PLUGINS)) $(PREFIX)/lib/bcg/plugins/)
 	install -m 644 core/include/bcg/*.h $(PREFIX)/include/bcg/
 	install -d $(PREFIX)/lib/pkgconfig $(SDK_SHARE)/template $(SDK_SHARE)/example

@@ -931,6 +931,32 @@ static int fill_defaults(bcg_config *cfg, const char *path, char *err, size_t er
   return 0;
 }
 
+/* A relative path key that names nothing in the working directory but a file
+ * in bcg's data directory (configs/ and models/ of the source tree or of
+ * PREFIX/share/bcg) takes that file's absolute path, so the shipped configs
+ * work from any directory and from an installation. */
+static int resolve_data_paths(bcg_config *cfg, char *err, size_t errlen) {
+  char dd[PATH_MAX];
+  int have = -1;
+  for (int i = 0; i < NSEC; i++) {
+    bcg_params *p = &cfg->sec[i];
+    for (int k = 0; k < p->nkeys; k++) {
+      const char *v = p->values[k];
+      if (p->keys[k].type != BCG_KEY_PATH || !v || !v[0] || v[0] == '/' || access(v, F_OK) == 0) continue;
+      if (have < 0) have = bcg_data_dir(dd, sizeof dd) == 0;
+      if (!have) return 0;
+      char cand[2 * PATH_MAX];
+      snprintf(cand, sizeof cand, "%s/%s", dd, v);
+      if (access(cand, F_OK) != 0) continue;
+      char *nv = xstrdup(cand);
+      if (!nv) return bcg_setf(err, errlen, "out of memory"), -1;
+      free(p->values[k]);
+      p->values[k] = nv;
+    }
+  }
+  return 0;
+}
+
 int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *path, int noverride,
                          char **overrides, char *err, size_t errlen) {
   *out = NULL;
@@ -959,6 +985,7 @@ int bcg_config_load_with(bcg_config **out, const bcg_registry *reg, const char *
   if (resolve_sections(cfg, reg, &s, err, errlen)) goto done;
   if (resolve_keys(cfg, reg, &s, err, errlen)) goto done;
   if (fill_defaults(cfg, path, err, errlen)) goto done;
+  if (resolve_data_paths(cfg, err, errlen)) goto done;
   rc = 0;
 done:
   scan_free(&s);

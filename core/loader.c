@@ -476,6 +476,19 @@ static int lib_relative_dir(const char *sub, char *buf, size_t len) {
 }
 static int build_tree_dir(char *buf, size_t len) { return lib_relative_dir("plugins", buf, len); }
 
+int bcg_data_dir(char *buf, size_t len) {
+  static const char *subs[] = {"..", "../share/bcg"}; /* the build tree's source root; PREFIX/share/bcg */
+  char d[PATH_MAX], probe[PATH_MAX + 32];
+  for (int i = 0; i < 2; i++) {
+    if (lib_relative_dir(subs[i], d, sizeof d)) continue;
+    snprintf(probe, sizeof probe, "%s/configs/defaults.ini", d);
+    if (access(probe, R_OK) == 0 && realpath(d, probe)) return snprintf(buf, len, "%s", probe), 0;
+  }
+  snprintf(probe, sizeof probe, "%s/configs/defaults.ini", BCG_PREFIX "/share/bcg");
+  if (access(probe, R_OK) == 0) return snprintf(buf, len, "%s", BCG_PREFIX "/share/bcg"), 0;
+  return -1;
+}
+
 /* The built-in plugin directories, in search order: the build tree's
  * plugins/ next to libbcg.so, an installation's lib/bcg/plugins next to it
  * (when it is not BCG_PREFIX's), BCG_PREFIX's; returns how many. They come

@@ -86,11 +86,20 @@ static void test_install(void) {
                                 "share/bcg/sdk/template/my_estimator.c",
                                 "share/bcg/sdk/template/Makefile",
                                 "share/bcg/sdk/example/clip_autodiff.c",
-                                "share/bcg/sdk/example/Makefile"};
+                                "share/bcg/sdk/example/Makefile",
+                                "share/bcg/configs/demo.ini",
+                                "share/bcg/models/motions/stand.csv"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     if (!exists(files[i])) fprintf(stderr, "not installed: %s\n", files[i]);
     CU_ASSERT(exists(files[i]));
   }
+  /* the installed configs from any directory: their relative paths find the
+   * installed models (bcg's data directory, PREFIX/share/bcg) */
+  rc = sh("cd / && " CLEAN_ENV " '%s/bin/bcg' check '%s/share/bcg/configs/demo.ini' 2>&1", tmp, tmp);
+  CU_ASSERT_EQUAL(rc, 0);
+  char wantm[700];
+  snprintf(wantm, sizeof wantm, "motion = %s/share/bcg/models/motions/stand.csv\n", tmp);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, wantm));
   /* pkg-config of this prefix alone; precision as the build under test */
   rc = sh("PKG_CONFIG_LIBDIR='%s/lib/pkgconfig' PKG_CONFIG_PATH='%s/lib/pkgconfig' pkg-config --cflags --libs bcg",
           tmp, tmp);

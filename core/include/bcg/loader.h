@@ -37,6 +37,13 @@ typedef struct bcg_plugin {
   } ops_copy[1];
 } bcg_plugin;
 
+/* bcg's data directory, which holds configs/ and models/: the source tree
+ * of a build-tree bcg (the directory above the libbcg.so in use), else
+ * PREFIX/share/bcg of an installed one. 0, or -1 when there is none. A
+ * config's relative path that does not exist in the working directory is
+ * looked up there (bcg_config_load). */
+int bcg_data_dir(char *buf, size_t len);
+
 bcg_registry *bcg_registry_new(void);
 void bcg_registry_free(bcg_registry *r); /* dlcloses its plugins */
 
