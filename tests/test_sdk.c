@@ -124,6 +124,7 @@ static void test_build_example(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, tmp));
   CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -s -C plugins/example OUT='%s/example'", env, tmp), 0);
   CU_ASSERT_FATAL(exists("example/clip_autodiff.so"));
+  CU_ASSERT_FATAL(exists("example/hold_height.so"));
   /* the installed template compiles as is (its build output goes elsewhere) */
   CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -s -C '%s/share/bcg/sdk/template' OUT='%s/template'", env, tmp, tmp),
                         0);
@@ -214,6 +215,8 @@ static void setup_env(void) {
   snprintf(dir, sizeof dir, "%s/example/clip_autodiff.so", tmp);
   if (bcg_registry_load_file(reg, dir, err, sizeof err)) fprintf(stderr, "%s\n", err);
   snprintf(dir, sizeof dir, "%s/template/my_estimator.so", tmp);
+  if (bcg_registry_load_file(reg, dir, err, sizeof err)) fprintf(stderr, "%s\n", err);
+  snprintf(dir, sizeof dir, "%s/example/hold_height.so", tmp);
   if (bcg_registry_load_file(reg, dir, err, sizeof err)) fprintf(stderr, "%s\n", err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(bcg_registry_find(reg, BCG_KIND_ESTIMATOR, "autodiff"));
   CU_ASSERT_PTR_NOT_NULL_FATAL(bcg_registry_find(reg, BCG_KIND_ESTIMATOR, "clip_autodiff"));
@@ -429,6 +432,93 @@ static void test_fd(void) {
   CU_ASSERT(ex <= tol);
 }
 
+/* The example task (plugins/example/hold_height.c, built from the installed
+ * SDK): its observation and reward VJPs against central finite differences
+ * on real states, then a few training iterations with it through the
+ * installed bcg. */
+static void test_example_task(void) {
+  setup_env();
+  const bcg_plugin *pl = bcg_registry_find(reg, BCG_KIND_TASK, "hold_height");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  const bcg_task_ops *to = pl->desc->ops;
+  char path[1200], err[1024];
+  snprintf(path, sizeof path, "%s/task_XXXXXX", tmp);
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "[model]\npath = %s\n[task]\nplugin = hold_height\nvel_cost = 0.01\nact_cost = 0.02\n", HUMANOID);
+  fclose(f);
+  bcg_config *cfg = NULL;
+  CU_ASSERT_EQUAL_FATAL(bcg_config_load_with(&cfg, reg, path, 0, NULL, err, sizeof err), 0);
+  unlink(path);
+  void *task = to->create(bcg_services_host(), bcg_config_section(cfg, "task"), env, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(task);
+  int od = to->obs_dim(task);
+  CU_ASSERT_EQUAL(od, 1 + (nq - 7) + nv);
+  bcg_real x[NENV * (BCG_MAX_Q + BCG_MAX_DOF)], a[NENV * BCG_MAX_ACT], pa[NENV * BCG_MAX_ACT] = {0};
+  bcg_real ob[NENV * 128], obar[NENV * 128], rew[NENV], rb[NENV], xb[NENV * 2 * BCG_MAX_DOF] = {0};
+  bcg_real ab[NENV * BCG_MAX_ACT] = {0}, xp[NENV * (BCG_MAX_Q + BCG_MAX_DOF)];
+  int done[NENV];
+  bcg_task_clock clk[NENV] = {{5, 0, 0}, {9, 0, 0}};
+  memcpy(x, x0, sizeof(bcg_real) * NENV * nx);
+  for (int e = 0; e < NENV; e++) x[(size_t)e * nx + 2] -= (bcg_real)(1.0 - 0.03 * (e + 1)); /* near z0 */
+  for (int i = 0; i < NENV * nu; i++) a[i] = (bcg_real)(0.5 * (2 * urand() - 1));
+  for (int i = 0; i < NENV * od; i++) obar[i] = (bcg_real)(2 * urand() - 1);
+  for (int e = 0; e < NENV; e++) rb[e] = (bcg_real)(1 + e);
+  CU_ASSERT_EQUAL(to->observe_vjp(task, x, pa, clk, obar, xb, NULL), 0);
+  CU_ASSERT_EQUAL(to->reward_vjp(task, x, a, pa, clk, rb, xb, ab, NULL), 0);
+#define LOSS(xx, aa)                                                                      \
+  ({                                                                                      \
+    double s_ = 0;                                                                        \
+    to->observe(task, xx, pa, clk, ob);                                                   \
+    to->reward(task, xx, aa, pa, clk, rew, done);                                         \
+    for (int i_ = 0; i_ < NENV * od; i_++) s_ += (double)obar[i_] * ob[i_];                \
+    for (int e_ = 0; e_ < NENV; e_++) s_ += (double)rb[e_] * rew[e_];                     \
+    s_;                                                                                   \
+  })
+  int dbl = sizeof(bcg_real) == 8;
+  const double h = dbl ? 1e-6 : 1e-2;
+  double worst = 0;
+  for (int e = 0; e < NENV; e++) {
+    for (int d = 0; d < 2 * nv; d++) {
+      bcg_real dq[BCG_MAX_DOF] = {0}, du[BCG_MAX_DOF] = {0};
+      memcpy(xp, x, sizeof(bcg_real) * NENV * nx);
+      if (d < nv) dq[d] = (bcg_real)h; else du[d - nv] = (bcg_real)h;
+      bcg_env_perturb(env, x + (size_t)e * nx, dq, du, xp + (size_t)e * nx);
+      double lp = LOSS(xp, a);
+      if (d < nv) dq[d] = (bcg_real)-h; else du[d - nv] = (bcg_real)-h;
+      bcg_env_perturb(env, x + (size_t)e * nx, dq, du, xp + (size_t)e * nx);
+      double lm = LOSS(xp, a);
+      double g = (lp - lm) / (2 * h), v = xb[(size_t)e * 2 * nv + d];
+      worst = fmax(worst, fabs(g - v) / (1 + fabs(g)));
+    }
+    for (int i = 0; i < nu; i++) {
+      bcg_real s0 = a[(size_t)e * nu + i];
+      a[(size_t)e * nu + i] = (bcg_real)(s0 + h);
+      double lp = LOSS(x, a);
+      a[(size_t)e * nu + i] = (bcg_real)(s0 - h);
+      double lm = LOSS(x, a);
+      a[(size_t)e * nu + i] = s0;
+      worst = fmax(worst, fabs((lp - lm) / (2 * h) - ab[(size_t)e * nu + i]) / (1 + fabs((lp - lm) / (2 * h))));
+    }
+  }
+#undef LOSS
+  bcg_test_report("hold_height example: observe + reward VJP vs FD (rel)", worst);
+  CU_ASSERT(worst < (dbl ? 1e-7 : 5e-2));
+  to->destroy(task);
+  bcg_config_free(cfg);
+  /* training with it, through the installed bcg */
+  snprintf(path, sizeof path, "%s/hold.ini", tmp);
+  f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "[run]\nnum_envs = 4\niterations = 2\nthreads = 1\nout_dir = %s/holdruns\n[model]\npath = %s\n"
+             "[estimator]\nplugin = autodiff\n[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 16\n"
+             "critic_layers = 16\n[task]\nplugin = hold_height\n", tmp, HUMANOID);
+  fclose(f);
+  CU_ASSERT_EQUAL(sh("BCG_PLUGIN_PATH='%s/example' '%s/bin/bcg' train '%s'", tmp, tmp, path), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: train: finished after 2 iterations"));
+}
+
 static void test_teardown(void) {
   if (env) bcg_env_free(env);
   env = NULL;
@@ -446,5 +536,5 @@ BCG_TESTS({"install into a temporary prefix: lib, bin, headers, bcg.pc, SDK", te
           {"clip_autodiff off / template at 1 equal autodiff bit for bit", test_exact_when_off},
           {"clip_autodiff: l2 and value clipping of the state adjoint, action clip", test_clip_semantics},
           {"clip_autodiff backward matches central finite differences", test_fd},
-          {"teardown", test_teardown});
+          {"hold_height example task: VJPs vs FD, training", test_example_task}, {"teardown", test_teardown});
 BCG_RUN("sdk")
