@@ -70,29 +70,8 @@ static bcg_config *load_cfg(const char *estimator) {
   return cfg;
 }
 
-typedef struct est {
-  const bcg_estimator_ops *ops;
-  void *self;
-  bcg_config *cfg;
-} est;
-
-static est make_est(bcg_env *env, const char *text, int horizon) {
-  est E = {0};
-  E.cfg = load_cfg(text);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(E.cfg);
-  const bcg_plugin *pl = bcg_config_plugin(E.cfg, BCG_KIND_ESTIMATOR);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
-  E.ops = pl->desc->ops;
-  char err[512];
-  E.self = E.ops->create(bcg_services_host(), bcg_config_section(E.cfg, "estimator"), env, horizon, err, sizeof err);
-  if (!E.self) fprintf(stderr, "create: %s\n", err);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(E.self);
-  return E;
-}
-static void free_est(est *E) {
-  if (E->self) E->ops->destroy(E->self);
-  bcg_config_free(E->cfg);
-}
+#include "testest.h"
+#include "teststate.h"
 
 static bcg_env *make_env(int nenv) {
   bcg_config *cfg = load_cfg("plugin = autodiff");
@@ -111,25 +90,10 @@ static bcg_env *make_env(int nenv) {
  * the floor) with vertical velocity vz and small random velocities. */
 static void make_state(const bcg_env *env, double *x, double height, double vz) {
   const bcg_mdata *m = &env->model->m;
-  int nq = m->nq;
-  double *q = x, *u = x + nq;
-  for (int i = 0; i < nq; i++) q[i] = m->qpos0[i];
-  for (int i = 7; i < nq; i++) q[i] += 0.05 * nrand();
-  double nn = 0;
-  for (int i = 3; i < 7; i++) { q[i] += 0.03 * nrand(); nn += q[i] * q[i]; }
-  for (int i = 3; i < 7; i++) q[i] /= sqrt(nn);
-  q[0] = 0.2 * nrand(); q[1] = 0.2 * nrand();
-  static bcg_kin k;
-  bcg_kinematics(m, q, &k);
-  double lo = 1e9;
-  for (int i = 0; i < m->ncp; i++) {
-    double pc[3];
-    bcg_contact_point(m, &k, i, pc);
-    if (pc[2] + k.o[2] < lo) lo = pc[2] + k.o[2];
-  }
-  q[2] += height - lo + m->floor_z;
-  for (int i = 0; i < m->nv; i++) u[i] = 0.1 * nrand();
-  u[2] = vz;
+  test_state_pose_with(m, x, 0.05, 0.03, 0.2);
+  test_state_place(m, x, height);
+  test_state_vel(m, x + m->nq, 0.1);
+  x[m->nq + 2] = vz;
 }
 
 static void random_actions(const bcg_env *env, int T, double *acts) {

@@ -175,27 +175,7 @@ static bcg_config *load_cfg(const char *estimator) {
   return cfg;
 }
 
-typedef struct est {
-  const bcg_estimator_ops *ops;
-  void *self;
-  bcg_config *cfg;
-} est;
-
-static est make_est(bcg_env *env, const char *text, int horizon) {
-  est E = {0};
-  E.cfg = load_cfg(text);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(E.cfg);
-  E.ops = bcg_config_plugin(E.cfg, BCG_KIND_ESTIMATOR)->desc->ops;
-  char err[512];
-  E.self = E.ops->create(bcg_services_host(), bcg_config_section(E.cfg, "estimator"), env, horizon, err, sizeof err);
-  if (!E.self) fprintf(stderr, "create: %s\n", err);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(E.self);
-  return E;
-}
-static void free_est(est *E) {
-  E->ops->destroy(E->self);
-  bcg_config_free(E->cfg);
-}
+#include "testest.h"
 
 
 #define NENV 2

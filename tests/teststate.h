@@ -12,15 +12,20 @@
 #include "testrng.h"
 
 /* qpos0 with normal noise of joint_sigma on every coordinate after a free
- * root's 7, the root quaternion perturbed by 0.05 and renormalised, and the
- * root moved by 0.3 m (normal) in x and y */
-static inline void test_state_pose(const bcg_mdata *m, bcg_real *q, double joint_sigma) {
+ * root's 7, the root quaternion perturbed by quat_sigma and renormalised, and
+ * the root moved by xy_sigma (normal) in x and y */
+static inline void test_state_pose_with(const bcg_mdata *m, bcg_real *q, double joint_sigma, double quat_sigma,
+                                        double xy_sigma) {
   for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
   for (int i = 7; i < m->nq; i++) q[i] += (bcg_real)(joint_sigma * nrand());
   double n = 0;
-  for (int i = 3; i < 7; i++) { q[i] += (bcg_real)(0.05 * nrand()); n += (double)q[i] * q[i]; }
+  for (int i = 3; i < 7; i++) { q[i] += (bcg_real)(quat_sigma * nrand()); n += (double)q[i] * q[i]; }
   for (int i = 3; i < 7; i++) q[i] = (bcg_real)(q[i] / sqrt(n));
-  q[0] = (bcg_real)(0.3 * nrand()); q[1] = (bcg_real)(0.3 * nrand());
+  q[0] = (bcg_real)(xy_sigma * nrand()); q[1] = (bcg_real)(xy_sigma * nrand());
+}
+/* the same with quaternion noise 0.05 and 0.3 m sideways */
+static inline void test_state_pose(const bcg_mdata *m, bcg_real *q, double joint_sigma) {
+  test_state_pose_with(m, q, joint_sigma, 0.05, 0.3);
 }
 
 /* the root moved vertically so that the lowest contact point is `height`
