@@ -37,12 +37,11 @@
 #include "bcg/sim_cuda.h"
 #include "plugin_defaults.h"
 
-typedef bcg_real real;
 
 #define TEST_RNG_SEED 0x2545F4914F6CDD1Dull
 #include "teststate.h"
 
-static void random_state(const bcg_mdata *m, int airborne, real *q, real *u) {
+static void random_state(const bcg_mdata *m, int airborne, bcg_real *q, bcg_real *u) {
   test_state_pose(m, q, 0.15);
   test_state_place(m, q, airborne ? 0.05 + 0.45 * urand() : -0.01 + 0.012 * urand());
   test_state_vel(m, u, airborne ? 1.0 : 0.3);
@@ -78,7 +77,7 @@ static int parse_list(const char *s, int *out, int cap) {
 #define PROGRESS(...) do { fprintf(stderr, __VA_ARGS__); fflush(stderr); } while (0)
 
 typedef struct bufs {
-  real *q, *u, *a, *qo, *uo, *tape, *xob, *xb, *ab;
+  bcg_real *q, *u, *a, *qo, *uo, *tape, *xob, *xb, *ab;
 } bufs;
 
 /* one timed unit: forward (control step with tape) or forward + backward */
@@ -149,17 +148,17 @@ static void gpu_section(bench *B, const int *sizes, int nsizes) {
   if (!gs) DIE("%s", err);
   bcg_cuda_sim_set_async(gs, 1);
   bufs d;
-  d.q = bcg_cuda_malloc(sizeof(real) * gmax * nq); d.u = bcg_cuda_malloc(sizeof(real) * gmax * nv);
-  d.a = bcg_cuda_malloc(sizeof(real) * gmax * nu); d.qo = bcg_cuda_malloc(sizeof(real) * gmax * nq);
-  d.uo = bcg_cuda_malloc(sizeof(real) * gmax * nv);
-  d.tape = bcg_cuda_malloc(sizeof(real) * sp.substeps * gmax * sx);
-  d.xob = bcg_cuda_malloc(sizeof(real) * gmax * 2 * nv); d.xb = bcg_cuda_malloc(sizeof(real) * gmax * 2 * nv);
-  d.ab = bcg_cuda_malloc(sizeof(real) * gmax * nu);
+  d.q = bcg_cuda_malloc(sizeof(bcg_real) * gmax * nq); d.u = bcg_cuda_malloc(sizeof(bcg_real) * gmax * nv);
+  d.a = bcg_cuda_malloc(sizeof(bcg_real) * gmax * nu); d.qo = bcg_cuda_malloc(sizeof(bcg_real) * gmax * nq);
+  d.uo = bcg_cuda_malloc(sizeof(bcg_real) * gmax * nv);
+  d.tape = bcg_cuda_malloc(sizeof(bcg_real) * sp.substeps * gmax * sx);
+  d.xob = bcg_cuda_malloc(sizeof(bcg_real) * gmax * 2 * nv); d.xb = bcg_cuda_malloc(sizeof(bcg_real) * gmax * 2 * nv);
+  d.ab = bcg_cuda_malloc(sizeof(bcg_real) * gmax * nu);
   if (!d.q || !d.u || !d.a || !d.qo || !d.uo || !d.tape || !d.xob || !d.xb || !d.ab) DIE("out of device memory");
-  if (bcg_cuda_copy(d.q, h.q, sizeof(real) * gmax * nq) || bcg_cuda_copy(d.u, h.u, sizeof(real) * gmax * nv) ||
-      bcg_cuda_copy(d.a, h.a, sizeof(real) * gmax * nu) ||
-      bcg_cuda_copy(d.xob, h.xob, sizeof(real) * gmax * 2 * nv) ||
-      bcg_cuda_memset(d.ab, 0, sizeof(real) * gmax * nu))
+  if (bcg_cuda_copy(d.q, h.q, sizeof(bcg_real) * gmax * nq) || bcg_cuda_copy(d.u, h.u, sizeof(bcg_real) * gmax * nv) ||
+      bcg_cuda_copy(d.a, h.a, sizeof(bcg_real) * gmax * nu) ||
+      bcg_cuda_copy(d.xob, h.xob, sizeof(bcg_real) * gmax * 2 * nv) ||
+      bcg_cuda_memset(d.ab, 0, sizeof(bcg_real) * gmax * nu))
     DIE("copy to the device failed");
   bcg_cuda_event *e0 = bcg_cuda_event_new(), *e1 = bcg_cuda_event_new();
   if (!e0 || !e1) DIE("cudaEventCreate failed");
@@ -335,16 +334,16 @@ int main(int argc, char **argv) {
   for (int i = 0; i < ncpus; i++) if (cpus[i] > nmax) nmax = cpus[i];
   /* host data: fixed states/actions/adjoint seeds for nmax environments */
   bufs h;
-  h.q = malloc(sizeof(real) * nmax * nq); h.u = malloc(sizeof(real) * nmax * nv);
-  h.a = malloc(sizeof(real) * nmax * nu); h.qo = malloc(sizeof(real) * nmax * nq);
-  h.uo = malloc(sizeof(real) * nmax * nv); h.tape = malloc(sizeof(real) * sp.substeps * nmax * sx);
-  h.xob = malloc(sizeof(real) * nmax * 2 * nv); h.xb = malloc(sizeof(real) * nmax * 2 * nv);
-  h.ab = calloc((size_t)nmax * nu, sizeof(real));
+  h.q = malloc(sizeof(bcg_real) * nmax * nq); h.u = malloc(sizeof(bcg_real) * nmax * nv);
+  h.a = malloc(sizeof(bcg_real) * nmax * nu); h.qo = malloc(sizeof(bcg_real) * nmax * nq);
+  h.uo = malloc(sizeof(bcg_real) * nmax * nv); h.tape = malloc(sizeof(bcg_real) * sp.substeps * nmax * sx);
+  h.xob = malloc(sizeof(bcg_real) * nmax * 2 * nv); h.xb = malloc(sizeof(bcg_real) * nmax * 2 * nv);
+  h.ab = calloc((size_t)nmax * nu, sizeof(bcg_real));
   if (!h.q || !h.u || !h.a || !h.qo || !h.uo || !h.tape || !h.xob || !h.xb || !h.ab) DIE("out of host memory");
   for (int e = 0; e < nmax; e++) {
     random_state(m, e % 2, h.q + (size_t)e * nq, h.u + (size_t)e * nv);
-    for (int i = 0; i < nu; i++) h.a[(size_t)e * nu + i] = (real)(0.8 * (2 * urand() - 1));
-    for (int i = 0; i < 2 * nv; i++) h.xob[(size_t)e * 2 * nv + i] = (real)nrand();
+    for (int i = 0; i < nu; i++) h.a[(size_t)e * nu + i] = (bcg_real)(0.8 * (2 * urand() - 1));
+    for (int i = 0; i < 2 * nv; i++) h.xob[(size_t)e * 2 * nv + i] = (bcg_real)nrand();
   }
 
   bench B = {model, m, sp, cops, cself, pname, nq, nv, nu, omp_get_max_threads(), sx, seconds, 0, h};

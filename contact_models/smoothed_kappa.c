@@ -70,15 +70,14 @@
 #define PGS_DESCR "smoothed hard contact: projected Gauss-Seidel with sigmoid activation of stiffness kappa"
 #endif
 
-typedef bcg_real real;
 
 /* The instance; shared by both compilations (the CUDA launchers read it). */
 typedef struct pgs_cfg {
-  real kappa; /* sigmoid stiffness, 1/m (unused by hard) */
+  bcg_real kappa; /* sigmoid stiffness, 1/m (unused by hard) */
   int iters;  /* Gauss-Seidel sweeps */
   int solver; /* PGS_REFERENCE, PGS_BLOCK or PGS_SPLIT */
   int hard;   /* binary activation */
-  real erp;   /* position correction: the normal velocity target is -erp g / dt */
+  bcg_real erp;   /* position correction: the normal velocity target is -erp g / dt */
 } pgs_cfg;
 
 #define PGS_REFERENCE 0 /* scalar step 1 / (1 + sum_j det G_ij) */
@@ -103,10 +102,10 @@ BCG_HD size_t pgs_work_size(int ncon, int nsweep, int vjp) {
 /* ---- 3x3 helpers (row stride ld) --------------------------------------------- */
 
 /* cofactor matrix C (C_ab = d det A / d A_ab); returns det A */
-BCG_HD real pgs_cof3(const real *A, int ld, real C[9]) {
-  const real a00 = A[0], a01 = A[1], a02 = A[2];
-  const real a10 = A[ld], a11 = A[ld + 1], a12 = A[ld + 2];
-  const real a20 = A[2 * ld], a21 = A[2 * ld + 1], a22 = A[2 * ld + 2];
+BCG_HD bcg_real pgs_cof3(const bcg_real *A, int ld, bcg_real C[9]) {
+  const bcg_real a00 = A[0], a01 = A[1], a02 = A[2];
+  const bcg_real a10 = A[ld], a11 = A[ld + 1], a12 = A[ld + 2];
+  const bcg_real a20 = A[2 * ld], a21 = A[2 * ld + 1], a22 = A[2 * ld + 2];
   C[0] = a11 * a22 - a12 * a21;
   C[1] = a12 * a20 - a10 * a22;
   C[2] = a10 * a21 - a11 * a20;
@@ -119,10 +118,10 @@ BCG_HD real pgs_cof3(const real *A, int ld, real C[9]) {
   return a00 * C[0] + a01 * C[1] + a02 * C[2];
 }
 
-BCG_HD void pgs_inv3(const real *A, int ld, real Ai[9]) {
-  real C[9];
-  const real d = pgs_cof3(A, ld, C);
-  const real id = (real)1 / d;
+BCG_HD void pgs_inv3(const bcg_real *A, int ld, bcg_real Ai[9]) {
+  bcg_real C[9];
+  const bcg_real d = pgs_cof3(A, ld, C);
+  const bcg_real id = (bcg_real)1 / d;
   for (int a = 0; a < 3; a++)
     for (int b = 0; b < 3; b++) Ai[3 * a + b] = C[3 * b + a] * id;
 }
@@ -136,20 +135,20 @@ BCG_HD void pgs_inv3(const real *A, int ld, real Ai[9]) {
  * in its row and column (the pseudo-inverse; exact for the adjoint too,
  * since G has no dependence there). Blocks without one take the usual path
  * unchanged. */
-BCG_HD int pgs_block_has_null(const real *A, int ld) {
-  const real d0 = A[0], d1 = A[ld + 1], d2 = A[2 * ld + 2];
-  const real mx = d0 > d1 ? (d0 > d2 ? d0 : d2) : (d1 > d2 ? d1 : d2);
-  const real tol = (real)1e-14 * mx;
+BCG_HD int pgs_block_has_null(const bcg_real *A, int ld) {
+  const bcg_real d0 = A[0], d1 = A[ld + 1], d2 = A[2 * ld + 2];
+  const bcg_real mx = d0 > d1 ? (d0 > d2 ? d0 : d2) : (d1 > d2 ? d1 : d2);
+  const bcg_real tol = (bcg_real)1e-14 * mx;
   return d0 <= tol || d1 <= tol || d2 <= tol;
 }
 
 /* Gi = the inverse of A on its directions with a diagonal above the
  * tolerance of pgs_block_has_null, zero elsewhere; split: normal and
  * tangential parts separately (blockdiag(1 / G_nn, (G_tt)^-1)). */
-BCG_HD void pgs_inv_null(const real *A, int ld, int split, real Gi[9]) {
-  const real d[3] = {A[0], A[ld + 1], A[2 * ld + 2]};
-  const real mx = d[0] > d[1] ? (d[0] > d[2] ? d[0] : d[2]) : (d[1] > d[2] ? d[1] : d[2]);
-  const real tol = (real)1e-14 * mx;
+BCG_HD void pgs_inv_null(const bcg_real *A, int ld, int split, bcg_real Gi[9]) {
+  const bcg_real d[3] = {A[0], A[ld + 1], A[2 * ld + 2]};
+  const bcg_real mx = d[0] > d[1] ? (d[0] > d[2] ? d[0] : d[2]) : (d[1] > d[2] ? d[1] : d[2]);
+  const bcg_real tol = (bcg_real)1e-14 * mx;
   for (int k = 0; k < 9; k++) Gi[k] = 0;
   int act[3], na = 0;
   for (int a = 0; a < 3; a++)
@@ -164,10 +163,10 @@ BCG_HD void pgs_inv_null(const real *A, int ld, int split, real Gi[9]) {
   for (int g = 0; g < ngrp; g++) {
     const int *ix = grp[g];
     if (ng[g] == 1) {
-      Gi[3 * ix[0] + ix[0]] = (real)1 / A[ix[0] * ld + ix[0]];
+      Gi[3 * ix[0] + ix[0]] = (bcg_real)1 / A[ix[0] * ld + ix[0]];
     } else if (ng[g] == 2) {
-      const real a = A[ix[0] * ld + ix[0]], b = A[ix[0] * ld + ix[1]], c = A[ix[1] * ld + ix[0]],
-                 e = A[ix[1] * ld + ix[1]], id = (real)1 / (a * e - b * c);
+      const bcg_real a = A[ix[0] * ld + ix[0]], b = A[ix[0] * ld + ix[1]], c = A[ix[1] * ld + ix[0]],
+                 e = A[ix[1] * ld + ix[1]], id = (bcg_real)1 / (a * e - b * c);
       Gi[3 * ix[0] + ix[0]] = e * id;
       Gi[3 * ix[0] + ix[1]] = -b * id;
       Gi[3 * ix[1] + ix[0]] = -c * id;
@@ -181,7 +180,7 @@ BCG_HD void pgs_inv_null(const real *A, int ld, int split, real Gi[9]) {
  * contact (g < 0) is pushed out by the fraction erp of its depth per substep
  * and a contact still apart may close at most that fraction of its gap
  * (linear in g: smooth, and 0 at g = 0). */
-BCG_HD real pgs_shift(const pgs_cfg *cf, real g, real dt) { return cf->erp * g / dt; }
+BCG_HD bcg_real pgs_shift(const pgs_cfg *cf, bcg_real g, bcg_real dt) { return cf->erp * g / dt; }
 
 /* ---- activation ------------------------------------------------------------------ */
 
@@ -190,26 +189,26 @@ BCG_HD real pgs_shift(const pgs_cfg *cf, real g, real dt) { return cf->erp * g /
  * the margin on (C1 at both ends), so the weight of a contact reaches zero
  * exactly where the core stops listing it (gap > margin) and the forward map
  * has no jump there; margin <= 0: no taper. */
-BCG_HD void pgs_weight(const pgs_cfg *cf, real g, real margin, real *s, real *ds) {
+BCG_HD void pgs_weight(const pgs_cfg *cf, bcg_real g, bcg_real margin, bcg_real *s, bcg_real *ds) {
   if (cf->hard) {
-    *s = g <= 0 ? (real)1 : (real)0;
+    *s = g <= 0 ? (bcg_real)1 : (bcg_real)0;
     *ds = 0;
     return;
   }
-  real z = cf->kappa * g;
+  bcg_real z = cf->kappa * g;
   int clipped = 0;
-  if (z < (real)-100) { z = (real)-100; clipped = 1; }
-  else if (z > (real)50) { z = (real)50; clipped = 1; }
-  const real sv = (real)1 / ((real)1 + exp(z));
-  const real dsv = clipped ? (real)0 : -cf->kappa * sv * ((real)1 - sv);
-  real T = 1, dT = 0;
+  if (z < (bcg_real)-100) { z = (bcg_real)-100; clipped = 1; }
+  else if (z > (bcg_real)50) { z = (bcg_real)50; clipped = 1; }
+  const bcg_real sv = (bcg_real)1 / ((bcg_real)1 + exp(z));
+  const bcg_real dsv = clipped ? (bcg_real)0 : -cf->kappa * sv * ((bcg_real)1 - sv);
+  bcg_real T = 1, dT = 0;
   if (margin > 0 && g > 0) {
     if (g >= margin) {
       T = 0;
     } else {
-      const real x = g / margin;
-      T = (real)1 - x * x * ((real)3 - (real)2 * x);
-      dT = -(real)6 * x * ((real)1 - x) / margin;
+      const bcg_real x = g / margin;
+      T = (bcg_real)1 - x * x * ((bcg_real)3 - (bcg_real)2 * x);
+      dT = -(bcg_real)6 * x * ((bcg_real)1 - x) / margin;
     }
   }
   *s = sv * T;
@@ -220,11 +219,11 @@ BCG_HD void pgs_weight(const pgs_cfg *cf, real g, real margin, real *s, real *ds
 
 /* Scratch views of one environment. */
 typedef struct pgs_work {
-  real *s, *ds, *r, *Gi, *p;
-  real *pb, *sb, *rb, *Gib, *tape;
+  bcg_real *s, *ds, *r, *Gi, *p;
+  bcg_real *pb, *sb, *rb, *Gib, *tape;
 } pgs_work;
 
-BCG_HD pgs_work pgs_work_view(real *w, int ncon, int nsweep, int vjp) {
+BCG_HD pgs_work pgs_work_view(bcg_real *w, int ncon, int nsweep, int vjp) {
   (void)nsweep; /* the tape is last */
   pgs_work v;
   v.s = w; w += ncon;
@@ -245,24 +244,24 @@ BCG_HD pgs_work pgs_work_view(real *w, int ncon, int nsweep, int vjp) {
 }
 
 /* y = c_i + sum_j w_ij G_ij p_j */
-BCG_HD void pgs_residual(int i, int na, int ld, const real *G, const real *ci, const real *s,
-                         const real *p, real y[3]) {
+BCG_HD void pgs_residual(int i, int na, int ld, const bcg_real *G, const bcg_real *ci, const bcg_real *s,
+                         const bcg_real *p, bcg_real y[3]) {
   y[0] = ci[0]; y[1] = ci[1]; y[2] = ci[2];
   for (int j = 0; j < na; j++) {
-    const real wj = j == i ? (real)1 : s[j];
+    const bcg_real wj = j == i ? (bcg_real)1 : s[j];
     if (wj == 0) continue; /* an exactly-zero weight contributes exactly nothing */
-    const real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
-    const real *pj = p + 3 * j;
+    const bcg_real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
+    const bcg_real *pj = p + 3 * j;
     for (int a = 0; a < 3; a++)
       y[a] += wj * (Gij[a * ld] * pj[0] + Gij[a * ld + 1] * pj[1] + Gij[a * ld + 2] * pj[2]);
   }
 }
 
 /* q = p_i - R_i y */
-BCG_HD void pgs_step(const pgs_cfg *cf, const pgs_work *w, int i, const real y[3], real q[3]) {
-  const real *pi = w->p + 3 * i;
+BCG_HD void pgs_step(const pgs_cfg *cf, const pgs_work *w, int i, const bcg_real y[3], bcg_real q[3]) {
+  const bcg_real *pi = w->p + 3 * i;
   if (cf->solver == PGS_BLOCK) {
-    const real *Gi = w->Gi + 9 * i;
+    const bcg_real *Gi = w->Gi + 9 * i;
     for (int a = 0; a < 3; a++) q[a] = pi[a] - (Gi[3 * a] * y[0] + Gi[3 * a + 1] * y[1] + Gi[3 * a + 2] * y[2]);
   } else {
     for (int a = 0; a < 3; a++) q[a] = pi[a] - w->r[i] * y[a];
@@ -281,15 +280,15 @@ BCG_HD void pgs_step(const pgs_cfg *cf, const pgs_work *w, int i, const real y[3
  * sliding: the rounding-sized rest onto the disc). Gi is blockdiag(1 / G_nn,
  * (G_tt)^-1), Gii the block G_ii. */
 typedef struct pgs_split_st {
-  real qn, dn, z[2], u[2], q[3];
-  real A[4], b[2], pt[2]; /* sliding: G_tt, the linear term, the pre-update p_t */
+  bcg_real qn, dn, z[2], u[2], q[3];
+  bcg_real A[4], b[2], pt[2]; /* sliding: G_tt, the linear term, the pre-update p_t */
   int slide;
 } pgs_split_st;
 
-BCG_HD void pgs_split_fwd(const real *Gii, int ld, const real *Gi, real mu, const real pi[3],
-                          const real y[3], pgs_split_st *st) {
+BCG_HD void pgs_split_fwd(const bcg_real *Gii, int ld, const bcg_real *Gi, bcg_real mu, const bcg_real pi[3],
+                          const bcg_real y[3], pgs_split_st *st) {
   st->qn = pi[0] - Gi[0] * y[0];
-  const real pn = st->qn > 0 ? st->qn : (real)0;
+  const bcg_real pn = st->qn > 0 ? st->qn : (bcg_real)0;
   st->dn = pn - pi[0];
   st->z[0] = y[1] + Gii[ld] * st->dn;
   st->z[1] = y[2] + Gii[2 * ld] * st->dn;
@@ -321,14 +320,14 @@ BCG_HD void pgs_split_fwd(const real *Gii, int ld, const real *Gi, real mu, cons
  * G_tt (sliding) and coupling G_tn into Gbii (the G_bar block of G_ii; may
  * be NULL). The sticking/sliding branch is the one taken (the two agree on
  * the boundary). */
-BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real mu, const real y[3],
-                          const pgs_split_st *st, const real pb[3], real pold_b[3], real yb[3],
-                          real *Gib, real *Gbii) {
-  real qb[3], zb0, zb1, ptb0, ptb1;
+BCG_HD void pgs_split_vjp(const bcg_real *Gii, int ld, const bcg_real *Gi, bcg_real mu, const bcg_real y[3],
+                          const pgs_split_st *st, const bcg_real pb[3], bcg_real pold_b[3], bcg_real yb[3],
+                          bcg_real *Gib, bcg_real *Gbii) {
+  bcg_real qb[3], zb0, zb1, ptb0, ptb1;
   contact_proj_vjp(st->q, mu, pb, qb);
   if (st->slide) {
     /* q_t = disc(A = G_tt, b = z - G_tt p_t, r = mu p_n') */
-    real Ab[4] = {0, 0, 0, 0}, bb[2] = {0, 0}, rb = 0;
+    bcg_real Ab[4] = {0, 0, 0, 0}, bb[2] = {0, 0}, rb = 0;
     contact_disc_slide_vjp(st->A, st->b, mu * st->q[0], qb + 1, Ab, bb, &rb);
     qb[0] += mu * rb;
     zb0 = bb[0];
@@ -343,7 +342,7 @@ BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real mu, cons
     }
   } else {
     /* q_t = p_t - u,  u = Ainv z */
-    const real ub0 = -qb[1], ub1 = -qb[2];
+    const bcg_real ub0 = -qb[1], ub1 = -qb[2];
     Gib[4] += ub0 * st->z[0]; Gib[5] += ub0 * st->z[1];
     Gib[7] += ub1 * st->z[0]; Gib[8] += ub1 * st->z[1];
     zb0 = Gi[4] * ub0 + Gi[7] * ub1;
@@ -358,10 +357,10 @@ BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real mu, cons
     Gbii[ld] += zb0 * st->dn;
     Gbii[2 * ld] += zb1 * st->dn;
   }
-  const real dnb = zb0 * Gii[ld] + zb1 * Gii[2 * ld];
+  const bcg_real dnb = zb0 * Gii[ld] + zb1 * Gii[2 * ld];
   /* dn = p_n' - p_n,  p_n' = max(0, qn),  qn = p_n - y_n / G_nn */
-  const real pnb = qb[0] + dnb;
-  const real qnb = st->qn > 0 ? pnb : (real)0;
+  const bcg_real pnb = qb[0] + dnb;
+  const bcg_real qnb = st->qn > 0 ? pnb : (bcg_real)0;
   yb[0] = -Gi[0] * qnb;
   Gib[0] -= qnb * y[0];
   pold_b[0] = qnb - dnb;
@@ -372,20 +371,20 @@ BCG_HD void pgs_split_vjp(const real *Gii, int ld, const real *Gi, real mu, cons
 /* Forward solve of one environment. G, gap, c, mu, lam, fn point at the
  * environment's slices. With tape (w->tape != NULL) the pre-update p_i of every
  * (sweep, contact) is recorded. w->p holds the final p afterwards. */
-BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, real margin,
-                          const real *gap, const real *c, const real *G, const real *mu, real *lam,
-                          real *fn, const pgs_work *w) {
+BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_real margin,
+                          const bcg_real *gap, const bcg_real *c, const bcg_real *G, const bcg_real *mu, bcg_real *lam,
+                          bcg_real *fn, const pgs_work *w) {
   const int ld = 3 * ncon;
   for (int i = 0; i < na; i++) {
     pgs_weight(cf, gap[i], margin, &w->s[i], &w->ds[i]);
-    const real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
-    real *Gi = w->Gi + 9 * i;
+    const bcg_real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
+    bcg_real *Gi = w->Gi + 9 * i;
     if (pgs_block_has_null(Gii, ld)) {
       pgs_inv_null(Gii, ld, cf->solver == PGS_SPLIT, Gi);
       if (cf->solver == PGS_SPLIT) w->r[i] = 0;
     } else if (cf->solver == PGS_SPLIT) {
-      const real idt = (real)1 / (Gii[ld + 1] * Gii[2 * ld + 2] - Gii[ld + 2] * Gii[2 * ld + 1]);
-      Gi[0] = (real)1 / Gii[0];
+      const bcg_real idt = (bcg_real)1 / (Gii[ld + 1] * Gii[2 * ld + 2] - Gii[ld + 2] * Gii[2 * ld + 1]);
+      Gi[0] = (bcg_real)1 / Gii[0];
       Gi[1] = Gi[2] = Gi[3] = Gi[6] = 0;
       Gi[4] = Gii[2 * ld + 2] * idt;
       Gi[5] = -Gii[ld + 2] * idt;
@@ -396,14 +395,14 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, real mar
       pgs_inv3(Gii, ld, Gi);
     }
     if (cf->solver == PGS_REFERENCE) {
-      real sum = 1, C[9];
+      bcg_real sum = 1, C[9];
       for (int j = 0; j < na; j++) sum += pgs_cof3(G + (size_t)(3 * i) * ld + 3 * j, ld, C);
-      w->r[i] = (real)1 / sum;
+      w->r[i] = (bcg_real)1 / sum;
     }
   }
   for (int i = 0; i < na; i++) {
-    const real *Gi = w->Gi + 9 * i;
-    const real ci[3] = {c[3 * i] + pgs_shift(cf, gap[i], dt), c[3 * i + 1], c[3 * i + 2]};
+    const bcg_real *Gi = w->Gi + 9 * i;
+    const bcg_real ci[3] = {c[3 * i] + pgs_shift(cf, gap[i], dt), c[3 * i + 1], c[3 * i + 2]};
     if (cf->solver == PGS_SPLIT)
       w->p[3 * i] = w->p[3 * i + 1] = w->p[3 * i + 2] = 0;
     else
@@ -413,9 +412,9 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, real mar
   const int nsweep = pgs_nsweep(cf);
   for (int k = 0; k < nsweep; k++)
     for (int i = 0; i < na; i++) {
-      real y[3], q[3];
+      bcg_real y[3], q[3];
       if (w->tape) {
-        real *t = w->tape + 3 * ((size_t)k * na + i);
+        bcg_real *t = w->tape + 3 * ((size_t)k * na + i);
         t[0] = w->p[3 * i]; t[1] = w->p[3 * i + 1]; t[2] = w->p[3 * i + 2];
       }
       pgs_residual(i, na, ld, G, c + 3 * i, w->s, w->p, y);
@@ -442,15 +441,15 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, real dt, real mar
 
 /* VJP of one environment: accumulates into gap_bar, c_bar, G_bar (G_bar may be
  * NULL). lam/fn are scratch outputs of the recomputed forward. */
-BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, real margin,
-                        const real *gap, const real *c, const real *G, const real *mu,
-                        const real *lam_bar, real *gap_bar, real *c_bar, real *G_bar, real *lam,
-                        real *fn, const pgs_work *w) {
+BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_real margin,
+                        const bcg_real *gap, const bcg_real *c, const bcg_real *G, const bcg_real *mu,
+                        const bcg_real *lam_bar, bcg_real *gap_bar, bcg_real *c_bar, bcg_real *G_bar, bcg_real *lam,
+                        bcg_real *fn, const pgs_work *w) {
   const int ld = 3 * ncon;
   pgs_env_solve(cf, na, ncon, dt, margin, gap, c, G, mu, lam, fn, w);
   /* lam_i = s_i p_i */
   for (int i = 0; i < na; i++) {
-    const real *lb = lam_bar + 3 * i, *pi = w->p + 3 * i;
+    const bcg_real *lb = lam_bar + 3 * i, *pi = w->p + 3 * i;
     for (int a = 0; a < 3; a++) w->pb[3 * i + a] = w->s[i] * lb[a];
     w->sb[i] = lb[0] * pi[0] + lb[1] * pi[1] + lb[2] * pi[2];
     w->rb[i] = 0;
@@ -459,18 +458,18 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, real margi
   /* the sweeps, backwards */
   for (int k = pgs_nsweep(cf) - 1; k >= 0; k--)
     for (int i = na - 1; i >= 0; i--) {
-      const real *t = w->tape + 3 * ((size_t)k * na + i);
-      real *pi = w->p + 3 * i, *pbi = w->pb + 3 * i;
-      real y[3], q[3], qb[3], yb[3];
+      const bcg_real *t = w->tape + 3 * ((size_t)k * na + i);
+      bcg_real *pi = w->p + 3 * i, *pbi = w->pb + 3 * i;
+      bcg_real y[3], q[3], qb[3], yb[3];
       pi[0] = t[0]; pi[1] = t[1]; pi[2] = t[2]; /* state before this update */
       pgs_residual(i, na, ld, G, c + 3 * i, w->s, w->p, y);
       y[0] += pgs_shift(cf, gap[i], dt);
       if (cf->solver == PGS_SPLIT) {
         /* the old p_i's adjoint (pbi) and yb from the split step's adjoint */
-        const real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
+        const bcg_real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
         pgs_split_st st;
         pgs_split_fwd(Gii, ld, w->Gi + 9 * i, mu[i], pi, y, &st);
-        real pn[3] = {pbi[0], pbi[1], pbi[2]};
+        bcg_real pn[3] = {pbi[0], pbi[1], pbi[2]};
         pgs_split_vjp(Gii, ld, w->Gi + 9 * i, mu[i], y, &st, pn, pbi, yb, w->Gib + 9 * i,
                       G_bar ? G_bar + (size_t)(3 * i) * ld + 3 * i : NULL);
       } else {
@@ -479,8 +478,8 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, real margi
         /* q = p_i - R_i y: the old p_i's adjoint starts at qb */
         pbi[0] = qb[0]; pbi[1] = qb[1]; pbi[2] = qb[2];
         if (cf->solver == PGS_BLOCK) {
-          const real *Gi = w->Gi + 9 * i;
-          real *Gib = w->Gib + 9 * i;
+          const bcg_real *Gi = w->Gi + 9 * i;
+          bcg_real *Gib = w->Gib + 9 * i;
           for (int b = 0; b < 3; b++) yb[b] = -(Gi[b] * qb[0] + Gi[3 + b] * qb[1] + Gi[6 + b] * qb[2]);
           for (int a = 0; a < 3; a++)
             for (int b = 0; b < 3; b++) Gib[3 * a + b] -= qb[a] * y[b];
@@ -494,22 +493,22 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, real margi
       gap_bar[i] += cf->erp / dt * yb[0];
       for (int j = 0; j < na; j++) {
         const int self = j == i;
-        const real wj = self ? (real)1 : w->s[j];
+        const bcg_real wj = self ? (bcg_real)1 : w->s[j];
         if (wj == 0 && cf->hard) continue; /* as in the forward; s has no adjoint for hard */
-        const real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
-        const real *pj = w->p + 3 * j;
-        real *pbj = w->pb + 3 * j;
+        const bcg_real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
+        const bcg_real *pj = w->p + 3 * j;
+        bcg_real *pbj = w->pb + 3 * j;
         if (wj != 0) {
           for (int b = 0; b < 3; b++)
             pbj[b] += wj * (Gij[b] * yb[0] + Gij[ld + b] * yb[1] + Gij[2 * ld + b] * yb[2]);
           if (G_bar) {
-            real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
+            bcg_real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
             for (int a = 0; a < 3; a++)
               for (int b = 0; b < 3; b++) Gbij[a * ld + b] += wj * yb[a] * pj[b];
           }
         }
         if (!self) {
-          real gp = 0;
+          bcg_real gp = 0;
           for (int a = 0; a < 3; a++)
             gp += yb[a] * (Gij[a * ld] * pj[0] + Gij[a * ld + 1] * pj[1] + Gij[a * ld + 2] * pj[2]);
           w->sb[j] += gp;
@@ -518,9 +517,9 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, real margi
     }
   /* p_i = -Gi_i c_i (split: p = 0) */
   for (int i = 0; i < na && cf->solver != PGS_SPLIT; i++) {
-    const real *Gi = w->Gi + 9 * i, *pbi = w->pb + 3 * i;
-    const real ci[3] = {c[3 * i] + pgs_shift(cf, gap[i], dt), c[3 * i + 1], c[3 * i + 2]};
-    real *Gib = w->Gib + 9 * i;
+    const bcg_real *Gi = w->Gi + 9 * i, *pbi = w->pb + 3 * i;
+    const bcg_real ci[3] = {c[3 * i] + pgs_shift(cf, gap[i], dt), c[3 * i + 1], c[3 * i + 2]};
+    bcg_real *Gib = w->Gib + 9 * i;
     for (int b = 0; b < 3; b++) c_bar[3 * i + b] -= Gi[b] * pbi[0] + Gi[3 + b] * pbi[1] + Gi[6 + b] * pbi[2];
     gap_bar[i] -= cf->erp / dt * (Gi[0] * pbi[0] + Gi[3] * pbi[1] + Gi[6] * pbi[2]);
     for (int a = 0; a < 3; a++)
@@ -531,23 +530,23 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, real dt, real margi
       /* Gi = G_ii^-1: G_ii_bar = -Gi^T Gib Gi^T (split: Gi = blockdiag(1 / G_nn,
        * G_tt^-1) is the inverse of blockdiag(G_nn, G_tt), and Gib is zero off the
        * blocks, so the same formula gives G_nn's and G_tt's adjoints) */
-      const real *Gi = w->Gi + 9 * i, *Gib = w->Gib + 9 * i;
-      real T[9];
+      const bcg_real *Gi = w->Gi + 9 * i, *Gib = w->Gib + 9 * i;
+      bcg_real T[9];
       for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
           T[3 * a + b] = Gib[3 * a] * Gi[b * 3] + Gib[3 * a + 1] * Gi[b * 3 + 1] + Gib[3 * a + 2] * Gi[b * 3 + 2];
-      real *Gbii = G_bar + (size_t)(3 * i) * ld + 3 * i;
+      bcg_real *Gbii = G_bar + (size_t)(3 * i) * ld + 3 * i;
       for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
           Gbii[a * ld + b] -= Gi[a] * T[b] + Gi[3 + a] * T[3 + b] + Gi[6 + a] * T[6 + b];
       /* r_i = 1 / (1 + sum_j det G_ij) */
       if (cf->solver == PGS_REFERENCE) {
-        const real sbar = -w->r[i] * w->r[i] * w->rb[i];
+        const bcg_real sbar = -w->r[i] * w->r[i] * w->rb[i];
         if (sbar != 0)
           for (int j = 0; j < na; j++) {
-            real C[9];
-            const real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
-            real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
+            bcg_real C[9];
+            const bcg_real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
+            bcg_real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
             pgs_cof3(Gij, ld, C);
             for (int a = 0; a < 3; a++)
               for (int b = 0; b < 3; b++) Gbij[a * ld + b] += sbar * C[3 * a + b];
@@ -619,10 +618,10 @@ static void *pgs_create(const bcg_services *svc, const bcg_params *params,
 #endif
   if (svc && params) {
 #ifndef BCG_CONTACT_HARD
-    if (svc->get_real) cf->kappa = (real)svc->get_real(params, "kappa");
+    if (svc->get_real) cf->kappa = (bcg_real)svc->get_real(params, "kappa");
 #endif
     if (svc->get_int) cf->iters = (int)svc->get_int(params, "iterations");
-    if (svc->get_real) cf->erp = (real)svc->get_real(params, "erp");
+    if (svc->get_real) cf->erp = (bcg_real)svc->get_real(params, "erp");
     if (svc->get_string) {
       const char *s = svc->get_string(params, "solver");
       if (s && strcmp(s, "reference") == 0) cf->solver = PGS_REFERENCE;
@@ -651,7 +650,7 @@ static int pgs_solve(void *self, bcg_contact_batch *b) {
   const pgs_cfg *cf = (const pgs_cfg *)self;
   if (b->nenv <= 0 || b->ncon <= 0) return 0;
   const size_t ws = pgs_work_size(b->ncon, pgs_nsweep(cf), 0);
-  real *work = (real *)malloc((size_t)b->nenv * ws * sizeof(real));
+  bcg_real *work = (bcg_real *)malloc((size_t)b->nenv * ws * sizeof(bcg_real));
   if (!work) return -1;
   const int ncon = b->ncon;
   const size_t gsz = (size_t)9 * ncon * ncon;
@@ -671,12 +670,12 @@ static int pgs_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adj
   if (b->nenv <= 0 || b->ncon <= 0) return 0;
   const int ncon = b->ncon;
   const size_t ws = pgs_work_size(ncon, pgs_nsweep(cf), 1) + (size_t)4 * ncon; /* + lam, fn */
-  real *work = (real *)malloc((size_t)b->nenv * ws * sizeof(real));
+  bcg_real *work = (bcg_real *)malloc((size_t)b->nenv * ws * sizeof(bcg_real));
   if (!work) return -1;
   const size_t gsz = (size_t)9 * ncon * ncon;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < b->nenv; e++) {
-    real *we = work + (size_t)e * ws;
+    bcg_real *we = work + (size_t)e * ws;
     const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, pgs_nsweep(cf), 1);
     pgs_env_vjp(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->margin,
                 b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
@@ -727,32 +726,32 @@ BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &
  * reals: ncon 24 with up to ~45 sweeps), else in the batch buffer */
 #define PGS_LOCAL_WORK 4096
 
-__global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, real dt, real margin,
-                                 const int *nactive, const real *gap, const real *c, const real *G,
-                                 const real *mu, real *lam, real *fn, real *work, size_t ws) {
+__global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, bcg_real dt, bcg_real margin,
+                                 const int *nactive, const bcg_real *gap, const bcg_real *c, const bcg_real *G,
+                                 const bcg_real *mu, bcg_real *lam, bcg_real *fn, bcg_real *work, size_t ws) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
   const int na = contact_nactive(nactive, e, ncon), ld = 3 * ncon;
-  real Gl[CONTACT_GLOCAL], wl[PGS_LOCAL_WORK];
+  bcg_real Gl[CONTACT_GLOCAL], wl[PGS_LOCAL_WORK];
   contact_stage_G(Gl, G + (size_t)e * gsz, na, ld);
   const pgs_work w = pgs_work_view(work ? work + (size_t)e * ws : wl, ncon, pgs_nsweep(&cf), 0);
   pgs_env_solve(&cf, na, ncon, dt, margin, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
                 mu + (size_t)e * ncon, lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, &w);
 }
 
-__global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, real dt, real margin,
-                               const int *nactive, const real *gap, const real *c, const real *G,
-                               const real *mu, const real *lam_bar, real *gap_bar, real *c_bar, real *G_bar,
-                               real *work, size_t ws) {
+__global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, bcg_real dt, bcg_real margin,
+                               const int *nactive, const bcg_real *gap, const bcg_real *c, const bcg_real *G,
+                               const bcg_real *mu, const bcg_real *lam_bar, bcg_real *gap_bar, bcg_real *c_bar, bcg_real *G_bar,
+                               bcg_real *work, size_t ws) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
   const int na = contact_nactive(nactive, e, ncon), ld = 3 * ncon;
-  real Gl[CONTACT_GLOCAL], Gbl[CONTACT_GLOCAL], wl[PGS_LOCAL_WORK];
+  bcg_real Gl[CONTACT_GLOCAL], Gbl[CONTACT_GLOCAL], wl[PGS_LOCAL_WORK];
   contact_stage_G(Gl, G + (size_t)e * gsz, na, ld);
   if (G_bar) contact_zero_G(Gbl, na, ld);
-  real *we = work ? work + (size_t)e * ws : wl;
+  bcg_real *we = work ? work + (size_t)e * ws : wl;
   const pgs_work w = pgs_work_view(we + 4 * ncon, ncon, pgs_nsweep(&cf), 1);
   pgs_env_vjp(&cf, na, ncon, dt, margin, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
               mu + (size_t)e * ncon, lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
@@ -770,9 +769,9 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_cuda(void *self,
   cudaStream_t st = (cudaStream_t)stream;
   if (b->ncon > CONTACT_MAXC) return -1;
   const size_t ws = pgs_work_size(b->ncon, pgs_nsweep(cf), 0);
-  real *work = NULL;
+  bcg_real *work = NULL;
   if (ws > PGS_LOCAL_WORK &&
-      cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
+      cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
     return -1;
   const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
   pgs_solve_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
@@ -789,9 +788,9 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_vjp_cuda(
   cudaStream_t st = (cudaStream_t)stream;
   if (b->ncon > CONTACT_MAXC) return -1;
   const size_t ws = pgs_work_size(b->ncon, pgs_nsweep(cf), 1) + (size_t)4 * b->ncon;
-  real *work = NULL;
+  bcg_real *work = NULL;
   if (ws > PGS_LOCAL_WORK &&
-      cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
+      cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
     return -1;
   const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
   pgs_vjp_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,

@@ -91,18 +91,17 @@
 #include "bcg/plugin.h"
 #include "contact_common.h"
 
-typedef bcg_real real;
 
-#define SOFT_VT_EPS ((real)1e-4) /* m/s, tangential speed regulariser (explicit) */
+#define SOFT_VT_EPS ((bcg_real)1e-4) /* m/s, tangential speed regulariser (explicit) */
 #define SOFT_DW 5e-4                /* m, default damping_width */
 #define SOFT_STR_(x) #x
 #define SOFT_STR(x) SOFT_STR_(x)
 
 typedef struct soft_cfg {
-  real ke;      /* N/m */
-  real kd;      /* N s/m */
-  real dw;      /* m, penetration over which the damping gain ramps up to kd (0: a step) */
-  real kf;      /* N s/m */
+  bcg_real ke;      /* N/m */
+  bcg_real kd;      /* N s/m */
+  bcg_real dw;      /* m, penetration over which the damping gain ramps up to kd (0: a step) */
+  bcg_real kf;      /* N s/m */
   int implicit; /* 1: end-of-substep law on the Delassus system; 0: explicit */
   int iters;    /* Gauss-Seidel sweeps (implicit) */
 } soft_cfg;
@@ -113,33 +112,33 @@ typedef struct soft_cfg {
  * impulse of an approaching point jump there by about dt k_d |v_n| (the
  * forward map's discontinuity of docs/contact_continuity.md). w = 0: the
  * step. */
-BCG_HD real soft_damping(const soft_cfg *cf, real g, real *dD) {
+BCG_HD bcg_real soft_damping(const soft_cfg *cf, bcg_real g, bcg_real *dD) {
   *dD = 0;
   if (!(g < 0)) return 0;
   if (!(cf->dw > 0) || -g >= cf->dw) return cf->kd;
-  const real x = -g / cf->dw;
-  *dD = -cf->kd * (real)6 * x * ((real)1 - x) / cf->dw;
-  return cf->kd * x * x * ((real)3 - (real)2 * x);
+  const bcg_real x = -g / cf->dw;
+  *dD = -cf->kd * (bcg_real)6 * x * ((bcg_real)1 - x) / cf->dw;
+  return cf->kd * x * x * ((bcg_real)3 - (bcg_real)2 * x);
 }
 
 /* ================================================================ explicit == */
 
 /* one contact: force f (normal, t1, t2) and which branches were taken */
-BCG_HD void soft_force(const soft_cfg *cf, real g, const real v[3], real mu, real f[3],
-                       int *slide, real *vm) {
-  const real pen = g < 0 ? -g : (real)0;
-  real dD;
-  const real D = soft_damping(cf, g, &dD);
-  const real damp = v[0] < 0 ? -D * v[0] : (real)0;
-  const real fnv = cf->ke * pen + damp;
-  const real m = sqrt(v[1] * v[1] + v[2] * v[2] + SOFT_VT_EPS * SOFT_VT_EPS);
+BCG_HD void soft_force(const soft_cfg *cf, bcg_real g, const bcg_real v[3], bcg_real mu, bcg_real f[3],
+                       int *slide, bcg_real *vm) {
+  const bcg_real pen = g < 0 ? -g : (bcg_real)0;
+  bcg_real dD;
+  const bcg_real D = soft_damping(cf, g, &dD);
+  const bcg_real damp = v[0] < 0 ? -D * v[0] : (bcg_real)0;
+  const bcg_real fnv = cf->ke * pen + damp;
+  const bcg_real m = sqrt(v[1] * v[1] + v[2] * v[2] + SOFT_VT_EPS * SOFT_VT_EPS);
   f[0] = fnv;
   if (cf->kf * m <= mu * fnv) { /* sticking: viscous */
     f[1] = -cf->kf * v[1];
     f[2] = -cf->kf * v[2];
     *slide = 0;
   } else { /* on the cone */
-    const real sc = mu * fnv / m;
+    const bcg_real sc = mu * fnv / m;
     f[1] = -sc * v[1];
     f[2] = -sc * v[2];
     *slide = 1;
@@ -147,10 +146,10 @@ BCG_HD void soft_force(const soft_cfg *cf, real g, const real v[3], real mu, rea
   *vm = m;
 }
 
-BCG_HD void soft_env_solve(const soft_cfg *cf, int na, int ncon, real dt, const real *gap,
-                           const real *v0, const real *mu, real *lam, real *fn) {
+BCG_HD void soft_env_solve(const soft_cfg *cf, int na, int ncon, bcg_real dt, const bcg_real *gap,
+                           const bcg_real *v0, const bcg_real *mu, bcg_real *lam, bcg_real *fn) {
   for (int i = 0; i < na; i++) {
-    real f[3], m;
+    bcg_real f[3], m;
     int slide;
     soft_force(cf, gap[i], v0 + 3 * i, mu[i], f, &slide, &m);
     for (int a = 0; a < 3; a++) lam[3 * i + a] = dt * f[a];
@@ -162,31 +161,31 @@ BCG_HD void soft_env_solve(const soft_cfg *cf, int na, int ncon, real dt, const 
   }
 }
 
-BCG_HD void soft_env_vjp(const soft_cfg *cf, int na, real dt, const real *gap, const real *v0,
-                         const real *mu, const real *lam_bar, real *gap_bar, real *v0_bar) {
+BCG_HD void soft_env_vjp(const soft_cfg *cf, int na, bcg_real dt, const bcg_real *gap, const bcg_real *v0,
+                         const bcg_real *mu, const bcg_real *lam_bar, bcg_real *gap_bar, bcg_real *v0_bar) {
   for (int i = 0; i < na; i++) {
-    const real g = gap[i], *v = v0 + 3 * i, *lb = lam_bar + 3 * i;
-    real f[3], m;
+    const bcg_real g = gap[i], *v = v0 + 3 * i, *lb = lam_bar + 3 * i;
+    bcg_real f[3], m;
     int slide;
     soft_force(cf, g, v, mu[i], f, &slide, &m);
-    real fnb = dt * lb[0];
-    const real ftb1 = dt * lb[1], ftb2 = dt * lb[2];
-    real vb[3] = {0, 0, 0};
+    bcg_real fnb = dt * lb[0];
+    const bcg_real ftb1 = dt * lb[1], ftb2 = dt * lb[2];
+    bcg_real vb[3] = {0, 0, 0};
     if (!slide) {
       vb[1] = -cf->kf * ftb1;
       vb[2] = -cf->kf * ftb2;
     } else {
       /* f_t = -mu f_n v_t / m,  m = sqrt(|v_t|^2 + e^2) */
-      const real u1 = v[1] / m, u2 = v[2] / m;
-      const real ub = u1 * ftb1 + u2 * ftb2;
-      const real sc = mu[i] * f[0] / m;
+      const bcg_real u1 = v[1] / m, u2 = v[2] / m;
+      const bcg_real ub = u1 * ftb1 + u2 * ftb2;
+      const bcg_real sc = mu[i] * f[0] / m;
       fnb -= mu[i] * ub;
       vb[1] = -sc * (ftb1 - u1 * ub);
       vb[2] = -sc * (ftb2 - u2 * ub);
     }
     if (g < 0) {
-      real dD;
-      const real D = soft_damping(cf, g, &dD);
+      bcg_real dD;
+      const bcg_real D = soft_damping(cf, g, &dD);
       gap_bar[i] -= cf->ke * fnb;
       if (v[0] < 0) {
         vb[0] = -D * fnb;
@@ -200,12 +199,12 @@ BCG_HD void soft_env_vjp(const soft_cfg *cf, int na, real dt, const real *gap, c
 /* ================================================================ implicit == */
 
 /* y = c_i + sum_j G_ij lam_j (the current end-of-substep velocity of contact i) */
-BCG_HD void soft_residual(int i, int na, int ld, const real *G, const real *ci, const real *p,
-                          real y[3]) {
+BCG_HD void soft_residual(int i, int na, int ld, const bcg_real *G, const bcg_real *ci, const bcg_real *p,
+                          bcg_real y[3]) {
   y[0] = ci[0]; y[1] = ci[1]; y[2] = ci[2];
   for (int j = 0; j < na; j++) {
-    const real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
-    const real *pj = p + 3 * j;
+    const bcg_real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
+    const bcg_real *pj = p + 3 * j;
     for (int a = 0; a < 3; a++)
       y[a] += Gij[a * ld] * pj[0] + Gij[a * ld + 1] * pj[1] + Gij[a * ld + 2] * pj[2];
   }
@@ -213,45 +212,45 @@ BCG_HD void soft_residual(int i, int na, int ld, const real *G, const real *ci, 
 
 /* Intermediates of one contact update (see the header). */
 typedef struct soft_imp_st {
-  real w, hw, D;   /* v_n(0), h(0), active damping gain */
-  real dD;         /* d D / d g */
-  real num, den;   /* x = num / den on the branch taken */
+  bcg_real w, hw, D;   /* v_n(0), h(0), active damping gain */
+  bcg_real dD;         /* d D / d g */
+  bcg_real num, den;   /* x = num / den on the branch taken */
   int br;          /* normal branch: 2 spring+damper, 1 spring, 0 none */
-  real dn;         /* x - p_n */
-  real vt[2];      /* y_t + G_tn dn: the end tangential velocity after the normal update */
-  real z[2];       /* vt - G_tt p_t */
-  real Ai[4];      /* (I + dt k_f G_tt)^-1, row major */
-  real u[2];       /* Ai z */
-  real A[4];       /* G_tt + I / (dt k_f) (sliding: the tangential problem's matrix) */
+  bcg_real dn;         /* x - p_n */
+  bcg_real vt[2];      /* y_t + G_tn dn: the end tangential velocity after the normal update */
+  bcg_real z[2];       /* vt - G_tt p_t */
+  bcg_real Ai[4];      /* (I + dt k_f G_tt)^-1, row major */
+  bcg_real u[2];       /* Ai z */
+  bcg_real A[4];       /* G_tt + I / (dt k_f) (sliding: the tangential problem's matrix) */
   int slide;       /* x > 0 and the viscous t* outside the disc */
-  real q[3];       /* before the projection: (x, t*) (sticking) or (x, t on the disc) (sliding) */
+  bcg_real q[3];       /* before the projection: (x, t*) (sticking) or (x, t on the disc) (sliding) */
 } soft_imp_st;
 
-BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const real *Gii, int ld,
-                         const real p[3], const real y[3], soft_imp_st *st) {
-  const real a = Gii[0], hdt = dt * (real)0.5;
+BCG_HD void soft_imp_fwd(const soft_cfg *cf, bcg_real dt, bcg_real mu, bcg_real g, const bcg_real *Gii, int ld,
+                         const bcg_real p[3], const bcg_real y[3], soft_imp_st *st) {
+  const bcg_real a = Gii[0], hdt = dt * (bcg_real)0.5;
   st->w = y[0] - a * p[0];
   st->hw = g + hdt * st->w;
   st->D = soft_damping(cf, g, &st->dD);
-  real x = 0;
+  bcg_real x = 0;
   st->br = 0;
   st->num = 0;
   st->den = 1;
   /* D > 0 (g < 0): x = dt max(0, -k_e h - D v_n) (branch 2); else x = dt k_e max(0, -h) (1) */
-  const real D = st->D;
-  const real num = -dt * (cf->ke * st->hw + D * st->w);
-  const real den = (real)1 + dt * a * (cf->ke * hdt + D);
-  const real xx = num / den;
+  const bcg_real D = st->D;
+  const bcg_real num = -dt * (cf->ke * st->hw + D * st->w);
+  const bcg_real den = (bcg_real)1 + dt * a * (cf->ke * hdt + D);
+  const bcg_real xx = num / den;
   if (xx > 0) { st->br = D > 0 ? 2 : 1; st->num = num; st->den = den; x = xx; }
   st->dn = x - p[0];
-  const real g11 = Gii[ld + 1], g12 = Gii[ld + 2], g21 = Gii[2 * ld + 1], g22 = Gii[2 * ld + 2];
+  const bcg_real g11 = Gii[ld + 1], g12 = Gii[ld + 2], g21 = Gii[2 * ld + 1], g22 = Gii[2 * ld + 2];
   st->vt[0] = y[1] + Gii[ld] * st->dn;
   st->vt[1] = y[2] + Gii[2 * ld] * st->dn;
   st->z[0] = st->vt[0] - (g11 * p[1] + g12 * p[2]);
   st->z[1] = st->vt[1] - (g21 * p[1] + g22 * p[2]);
-  const real al = dt * cf->kf;
-  const real A00 = (real)1 + al * g11, A01 = al * g12, A10 = al * g21, A11 = (real)1 + al * g22;
-  const real id = (real)1 / (A00 * A11 - A01 * A10);
+  const bcg_real al = dt * cf->kf;
+  const bcg_real A00 = (bcg_real)1 + al * g11, A01 = al * g12, A10 = al * g21, A11 = (bcg_real)1 + al * g22;
+  const bcg_real id = (bcg_real)1 / (A00 * A11 - A01 * A10);
   st->Ai[0] = A11 * id; st->Ai[1] = -A01 * id;
   st->Ai[2] = -A10 * id; st->Ai[3] = A00 * id;
   st->u[0] = st->Ai[0] * st->z[0] + st->Ai[1] * st->z[1];
@@ -264,7 +263,7 @@ BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const rea
    * minimiser there (equal to t* on the boundary) */
   st->slide = x > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * x;
   if (st->slide) {
-    const real il = (real)1 / al; /* al > 0: al = 0 gives t* = 0, never sliding */
+    const bcg_real il = (bcg_real)1 / al; /* al > 0: al = 0 gives t* = 0, never sliding */
     st->A[0] = g11 + il; st->A[1] = g12; st->A[2] = g21; st->A[3] = g22 + il;
     contact_disc_slide(st->A, st->z, mu * x, st->q + 1);
   }
@@ -274,15 +273,15 @@ BCG_HD void soft_imp_fwd(const soft_cfg *cf, real dt, real mu, real g, const rea
  * to the adjoints of the pre-update lam_i (pold_b, overwritten) and of y (yb,
  * overwritten); accumulates into *gb (the gap) and Gbii (the G_bar block of
  * G_ii; may be NULL). */
-BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, int ld,
-                         const real p[3], const soft_imp_st *st, const real pb[3],
-                         real pold_b[3], real yb[3], real *gb, real *Gbii) {
-  const real a = Gii[0], hdt = dt * (real)0.5, al = dt * cf->kf;
-  real qb[3], vb0, vb1;
+BCG_HD void soft_imp_vjp(const soft_cfg *cf, bcg_real dt, bcg_real mu, const bcg_real *Gii, int ld,
+                         const bcg_real p[3], const soft_imp_st *st, const bcg_real pb[3],
+                         bcg_real pold_b[3], bcg_real yb[3], bcg_real *gb, bcg_real *Gbii) {
+  const bcg_real a = Gii[0], hdt = dt * (bcg_real)0.5, al = dt * cf->kf;
+  bcg_real qb[3], vb0, vb1;
   contact_proj_vjp(st->q, mu, pb, qb);
   if (st->slide) {
     /* q_t = disc(A = G_tt + I / al, z, r = mu x),  z = vt - G_tt p_t */
-    real Ab[4] = {0, 0, 0, 0}, zb[2] = {0, 0}, rb = 0;
+    bcg_real Ab[4] = {0, 0, 0, 0}, zb[2] = {0, 0}, rb = 0;
     contact_disc_slide_vjp(st->A, st->z, mu * st->q[0], qb + 1, Ab, zb, &rb);
     qb[0] += mu * rb;
     vb0 = zb[0];
@@ -297,8 +296,8 @@ BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, 
     }
   } else {
     /* t* = -al u,  u = Ai z,  Ai = (I + al G_tt)^-1 */
-    const real ub0 = -al * qb[1], ub1 = -al * qb[2];
-    const real zb0 = st->Ai[0] * ub0 + st->Ai[2] * ub1, zb1 = st->Ai[1] * ub0 + st->Ai[3] * ub1;
+    const bcg_real ub0 = -al * qb[1], ub1 = -al * qb[2];
+    const bcg_real zb0 = st->Ai[0] * ub0 + st->Ai[2] * ub1, zb1 = st->Ai[1] * ub0 + st->Ai[3] * ub1;
     /* z = vt - G_tt p_t */
     vb0 = zb0;
     vb1 = zb1;
@@ -315,19 +314,19 @@ BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, 
   /* vt = y_t + G_tn dn */
   yb[1] = vb0;
   yb[2] = vb1;
-  const real dnb = vb0 * Gii[ld] + vb1 * Gii[2 * ld];
+  const bcg_real dnb = vb0 * Gii[ld] + vb1 * Gii[2 * ld];
   if (Gbii) {
     Gbii[ld] += vb0 * st->dn;
     Gbii[2 * ld] += vb1 * st->dn;
   }
   /* dn = x - p_n */
-  const real xb = qb[0] + dnb;
-  real pnb = -dnb, wb = 0, ab = 0;
+  const bcg_real xb = qb[0] + dnb;
+  bcg_real pnb = -dnb, wb = 0, ab = 0;
   if (st->br) {
     /* x = num / den */
-    const real x = st->q[0];
-    const real numb = xb / st->den, denb = -xb * x / st->den;
-    const real hwb = -dt * cf->ke * numb;
+    const bcg_real x = st->q[0];
+    const bcg_real numb = xb / st->den, denb = -xb * x / st->den;
+    const bcg_real hwb = -dt * cf->ke * numb;
     if (st->br == 2) {
       wb -= dt * st->D * numb;
       ab += denb * dt * (cf->ke * hdt + st->D);
@@ -350,16 +349,16 @@ BCG_HD void soft_imp_vjp(const soft_cfg *cf, real dt, real mu, const real *Gii, 
 
 /* Forward solve of one environment; lam doubles as the iterate. With tape
  * != NULL the pre-update lam_i of every (sweep, contact) is recorded. */
-BCG_HD void soft_imp_env_solve(const soft_cfg *cf, int na, int ncon, real dt, const real *gap,
-                               const real *c, const real *G, const real *mu, real *lam, real *fn,
-                               real *tape) {
+BCG_HD void soft_imp_env_solve(const soft_cfg *cf, int na, int ncon, bcg_real dt, const bcg_real *gap,
+                               const bcg_real *c, const bcg_real *G, const bcg_real *mu, bcg_real *lam, bcg_real *fn,
+                               bcg_real *tape) {
   const int ld = 3 * ncon;
   for (int i = 0; i < 3 * ncon; i++) lam[i] = 0;
   for (int k = 0; k < cf->iters; k++)
     for (int i = 0; i < na; i++) {
-      real *pi = lam + 3 * i, y[3];
+      bcg_real *pi = lam + 3 * i, y[3];
       if (tape) {
-        real *t = tape + 3 * ((size_t)k * na + i);
+        bcg_real *t = tape + 3 * ((size_t)k * na + i);
         t[0] = pi[0]; t[1] = pi[1]; t[2] = pi[2];
       }
       soft_residual(i, na, ld, G, c + 3 * i, lam, y);
@@ -374,36 +373,36 @@ BCG_HD void soft_imp_env_solve(const soft_cfg *cf, int na, int ncon, real dt, co
 /* VJP of one environment: accumulates into gap_bar, c_bar, G_bar (may be
  * NULL). lam, fn, pb ([3 ncon], [ncon], [3 ncon]) and the tape
  * ([iters * 3 * na]) are scratch. */
-BCG_HD void soft_imp_env_vjp(const soft_cfg *cf, int na, int ncon, real dt, const real *gap,
-                             const real *c, const real *G, const real *mu, const real *lam_bar,
-                             real *gap_bar, real *c_bar, real *G_bar, real *lam, real *fn,
-                             real *pb, real *tape) {
+BCG_HD void soft_imp_env_vjp(const soft_cfg *cf, int na, int ncon, bcg_real dt, const bcg_real *gap,
+                             const bcg_real *c, const bcg_real *G, const bcg_real *mu, const bcg_real *lam_bar,
+                             bcg_real *gap_bar, bcg_real *c_bar, bcg_real *G_bar, bcg_real *lam, bcg_real *fn,
+                             bcg_real *pb, bcg_real *tape) {
   const int ld = 3 * ncon;
   soft_imp_env_solve(cf, na, ncon, dt, gap, c, G, mu, lam, fn, tape);
   for (int i = 0; i < 3 * na; i++) pb[i] = lam_bar[i];
   for (int k = cf->iters - 1; k >= 0; k--)
     for (int i = na - 1; i >= 0; i--) {
-      const real *t = tape + 3 * ((size_t)k * na + i);
-      real *pi = lam + 3 * i, *pbi = pb + 3 * i;
+      const bcg_real *t = tape + 3 * ((size_t)k * na + i);
+      bcg_real *pi = lam + 3 * i, *pbi = pb + 3 * i;
       pi[0] = t[0]; pi[1] = t[1]; pi[2] = t[2]; /* state before this update */
-      real y[3], yb[3];
+      bcg_real y[3], yb[3];
       soft_residual(i, na, ld, G, c + 3 * i, lam, y);
-      const real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
+      const bcg_real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
       soft_imp_st st;
       soft_imp_fwd(cf, dt, mu[i], gap[i], Gii, ld, pi, y, &st);
-      const real pn[3] = {pbi[0], pbi[1], pbi[2]};
+      const bcg_real pn[3] = {pbi[0], pbi[1], pbi[2]};
       soft_imp_vjp(cf, dt, mu[i], Gii, ld, pi, &st, pn, pbi, yb, gap_bar + i,
                    G_bar ? G_bar + (size_t)(3 * i) * ld + 3 * i : NULL);
       /* y = c_i + sum_j G_ij lam_j */
       for (int a = 0; a < 3; a++) c_bar[3 * i + a] += yb[a];
       for (int j = 0; j < na; j++) {
-        const real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
-        const real *pj = lam + 3 * j;
-        real *pbj = pb + 3 * j;
+        const bcg_real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
+        const bcg_real *pj = lam + 3 * j;
+        bcg_real *pbj = pb + 3 * j;
         for (int b = 0; b < 3; b++)
           pbj[b] += Gij[b] * yb[0] + Gij[ld + b] * yb[1] + Gij[2 * ld + b] * yb[2];
         if (G_bar) {
-          real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
+          bcg_real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
           for (int a = 0; a < 3; a++)
             for (int b = 0; b < 3; b++) Gbij[a * ld + b] += yb[a] * pj[b];
         }
@@ -473,18 +472,18 @@ static void *soft_create(const bcg_services *svc, const bcg_params *params,
     return NULL;
   }
   /* without services (unit use) the declared defaults apply */
-  cf->ke = (real)1e5;
-  cf->kd = (real)2e3;
-  cf->dw = (real)SOFT_DW;
-  cf->kf = (real)1e4;
+  cf->ke = (bcg_real)1e5;
+  cf->kd = (bcg_real)2e3;
+  cf->dw = (bcg_real)SOFT_DW;
+  cf->kf = (bcg_real)1e4;
   cf->implicit = 1;
   cf->iters = 10;
   if (svc && params) {
     if (svc->get_real) {
-      cf->ke = (real)svc->get_real(params, "stiffness");
-      cf->kd = (real)svc->get_real(params, "damping");
-      cf->dw = (real)svc->get_real(params, "damping_width");
-      cf->kf = (real)svc->get_real(params, "friction_stiffness");
+      cf->ke = (bcg_real)svc->get_real(params, "stiffness");
+      cf->kd = (bcg_real)svc->get_real(params, "damping");
+      cf->dw = (bcg_real)svc->get_real(params, "damping_width");
+      cf->kf = (bcg_real)svc->get_real(params, "friction_stiffness");
     }
     if (svc->get_int) cf->iters = (int)svc->get_int(params, "iterations");
     if (svc->get_string) {
@@ -545,12 +544,12 @@ static int soft_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_ad
   if (cf->implicit) {
     if (!b->G) return -1;
     const size_t ws = soft_imp_work_size(cf, ncon);
-    real *work = (real *)malloc((size_t)b->nenv * ws * sizeof(real));
+    bcg_real *work = (bcg_real *)malloc((size_t)b->nenv * ws * sizeof(bcg_real));
     if (!work) return -1;
     const size_t gsz = (size_t)9 * ncon * ncon;
 #pragma omp parallel for schedule(static)
     for (int e = 0; e < b->nenv; e++) {
-      real *we = work + (size_t)e * ws;
+      bcg_real *we = work + (size_t)e * ws;
       soft_imp_env_vjp(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt,
                        b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon,
                        b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
@@ -610,9 +609,9 @@ BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 
-__global__ void soft_solve_kernel(soft_cfg cf, int nenv, int ncon, real dt, const int *nactive,
-                                  const real *gap, const real *v0, const real *mu, real *lam,
-                                  real *fn) {
+__global__ void soft_solve_kernel(soft_cfg cf, int nenv, int ncon, bcg_real dt, const int *nactive,
+                                  const bcg_real *gap, const bcg_real *v0, const bcg_real *mu, bcg_real *lam,
+                                  bcg_real *fn) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   soft_env_solve(&cf, contact_nactive(nactive, e, ncon), ncon, dt, gap + (size_t)e * ncon,
@@ -620,9 +619,9 @@ __global__ void soft_solve_kernel(soft_cfg cf, int nenv, int ncon, real dt, cons
                  fn + (size_t)e * ncon);
 }
 
-__global__ void soft_vjp_kernel(soft_cfg cf, int nenv, int ncon, real dt, const int *nactive,
-                                const real *gap, const real *v0, const real *mu,
-                                const real *lam_bar, real *gap_bar, real *v0_bar) {
+__global__ void soft_vjp_kernel(soft_cfg cf, int nenv, int ncon, bcg_real dt, const int *nactive,
+                                const bcg_real *gap, const bcg_real *v0, const bcg_real *mu,
+                                const bcg_real *lam_bar, bcg_real *gap_bar, bcg_real *v0_bar) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   soft_env_vjp(&cf, contact_nactive(nactive, e, ncon), dt, gap + (size_t)e * ncon,
@@ -630,31 +629,31 @@ __global__ void soft_vjp_kernel(soft_cfg cf, int nenv, int ncon, real dt, const 
                gap_bar + (size_t)e * ncon, v0_bar + (size_t)e * 3 * ncon);
 }
 
-__global__ void soft_imp_solve_kernel(soft_cfg cf, int nenv, int ncon, real dt,
-                                      const int *nactive, const real *gap, const real *c,
-                                      const real *G, const real *mu, real *lam, real *fn) {
+__global__ void soft_imp_solve_kernel(soft_cfg cf, int nenv, int ncon, bcg_real dt,
+                                      const int *nactive, const bcg_real *gap, const bcg_real *c,
+                                      const bcg_real *G, const bcg_real *mu, bcg_real *lam, bcg_real *fn) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
   const int na = contact_nactive(nactive, e, ncon);
-  real Gl[CONTACT_GLOCAL]; /* see contact_stage_G */
+  bcg_real Gl[CONTACT_GLOCAL]; /* see contact_stage_G */
   contact_stage_G(Gl, G + (size_t)e * gsz, na, 3 * ncon);
   soft_imp_env_solve(&cf, na, ncon, dt, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
                      mu + (size_t)e * ncon, lam + (size_t)e * 3 * ncon, fn + (size_t)e * ncon, NULL);
 }
 
-__global__ void soft_imp_vjp_kernel(soft_cfg cf, int nenv, int ncon, real dt, const int *nactive,
-                                    const real *gap, const real *c, const real *G,
-                                    const real *mu, const real *lam_bar, real *gap_bar,
-                                    real *c_bar, real *G_bar, real *work, size_t ws) {
+__global__ void soft_imp_vjp_kernel(soft_cfg cf, int nenv, int ncon, bcg_real dt, const int *nactive,
+                                    const bcg_real *gap, const bcg_real *c, const bcg_real *G,
+                                    const bcg_real *mu, const bcg_real *lam_bar, bcg_real *gap_bar,
+                                    bcg_real *c_bar, bcg_real *G_bar, bcg_real *work, size_t ws) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   const size_t gsz = (size_t)9 * ncon * ncon;
   const int na = contact_nactive(nactive, e, ncon), ld = 3 * ncon;
-  real Gl[CONTACT_GLOCAL], Gbl[CONTACT_GLOCAL]; /* see contact_stage_G */
+  bcg_real Gl[CONTACT_GLOCAL], Gbl[CONTACT_GLOCAL]; /* see contact_stage_G */
   contact_stage_G(Gl, G + (size_t)e * gsz, na, ld);
   if (G_bar) contact_zero_G(Gbl, na, ld);
-  real *we = work + (size_t)e * ws;
+  bcg_real *we = work + (size_t)e * ws;
   soft_imp_env_vjp(&cf, na, ncon, dt, gap + (size_t)e * ncon, c + (size_t)e * 3 * ncon, Gl,
                    mu + (size_t)e * ncon, lam_bar + (size_t)e * 3 * ncon, gap_bar + (size_t)e * ncon,
                    c_bar + (size_t)e * 3 * ncon, G_bar ? Gbl : NULL, we, we + 3 * ncon, we + 4 * ncon,
@@ -691,8 +690,8 @@ extern "C" __attribute__((visibility("hidden"))) int soft_solve_vjp_cuda(
     if (!b->G || b->ncon > CONTACT_MAXC) return -1;
     cudaStream_t st = (cudaStream_t)stream;
     const size_t ws = soft_imp_work_size(cf, b->ncon);
-    real *work = NULL;
-    if (cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(real), st) != cudaSuccess)
+    bcg_real *work = NULL;
+    if (cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
       return -1;
     const int nb = (b->nenv + SOFT_IMP_THREADS - 1) / SOFT_IMP_THREADS;
     soft_imp_vjp_kernel<<<nb, SOFT_IMP_THREADS, 0, st>>>(

@@ -318,7 +318,7 @@ void bcg_qgrad_to_tangent(const bcg_mdata *m, const bcg_real *q, const bcg_real 
       for (int k = 0; k < 3; k++) {
         bcg_real e[4] = {0, 0, 0, 0}, r[4];
         e[1 + k] = 1;
-        quat_mul(r, q + qa, e);
+        bcg_quat_mul(r, q + qa, e);
         tg[da + k] = 0.5 * (r[0] * gq[qa] + r[1] * gq[qa + 1] + r[2] * gq[qa + 2] + r[3] * gq[qa + 3]);
       }
     } else {

@@ -112,7 +112,7 @@ int bcg_pd_check_gains(const bcg_model *model, const bcg_simparams *sp, bcg_pd_c
   double mz = 0, lo = INFINITY;
   for (int b = 1; b < m->nbody; b++) {
     bcg_real ci[3];
-    m3_mulv(ci, kk->R[b], m->body_ipos[b]);
+    bcg_m3_mulv(ci, kk->R[b], m->body_ipos[b]);
     c->mass += m->body_mass[b];
     mz += m->body_mass[b] * (double)(kk->p[b][2] + ci[2]);
     if (m->ncp == 0 && kk->p[b][2] < lo) lo = kk->p[b][2];

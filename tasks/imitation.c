@@ -73,7 +73,7 @@
 typedef struct ws {
   bcg_kin k, kr;
   tu_adj a;
-  real_t qr[BCG_MAX_Q], ur[BCG_MAX_DOF];
+  bcg_real qr[BCG_MAX_Q], ur[BCG_MAX_DOF];
 } ws;
 
 typedef struct imit {
@@ -261,8 +261,8 @@ static int act_dim(const void *p) { return ((const imit *)p)->nu; }
 static void ref_at(const imit *s, ws *w, double t) {
   double q[BCG_MAX_Q], u[BCG_MAX_DOF];
   bcg_motion_state(&s->mo, s->m, t, s->loop, q, u);
-  for (int i = 0; i < s->nq; i++) w->qr[i] = (real_t)q[i];
-  for (int i = 0; i < s->nv; i++) w->ur[i] = (real_t)u[i];
+  for (int i = 0; i < s->nq; i++) w->qr[i] = (bcg_real)q[i];
+  for (int i = 0; i < s->nv; i++) w->ur[i] = (bcg_real)u[i];
   bcg_kinematics(s->m, w->qr, &w->kr);
 }
 
@@ -287,7 +287,7 @@ static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bc
   return 0;
 }
 
-static inline void wpos(const bcg_kin *k, int b, real_t *o) { v3_add(o, k->p[b], k->o); }
+static inline void wpos(const bcg_kin *k, int b, bcg_real *o) { bcg_v3_add(o, k->p[b], k->o); }
 
 static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, bcg_task_clock c, bcg_real *o) {
   ws *w = &s->w_[e];
@@ -297,31 +297,31 @@ static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, b
   bcg_kinematics(m, q, k);
   tu_proprio(&s->L, m, k, q, q + s->nq, pa, o);
   o += s->pdim;
-  real_t Hi[9], d[3], pr[3];
+  bcg_real Hi[9], d[3], pr[3];
   tu_heading(&s->L, k->R[r], Hi);
   wpos(k, r, pr);
   for (int i = 0; i < s->nk; i++) {
-    v3_sub(d, k->p[s->key[i]], k->p[r]);
-    m3_mulv(o, Hi, d);
+    bcg_v3_sub(d, k->p[s->key[i]], k->p[r]);
+    bcg_m3_mulv(o, Hi, d);
     o += 3;
   }
   for (int f = 0; f < s->nf; f++) {
     ref_at(s, w, c.phase + (c.t + s->fut[f]) * s->dt);
-    real_t ph[3], Rh[9];
+    bcg_real ph[3], Rh[9];
     wpos(&w->kr, r, ph);
-    v3_sub(d, ph, pr);
-    m3_mulv(o, Hi, d);
-    m3_mul(Rh, Hi, w->kr.R[r]);
+    bcg_v3_sub(d, ph, pr);
+    bcg_m3_mulv(o, Hi, d);
+    bcg_m3_mul(Rh, Hi, w->kr.R[r]);
     tu_6d(Rh, o + 3);
     o += 9;
     for (int j = 0; j < nj; j++) o[j] = w->qr[s->L.jq[j]] - q[s->L.jq[j]];
     o += nj;
     for (int i = 0; i < s->nk; i++) {
-      real_t a[3], b[3];
+      bcg_real a[3], b[3];
       wpos(&w->kr, s->key[i], a);
       wpos(k, s->key[i], b);
-      v3_sub(d, a, b);
-      m3_mulv(o, Hi, d);
+      bcg_v3_sub(d, a, b);
+      bcg_m3_mulv(o, Hi, d);
       o += 3;
     }
   }
@@ -347,42 +347,42 @@ static void observe_vjp_one(imit *s, int e, const bcg_real *q, bcg_task_clock c,
   tu_adj_zero(A);
   tu_proprio_vjp(&s->L, m, k, q + s->nq, ob, A, pab);
   ob += s->pdim;
-  real_t Hi[9], d[3], db[3], pr[3];
+  bcg_real Hi[9], d[3], db[3], pr[3];
   tu_heading(&s->L, k->R[r], Hi);
   wpos(k, r, pr);
   for (int i = 0; i < s->nk; i++) {
     int b = s->key[i];
-    v3_sub(d, k->p[b], k->p[r]);
-    v3_zero(db);
+    bcg_v3_sub(d, k->p[b], k->p[r]);
+    bcg_v3_zero(db);
     tu_mv_vjp(Hi, d, ob, A->Hib, db);
-    v3_addto(A->pb[b], db);
-    v3_addscl(A->pb[r], db, -1);
+    bcg_v3_addto(A->pb[b], db);
+    bcg_v3_addscl(A->pb[r], db, -1);
     ob += 3;
   }
   for (int f = 0; f < s->nf; f++) {
     ref_at(s, w, c.phase + (c.t + s->fut[f]) * s->dt);
-    real_t ph[3];
+    bcg_real ph[3];
     wpos(&w->kr, r, ph);
-    v3_sub(d, ph, pr);
-    v3_zero(db);
+    bcg_v3_sub(d, ph, pr);
+    bcg_v3_zero(db);
     tu_mv_vjp(Hi, d, ob, A->Hib, db);
-    v3_addscl(A->pb[r], db, -1);
+    bcg_v3_addscl(A->pb[r], db, -1);
     /* 6D(Hi Rr^): Hib += Rhb Rr^T */
-    real_t Rhb[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, T[9];
+    bcg_real Rhb[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, T[9];
     tu_6d_vjp(ob + 3, Rhb);
-    m3_mulT(T, Rhb, w->kr.R[r]);
+    bcg_m3_mulT(T, Rhb, w->kr.R[r]);
     for (int i = 0; i < 9; i++) A->Hib[i] += T[i];
     ob += 9;
     for (int j = 0; j < nj; j++) A->qb[s->L.jd[j]] -= ob[j];
     ob += nj;
     for (int i = 0; i < s->nk; i++) {
-      real_t a[3], b[3];
+      bcg_real a[3], b[3];
       wpos(&w->kr, s->key[i], a);
       wpos(k, s->key[i], b);
-      v3_sub(d, a, b);
-      v3_zero(db);
+      bcg_v3_sub(d, a, b);
+      bcg_v3_zero(db);
       tu_mv_vjp(Hi, d, ob, A->Hib, db);
-      v3_addscl(A->pb[s->key[i]], db, -1);
+      bcg_v3_addscl(A->pb[s->key[i]], db, -1);
       ob += 3;
     }
   }
@@ -406,11 +406,11 @@ static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, d
   int nb = m->nbody - 1, nj = s->L.nj, r = s->L.root;
   double ep = 0, er = 0, et = 0;
   for (int b = 1; b < m->nbody; b++) {
-    real_t a[3], c[3], d[3];
+    bcg_real a[3], c[3], d[3];
     wpos(k, b, a);
     wpos(kr, b, c);
-    v3_sub(d, a, c);
-    double d2 = v3_dot(d, d);
+    bcg_v3_sub(d, a, c);
+    double d2 = bcg_v3_dot(d, d);
     ep += d2;
     et += sqrt(d2);
     double tr = 0;
@@ -428,17 +428,17 @@ static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, d
   }
   e[T_JPOS] = nj ? jp / nj : 0;
   e[T_JVEL] = nj ? jv / nj : 0;
-  real_t a[3], c[3], d[3], v[3], wv[3], vr[3], wr[3];
+  bcg_real a[3], c[3], d[3], v[3], wv[3], vr[3], wr[3];
   wpos(k, r, a);
   wpos(kr, r, c);
-  v3_sub(d, a, c);
+  bcg_v3_sub(d, a, c);
   double tr = 0;
   for (int i = 0; i < 9; i++) tr += kr->R[r][i] * k->R[r][i];
   tu_root_vel(&s->L, k, u, v, wv);
   tu_root_vel(&s->L, kr, w->ur, vr, wr);
   double dv2 = 0, dw2 = 0;
   for (int i = 0; i < 3; i++) dv2 += (v[i] - vr[i]) * (v[i] - vr[i]), dw2 += (wv[i] - wr[i]) * (wv[i] - wr[i]);
-  e[T_ROOT] = v3_dot(d, d) + (3 - tr) + 0.1 * dv2 + 0.1 * dw2;
+  e[T_ROOT] = bcg_v3_dot(d, d) + (3 - tr) + 0.1 * dv2 + 0.1 * dw2;
 }
 
 /* ---- ADD: the feature difference and its VJP --------------------------------------- */
@@ -447,10 +447,10 @@ static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, d
 static void add_delta(const imit *s, const ws *w, const bcg_real *q, const bcg_real *u, bcg_real *o) {
   const bcg_kin *k = &w->k, *kr = &w->kr;
   int r = s->L.root, nj = s->L.nj;
-  real_t a[3], b[3], s6[6], r6[6], H[9], Hr[9], d[3], dr[3], x1[3], x2[3];
+  bcg_real a[3], b[3], s6[6], r6[6], H[9], Hr[9], d[3], dr[3], x1[3], x2[3];
   wpos(kr, r, a);
   wpos(k, r, b);
-  v3_sub(o, a, b);
+  bcg_v3_sub(o, a, b);
   tu_6d(kr->R[r], r6);
   tu_6d(k->R[r], s6);
   for (int i = 0; i < 6; i++) o[3 + i] = r6[i] - s6[i];
@@ -461,18 +461,18 @@ static void add_delta(const imit *s, const ws *w, const bcg_real *q, const bcg_r
   tu_heading(&s->L, kr->R[r], Hr);
   for (int bb = 1; bb < s->m->nbody; bb++) {
     if (bb == r) continue;
-    v3_sub(dr, kr->p[bb], kr->p[r]);
-    v3_sub(d, k->p[bb], k->p[r]);
-    m3_mulv(x1, Hr, dr);
-    m3_mulv(x2, H, d);
-    v3_sub(o, x1, x2);
+    bcg_v3_sub(dr, kr->p[bb], kr->p[r]);
+    bcg_v3_sub(d, k->p[bb], k->p[r]);
+    bcg_m3_mulv(x1, Hr, dr);
+    bcg_m3_mulv(x2, H, d);
+    bcg_v3_sub(o, x1, x2);
     o += 3;
   }
-  real_t v[3], wv[3], vr[3], wr[3];
+  bcg_real v[3], wv[3], vr[3], wr[3];
   tu_root_vel(&s->L, k, u, v, wv);
   tu_root_vel(&s->L, kr, w->ur, vr, wr);
-  v3_sub(o, vr, v);
-  v3_sub(o + 3, wr, wv);
+  bcg_v3_sub(o, vr, v);
+  bcg_v3_sub(o + 3, wr, wv);
   o += 6;
   for (int j = 0; j < nj; j++) o[j] = w->ur[s->L.jd[j]] - u[s->L.jd[j]];
 }
@@ -481,27 +481,27 @@ static void add_delta(const imit *s, const ws *w, const bcg_real *q, const bcg_r
 static void add_delta_vjp(const imit *s, ws *w, const bcg_real *u, const bcg_real *ob, tu_adj *A) {
   const bcg_kin *k = &w->k;
   int r = s->L.root, nj = s->L.nj;
-  v3_addscl(A->pb[r], ob, -1);
-  real_t n6[6], R6[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  bcg_v3_addscl(A->pb[r], ob, -1);
+  bcg_real n6[6], R6[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   for (int i = 0; i < 6; i++) n6[i] = -ob[3 + i];
   tu_6d_vjp(n6, R6);
   for (int i = 0; i < 9; i++) A->Rb[i] += R6[i];
   ob += 9;
   for (int j = 0; j < nj; j++) A->qb[s->L.jd[j]] -= ob[j];
   ob += nj;
-  real_t H[9], d[3], db[3], nb[3];
+  bcg_real H[9], d[3], db[3], nb[3];
   tu_heading(&s->L, k->R[r], H);
   for (int bb = 1; bb < s->m->nbody; bb++) {
     if (bb == r) continue;
-    v3_sub(d, k->p[bb], k->p[r]);
+    bcg_v3_sub(d, k->p[bb], k->p[r]);
     for (int i = 0; i < 3; i++) nb[i] = -ob[i];
-    v3_zero(db);
+    bcg_v3_zero(db);
     tu_mv_vjp(H, d, nb, A->Hib, db);
-    v3_addto(A->pb[bb], db);
-    v3_addscl(A->pb[r], db, -1);
+    bcg_v3_addto(A->pb[bb], db);
+    bcg_v3_addscl(A->pb[r], db, -1);
     ob += 3;
   }
-  real_t vb[3], wb[3];
+  bcg_real vb[3], wb[3];
   for (int i = 0; i < 3; i++) vb[i] = -ob[i], wb[i] = -ob[3 + i];
   tu_root_vel_vjp(&s->L, k, u, vb, wb, A);
   ob += 6;
@@ -547,7 +547,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
 }
 
 static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae, const bcg_real *pe,
-                           bcg_task_clock ck, real_t g, const bcg_real *dbar, bcg_real *xb, bcg_real *ab,
+                           bcg_task_clock ck, bcg_real g, const bcg_real *dbar, bcg_real *xb, bcg_real *ab,
                            bcg_real *pab) {
   ws *w = &s->w_[e];
   const bcg_mdata *m = s->m;
@@ -566,11 +566,11 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
   if (s->w_self > 0) tu_self_penalty(&s->self, k, -g * s->w_self, A);
   if (s->w_limit > 0) tu_limit_penalty(m, q, -g * s->w_limit, A->qb);
   for (int b = 1; b < m->nbody; b++) {
-    real_t pa[3], pc[3], d[3], Rb[9];
+    bcg_real pa[3], pc[3], d[3], Rb[9];
     wpos(k, b, pa);
     wpos(kr, b, pc);
-    v3_sub(d, pa, pc);
-    v3_addscl(A->pb[b], d, c[T_POS] * 2.0 / nb);
+    bcg_v3_sub(d, pa, pc);
+    bcg_v3_addscl(A->pb[b], d, c[T_POS] * 2.0 / nb);
     for (int i = 0; i < 9; i++) Rb[i] = -c[T_ROT] / nb * kr->R[b][i];
     tu_rot_adj(k->R[b], Rb, A->tb[b]);
   }
@@ -579,11 +579,11 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
     A->qb[da] += c[T_JPOS] * 2.0 / nj * (q[qa] - w->qr[qa]);
     A->ub[da] += c[T_JVEL] * 2.0 / nj * (u[da] - w->ur[da]);
   }
-  real_t pa[3], pc[3], d[3], v[3], wv[3], vr[3], wr[3], vb[3], wb[3];
+  bcg_real pa[3], pc[3], d[3], v[3], wv[3], vr[3], wr[3], vb[3], wb[3];
   wpos(k, r, pa);
   wpos(kr, r, pc);
-  v3_sub(d, pa, pc);
-  v3_addscl(A->pb[r], d, 2 * c[T_ROOT]);
+  bcg_v3_sub(d, pa, pc);
+  bcg_v3_addscl(A->pb[r], d, 2 * c[T_ROOT]);
   for (int i = 0; i < 9; i++) A->Rb[i] -= c[T_ROOT] * kr->R[r][i];
   tu_root_vel(&s->L, k, u, v, wv);
   tu_root_vel(&s->L, kr, w->ur, vr, wr);

@@ -165,9 +165,9 @@ static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bc
     if (s->zq >= 0 && m->has_floor && m->ncp > 0) {
       bcg_kin *k = &s->k[e];
       bcg_kinematics(m, q, k);
-      real_t lo = 1e30;
+      bcg_real lo = 1e30;
       for (int c = 0; c < m->ncp; c++) {
-        real_t pc[3];
+        bcg_real pc[3];
         bcg_contact_point(m, k, c, pc);
         if (pc[2] + k->o[2] < lo) lo = pc[2] + k->o[2];
       }
@@ -221,15 +221,15 @@ static double progress(const loco *s, double vx, double *dr) {
 /* the heading penalty w (1 - cos psi), psi = atan2(R10, R00) of the root
  * rotation R; with Rb, adds g times its gradient in R (0 without a free root
  * or with the root's x axis vertical) */
-static double heading_penalty(const loco *s, const real_t *R, double g, real_t *Rb) {
+static double heading_penalty(const loco *s, const bcg_real *R, double g, bcg_real *Rb) {
   if (!s->L.free_root || s->w_heading == 0) return 0;
   double n = (double)R[0] * R[0] + (double)R[3] * R[3];
   if (n < 1e-30) return 0;
   double rn = sqrt(n);
   if (Rb) {
     double n3 = n * rn;
-    Rb[0] += (real_t)(g * s->w_heading * -(double)R[3] * R[3] / n3);
-    Rb[3] += (real_t)(g * s->w_heading * (double)R[0] * R[3] / n3);
+    Rb[0] += (bcg_real)(g * s->w_heading * -(double)R[3] * R[3] / n3);
+    Rb[3] += (bcg_real)(g * s->w_heading * (double)R[0] * R[3] / n3);
   }
   return s->w_heading * (1 - R[0] / rn);
 }
@@ -244,7 +244,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
     bcg_kin *k = &s->k[e];
     bcg_kinematics(m, q, k);
-    real_t v[3], w[3];
+    bcg_real v[3], w[3];
     tu_root_vel(&s->L, k, u, v, w);
     double dv = v[0] - s->target, r = s->w_speed * exp(-s->speed_scale * dv * dv) + progress(s, v[0], NULL);
     r += s->w_upright * k->R[s->L.root][8] + s->w_alive;
@@ -276,10 +276,10 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     const bcg_real *q = x + (size_t)e * s->nx, *u = q + s->nq, *ae = a + (size_t)e * s->nu;
     bcg_kin *k = &s->k[e];
     tu_adj *A = &s->adj[e];
-    real_t g = rb[e];
+    bcg_real g = rb[e];
     bcg_kinematics(m, q, k);
     tu_adj_zero(A);
-    real_t v[3], w[3], vb[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
+    bcg_real v[3], w[3], vb[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
     tu_root_vel(&s->L, k, u, v, w);
     double dv = v[0] - s->target;
     double dp;

@@ -764,7 +764,7 @@ static inline void bcg_motion_check(const bcg_motion *mo, const bcg_model *model
   c->upside_zz = 1;
   int root = bcg_has_free_root(m) ? m->jnt_qposadr[m->body_jntadr[1]] : -1;
   bcg_kin k;
-  real_t q[BCG_MAX_Q];
+  bcg_real q[BCG_MAX_Q];
   for (int i = 0; i < mo->nframes; i++) {
     const double *f = mo->qpos + (size_t)i * mo->nq;
     if (root >= 0 && i < BCG_MOTION_UPSIDE_FRAMES) {
@@ -793,12 +793,12 @@ static inline void bcg_motion_check(const bcg_motion *mo, const bcg_model *model
     }
     c->range_frames += bad;
     if (m->has_floor && m->ncp > 0) {
-      for (int r = 0; r < mo->nq; r++) q[r] = (real_t)f[r];
+      for (int r = 0; r < mo->nq; r++) q[r] = (bcg_real)f[r];
       bcg_kinematics(m, q, &k);
       double lo = 1e30;
       int cp = -1;
       for (int p = 0; p < m->ncp; p++) {
-        real_t pc[3];
+        bcg_real pc[3];
         bcg_contact_point(m, &k, p, pc);
         double g = (double)(pc[2] + k.o[2] - m->floor_z);
         if (g < lo) lo = g, cp = p;

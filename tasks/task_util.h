@@ -62,70 +62,70 @@ static inline int tu_layout_init(tu_layout *L, const bcg_model *model, char *err
 /* ---- rotations --------------------------------------------------------------- */
 
 /* tb += vee(Rb R^T): the world-rotation adjoint of a raw 3x3 adjoint Rb */
-BCG_HD void tu_rot_adj(const real_t *R, const real_t *Rb, real_t *tb) {
-  real_t N[9];
-  m3_mulT(N, Rb, R);
+BCG_HD void tu_rot_adj(const bcg_real *R, const bcg_real *Rb, bcg_real *tb) {
+  bcg_real N[9];
+  bcg_m3_mulT(N, Rb, R);
   tb[0] += N[7] - N[5];
   tb[1] += N[2] - N[6];
   tb[2] += N[3] - N[1];
 }
 
 /* Hi = Rz(-psi), psi = atan2(R10, R00) (identity without a free root) */
-BCG_HD void tu_heading(const tu_layout *L, const real_t *R, real_t *Hi) {
+BCG_HD void tu_heading(const tu_layout *L, const bcg_real *R, bcg_real *Hi) {
   for (int i = 0; i < 9; i++) Hi[i] = (i % 4 == 0) ? 1 : 0;
   if (!L->free_root) return;
-  real_t psi = atan2(R[3], R[0]), c = cos(psi), s = sin(psi);
+  bcg_real psi = atan2(R[3], R[0]), c = cos(psi), s = sin(psi);
   Hi[0] = c; Hi[1] = s; Hi[3] = -s; Hi[4] = c;
 }
 /* Rb += d<Hib, Hi>/dR */
-BCG_HD void tu_heading_vjp(const tu_layout *L, const real_t *R, const real_t *Hib, real_t *Rb) {
+BCG_HD void tu_heading_vjp(const tu_layout *L, const bcg_real *R, const bcg_real *Hib, bcg_real *Rb) {
   if (!L->free_root) return;
-  real_t psi = atan2(R[3], R[0]), c = cos(psi), s = sin(psi);
-  real_t psib = Hib[0] * -s + Hib[1] * c + Hib[3] * -c + Hib[4] * -s;
-  real_t n = R[0] * R[0] + R[3] * R[3];
-  if (n < (real_t)1e-30) return;
+  bcg_real psi = atan2(R[3], R[0]), c = cos(psi), s = sin(psi);
+  bcg_real psib = Hib[0] * -s + Hib[1] * c + Hib[3] * -c + Hib[4] * -s;
+  bcg_real n = R[0] * R[0] + R[3] * R[3];
+  if (n < (bcg_real)1e-30) return;
   Rb[3] += psib * R[0] / n;
   Rb[0] -= psib * R[3] / n;
 }
 /* y = A x adjoint: Ab += yb x^T, xb += A^T yb (either may be NULL) */
-BCG_HD void tu_mv_vjp(const real_t *A, const real_t *x, const real_t *yb, real_t *Ab, real_t *xb) {
+BCG_HD void tu_mv_vjp(const bcg_real *A, const bcg_real *x, const bcg_real *yb, bcg_real *Ab, bcg_real *xb) {
   if (Ab)
     for (int i = 0; i < 3; i++)
       for (int j = 0; j < 3; j++) Ab[3 * i + j] += yb[i] * x[j];
   if (xb) {
-    real_t t[3];
-    m3_mulTv(t, A, yb);
-    v3_addto(xb, t);
+    bcg_real t[3];
+    bcg_m3_mulTv(t, A, yb);
+    bcg_v3_addto(xb, t);
   }
 }
 /* 6D of a rotation: its first two columns */
-BCG_HD void tu_6d(const real_t *R, real_t *o) {
+BCG_HD void tu_6d(const bcg_real *R, bcg_real *o) {
   o[0] = R[0]; o[1] = R[3]; o[2] = R[6]; o[3] = R[1]; o[4] = R[4]; o[5] = R[7];
 }
-BCG_HD void tu_6d_vjp(const real_t *ob, real_t *Rb) {
+BCG_HD void tu_6d_vjp(const bcg_real *ob, bcg_real *Rb) {
   Rb[0] += ob[0]; Rb[3] += ob[1]; Rb[6] += ob[2]; Rb[1] += ob[3]; Rb[4] += ob[4]; Rb[7] += ob[5];
 }
 
 /* ---- root velocity ------------------------------------------------------------ */
 
-BCG_HD void tu_root_vel(const tu_layout *L, const bcg_kin *k, const real_t *u, real_t *v, real_t *w) {
-  real_t V[6] = {0, 0, 0, 0, 0, 0};
-  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) sp_addscl(V, k->cdof[d], u[d]);
-  v3_copy(w, V);
-  v3_copy(v, V + 3);
-  v3_cross_add(v, V, k->p[L->root]);
+BCG_HD void tu_root_vel(const tu_layout *L, const bcg_kin *k, const bcg_real *u, bcg_real *v, bcg_real *w) {
+  bcg_real V[6] = {0, 0, 0, 0, 0, 0};
+  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) bcg_sp_addscl(V, k->cdof[d], u[d]);
+  bcg_v3_copy(w, V);
+  bcg_v3_copy(v, V + 3);
+  bcg_v3_cross_add(v, V, k->p[L->root]);
 }
 
 /* ---- adjoint accumulator ------------------------------------------------------- */
 
 typedef struct tu_adj {
-  real_t tb[BCG_MAX_BODY][3], pb[BCG_MAX_BODY][3];
-  real_t cdofb[BCG_MAX_DOF][6];
-  real_t F[BCG_MAX_BODY][6];
-  real_t Rb[9];  /* raw adjoint of the root rotation matrix */
-  real_t Hib[9]; /* adjoint of the heading rotation Hi */
-  real_t qb[BCG_MAX_DOF], ub[BCG_MAX_DOF]; /* direct tangent / velocity adjoints */
-  real_t qk[BCG_MAX_DOF];
+  bcg_real tb[BCG_MAX_BODY][3], pb[BCG_MAX_BODY][3];
+  bcg_real cdofb[BCG_MAX_DOF][6];
+  bcg_real F[BCG_MAX_BODY][6];
+  bcg_real Rb[9];  /* raw adjoint of the root rotation matrix */
+  bcg_real Hib[9]; /* adjoint of the heading rotation Hi */
+  bcg_real qb[BCG_MAX_DOF], ub[BCG_MAX_DOF]; /* direct tangent / velocity adjoints */
+  bcg_real qk[BCG_MAX_DOF];
 } tu_adj;
 
 BCG_HD void tu_adj_zero(tu_adj *a) {
@@ -138,29 +138,29 @@ BCG_HD void tu_adj_zero(tu_adj *a) {
   memset(a->ub, 0, sizeof a->ub);
 }
 
-BCG_HD void tu_root_vel_vjp(const tu_layout *L, const bcg_kin *k, const real_t *u, const real_t *vb,
-                            const real_t *wb, tu_adj *a) {
-  real_t V[6] = {0, 0, 0, 0, 0, 0}, Vb[6];
-  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) sp_addscl(V, k->cdof[d], u[d]);
+BCG_HD void tu_root_vel_vjp(const tu_layout *L, const bcg_kin *k, const bcg_real *u, const bcg_real *vb,
+                            const bcg_real *wb, tu_adj *a) {
+  bcg_real V[6] = {0, 0, 0, 0, 0, 0}, Vb[6];
+  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) bcg_sp_addscl(V, k->cdof[d], u[d]);
   /* v = Vl + Vw x p ; w = Vw */
-  v3_copy(Vb, wb);
-  v3_cross_add(Vb, k->p[L->root], vb);
-  v3_copy(Vb + 3, vb);
-  v3_cross_add(a->pb[L->root], vb, V);
+  bcg_v3_copy(Vb, wb);
+  bcg_v3_cross_add(Vb, k->p[L->root], vb);
+  bcg_v3_copy(Vb + 3, vb);
+  bcg_v3_cross_add(a->pb[L->root], vb, V);
   for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) {
-    a->ub[d] += sp_dot(k->cdof[d], Vb);
-    sp_addscl(a->cdofb[d], Vb, u[d]);
+    a->ub[d] += bcg_sp_dot(k->cdof[d], Vb);
+    bcg_sp_addscl(a->cdofb[d], Vb, u[d]);
   }
 }
 
 /* Turn the accumulated adjoints into the state adjoint xb (+=, [2nv]). */
-BCG_HD void tu_adj_finish(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, tu_adj *a, real_t *xb) {
-  const real_t *R = k->R[L->root];
+BCG_HD void tu_adj_finish(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, tu_adj *a, bcg_real *xb) {
+  const bcg_real *R = k->R[L->root];
   tu_heading_vjp(L, R, a->Hib, a->Rb);
   tu_rot_adj(R, a->Rb, a->tb[L->root]);
   for (int d = 0; d < m->nv; d++) a->qk[d] = 0;
-  bcg_kinematics_vjp(m, k, (const real_t(*)[3])a->tb, (const real_t(*)[3])a->pb,
-                     (const real_t(*)[6])a->cdofb, a->qk, a->F);
+  bcg_kinematics_vjp(m, k, (const bcg_real(*)[3])a->tb, (const bcg_real(*)[3])a->pb,
+                     (const bcg_real(*)[6])a->cdofb, a->qk, a->F);
   for (int d = 0; d < m->nv; d++) {
     xb[d] += a->qk[d] + a->qb[d];
     xb[m->nv + d] += a->ub[d];
@@ -173,19 +173,19 @@ BCG_HD void tu_adj_finish(const tu_layout *L, const bcg_mdata *m, const bcg_kin 
  * velocity (heading frame), joint positions, joint velocities, previous action */
 BCG_HD int tu_proprio_dim(const tu_layout *L, int nu) { return 13 + 2 * L->nj + nu; }
 
-BCG_HD void tu_proprio(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, const real_t *q,
-                       const real_t *u, const real_t *pa, real_t *o) {
+BCG_HD void tu_proprio(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, const bcg_real *q,
+                       const bcg_real *u, const bcg_real *pa, bcg_real *o) {
   int r = L->root;
-  const real_t *R = k->R[r];
-  real_t Hi[9], Rh[9], v[3], w[3];
+  const bcg_real *R = k->R[r];
+  bcg_real Hi[9], Rh[9], v[3], w[3];
   tu_heading(L, R, Hi);
   o[0] = k->p[r][2] + k->o[2];
-  m3_mul(Rh, Hi, R);
+  bcg_m3_mul(Rh, Hi, R);
   tu_6d(Rh, o + 1);
   tu_root_vel(L, k, u, v, w);
-  m3_mulv(o + 7, Hi, v);
-  m3_mulv(o + 10, Hi, w);
-  real_t *oj = o + 13;
+  bcg_m3_mulv(o + 7, Hi, v);
+  bcg_m3_mulv(o + 10, Hi, w);
+  bcg_real *oj = o + 13;
   for (int i = 0; i < L->nj; i++) {
     oj[i] = q[L->jq[i]];
     oj[L->nj + i] = u[L->jd[i]];
@@ -193,17 +193,17 @@ BCG_HD void tu_proprio(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k,
   for (int i = 0; i < m->nu; i++) oj[2 * L->nj + i] = pa ? pa[i] : 0;
 }
 
-BCG_HD void tu_proprio_vjp(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, const real_t *u,
-                           const real_t *ob, tu_adj *a, real_t *pab) {
+BCG_HD void tu_proprio_vjp(const tu_layout *L, const bcg_mdata *m, const bcg_kin *k, const bcg_real *u,
+                           const bcg_real *ob, tu_adj *a, bcg_real *pab) {
   int r = L->root;
-  const real_t *R = k->R[r];
-  real_t Hi[9], Rh6b[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, v[3], w[3], vb[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
+  const bcg_real *R = k->R[r];
+  bcg_real Hi[9], Rh6b[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, v[3], w[3], vb[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
   tu_heading(L, R, Hi);
   a->pb[r][2] += ob[0];
   tu_6d_vjp(ob + 1, Rh6b);
   /* Rh = Hi R: Hib += Rhb R^T ; Rb += Hi^T Rhb */
-  real_t T[9];
-  m3_mulT(T, Rh6b, R);
+  bcg_real T[9];
+  bcg_m3_mulT(T, Rh6b, R);
   for (int i = 0; i < 9; i++) a->Hib[i] += T[i];
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++)
@@ -212,7 +212,7 @@ BCG_HD void tu_proprio_vjp(const tu_layout *L, const bcg_mdata *m, const bcg_kin
   tu_mv_vjp(Hi, v, ob + 7, a->Hib, vb);
   tu_mv_vjp(Hi, w, ob + 10, a->Hib, wb);
   tu_root_vel_vjp(L, k, u, vb, wb, a);
-  const real_t *oj = ob + 13;
+  const bcg_real *oj = ob + 13;
   for (int i = 0; i < L->nj; i++) {
     a->qb[L->jd[i]] += oj[i];
     a->ub[L->jd[i]] += oj[L->nj + i];
@@ -239,11 +239,11 @@ BCG_HD void tu_proprio_vjp(const tu_layout *L, const bcg_mdata *m, const bcg_kin
  * hip held at its extension limit) behaves differently in the two, so the
  * tasks can make that cost something. With qb non-NULL, qb[dof] += g * its
  * gradient (C1: the square of a ramp). */
-BCG_HD real_t tu_limit_penalty(const bcg_mdata *m, const real_t *q, real_t g, real_t *qb) {
-  real_t tot = 0;
+BCG_HD bcg_real tu_limit_penalty(const bcg_mdata *m, const bcg_real *q, bcg_real g, bcg_real *qb) {
+  bcg_real tot = 0;
   for (int j = 0; j < m->njnt; j++) {
     if (!m->jnt_limited[j] || (m->jnt_type[j] != BCG_JNT_HINGE && m->jnt_type[j] != BCG_JNT_SLIDE)) continue;
-    real_t x = q[m->jnt_qposadr[j]], lo = m->jnt_range[j][0] - x, hi = x - m->jnt_range[j][1];
+    bcg_real x = q[m->jnt_qposadr[j]], lo = m->jnt_range[j][0] - x, hi = x - m->jnt_range[j][1];
     if (lo > 0) {
       tot += lo * lo;
       if (qb) qb[m->jnt_dofadr[j]] -= 2 * g * lo;
@@ -258,9 +258,9 @@ BCG_HD real_t tu_limit_penalty(const bcg_mdata *m, const real_t *q, real_t g, re
 #define TU_MAX_SEG 64
 typedef struct tu_self {
   int nseg, npair;
-  real_t margin; /* penalise from this distance between the surfaces on (m; 0: overlap only) */
+  bcg_real margin; /* penalise from this distance between the surfaces on (m; 0: overlap only) */
   int body[TU_MAX_SEG];
-  real_t a[TU_MAX_SEG][3], c[TU_MAX_SEG][3], r[TU_MAX_SEG]; /* body-frame endpoints, radius */
+  bcg_real a[TU_MAX_SEG][3], c[TU_MAX_SEG][3], r[TU_MAX_SEG]; /* body-frame endpoints, radius */
   short pair[TU_MAX_SEG * (TU_MAX_SEG - 1) / 2][2];
 } tu_self;
 
@@ -287,20 +287,20 @@ static inline void tu_self_init(tu_self *S, const bcg_mdata *m) {
 }
 
 /* closest points P = A0 + s (A1 - A0), Q = B0 + t (B1 - B0) of two segments */
-BCG_HD void tu_seg_closest(const real_t *A0, const real_t *A1, const real_t *B0, const real_t *B1, real_t *s,
-                           real_t *t) {
-  real_t d1[3], d2[3], r[3];
-  v3_sub(d1, A1, A0);
-  v3_sub(d2, B1, B0);
-  v3_sub(r, A0, B0);
-  real_t a = v3_dot(d1, d1), e = v3_dot(d2, d2), f = v3_dot(d2, r), eps = (real_t)1e-12;
+BCG_HD void tu_seg_closest(const bcg_real *A0, const bcg_real *A1, const bcg_real *B0, const bcg_real *B1, bcg_real *s,
+                           bcg_real *t) {
+  bcg_real d1[3], d2[3], r[3];
+  bcg_v3_sub(d1, A1, A0);
+  bcg_v3_sub(d2, B1, B0);
+  bcg_v3_sub(r, A0, B0);
+  bcg_real a = bcg_v3_dot(d1, d1), e = bcg_v3_dot(d2, d2), f = bcg_v3_dot(d2, r), eps = (bcg_real)1e-12;
   if (a <= eps && e <= eps) { *s = *t = 0; return; }
   if (a <= eps) { *s = 0; *t = f / e; }
   else {
-    real_t c = v3_dot(d1, r);
+    bcg_real c = bcg_v3_dot(d1, r);
     if (e <= eps) { *t = 0; *s = -c / a; }
     else {
-      real_t b = v3_dot(d1, d2), den = a * e - b * b;
+      bcg_real b = bcg_v3_dot(d1, d2), den = a * e - b * b;
       *s = den > eps * a * e ? (b * f - c * e) / den : 0;
       if (*s < 0) *s = 0;
       if (*s > 1) *s = 1;
@@ -317,36 +317,36 @@ BCG_HD void tu_seg_closest(const real_t *A0, const real_t *A1, const real_t *B0,
 
 /* the penalty sum over pairs of max(0, r1 + r2 + margin - d)^2 at kinematics k; with
  * A non-NULL, also A->pb / A->tb += g * its gradient */
-BCG_HD real_t tu_self_penalty(const tu_self *S, const bcg_kin *k, real_t g, tu_adj *A) {
-  real_t tot = 0;
+BCG_HD bcg_real tu_self_penalty(const tu_self *S, const bcg_kin *k, bcg_real g, tu_adj *A) {
+  bcg_real tot = 0;
   for (int i = 0; i < S->npair; i++) {
     int x = S->pair[i][0], y = S->pair[i][1], bx = S->body[x], by = S->body[y];
-    real_t E[4][3], L[4][3]; /* world endpoints A0 A1 B0 B1 (relative to o), their offsets from the body origin */
-    m3_mulv(L[0], k->R[bx], S->a[x]);
-    m3_mulv(L[1], k->R[bx], S->c[x]);
-    m3_mulv(L[2], k->R[by], S->a[y]);
-    m3_mulv(L[3], k->R[by], S->c[y]);
+    bcg_real E[4][3], L[4][3]; /* world endpoints A0 A1 B0 B1 (relative to o), their offsets from the body origin */
+    bcg_m3_mulv(L[0], k->R[bx], S->a[x]);
+    bcg_m3_mulv(L[1], k->R[bx], S->c[x]);
+    bcg_m3_mulv(L[2], k->R[by], S->a[y]);
+    bcg_m3_mulv(L[3], k->R[by], S->c[y]);
     for (int q = 0; q < 3; q++) {
       E[0][q] = L[0][q] + k->p[bx][q], E[1][q] = L[1][q] + k->p[bx][q];
       E[2][q] = L[2][q] + k->p[by][q], E[3][q] = L[3][q] + k->p[by][q];
     }
-    real_t s, t, P[3], Q[3], n[3];
+    bcg_real s, t, P[3], Q[3], n[3];
     tu_seg_closest(E[0], E[1], E[2], E[3], &s, &t);
     for (int q = 0; q < 3; q++) {
       P[q] = E[0][q] + s * (E[1][q] - E[0][q]);
       Q[q] = E[2][q] + t * (E[3][q] - E[2][q]);
       n[q] = P[q] - Q[q];
     }
-    real_t d = sqrt(v3_dot(n, n)), o = S->r[x] + S->r[y] + S->margin - d;
-    if (o <= 0 || d < (real_t)1e-12) continue;
+    bcg_real d = sqrt(bcg_v3_dot(n, n)), o = S->r[x] + S->r[y] + S->margin - d;
+    if (o <= 0 || d < (bcg_real)1e-12) continue;
     tot += o * o;
     if (!A) continue;
-    real_t cf = -2 * o * g / d, w[4] = {(1 - s) * cf, s * cf, -(1 - t) * cf, -t * cf}; /* d d / d P = n / d */
+    bcg_real cf = -2 * o * g / d, w[4] = {(1 - s) * cf, s * cf, -(1 - t) * cf, -t * cf}; /* d d / d P = n / d */
     for (int e = 0; e < 4; e++) {
       int b = e < 2 ? bx : by;
-      real_t ge[3] = {w[e] * n[0], w[e] * n[1], w[e] * n[2]};
+      bcg_real ge[3] = {w[e] * n[0], w[e] * n[1], w[e] * n[2]};
       for (int q = 0; q < 3; q++) A->pb[b][q] += ge[q];
-      v3_cross_add(A->tb[b], L[e], ge);
+      bcg_v3_cross_add(A->tb[b], L[e], ge);
     }
   }
   return tot;

@@ -52,7 +52,6 @@
 #include "testrng.h"
 #include "teststate.h"
 
-typedef bcg_real real;
 
 #ifdef BCG_REAL_FLOAT
 #define TOL_STATE 5e-4 /* a host emulation of the device arithmetic (FMA, float libm) gave 7e-5 */
@@ -113,7 +112,7 @@ static const bcg_model *humanoid(void) {
 
 /* env e: a perturbed reference pose with its lowest contact point at height
  * h (airborne: 0.05..0.5 m; in contact: -0.02..0.005 m, feet in the floor) */
-static void random_state(const bcg_mdata *m, int airborne, real *q, real *u) {
+static void random_state(const bcg_mdata *m, int airborne, bcg_real *q, bcg_real *u) {
   test_state_pose(m, q, 0.15);
   test_state_place(m, q, airborne ? 0.05 + 0.45 * urand() : -0.02 + 0.025 * urand());
   test_state_vel(m, u, airborne ? 1.0 : 0.3);
@@ -124,7 +123,7 @@ static void random_state(const bcg_mdata *m, int airborne, real *q, real *u) {
 /* worst over environments of |a - b| / max(|a|, |b|) in the 2-norm of each
  * environment's row of len values (stride ld); INFINITY if anything is not
  * finite (catches unwritten, NaN-poisoned outputs) */
-static double rows_relerr(const real *a, const real *b, int n, int len, int ld) {
+static double rows_relerr(const bcg_real *a, const bcg_real *b, int n, int len, int ld) {
   double worst = 0;
   for (int e = 0; e < n; e++) {
     double na = 0, nb = 0, nd = 0;
@@ -141,17 +140,17 @@ static double rows_relerr(const real *a, const real *b, int n, int len, int ld) 
 }
 
 /* device buffer holding a copy of host data (or NaN-poisoned when h == NULL) */
-static real *dev(const real *h, size_t count) {
-  real *d = (real *)bcg_cuda_malloc(sizeof(real) * (count ? count : 1));
+static bcg_real *dev(const bcg_real *h, size_t count) {
+  bcg_real *d = (bcg_real *)bcg_cuda_malloc(sizeof(bcg_real) * (count ? count : 1));
   CU_ASSERT_FATAL(d != NULL);
   if (h) {
-    CU_ASSERT_FATAL(bcg_cuda_copy(d, h, sizeof(real) * count) == 0);
+    CU_ASSERT_FATAL(bcg_cuda_copy(d, h, sizeof(bcg_real) * count) == 0);
   } else {
-    CU_ASSERT_FATAL(bcg_cuda_memset(d, 0xff, sizeof(real) * count) == 0);
+    CU_ASSERT_FATAL(bcg_cuda_memset(d, 0xff, sizeof(bcg_real) * count) == 0);
   }
   return d;
 }
-static void host(real *h, const real *d, size_t count) { CU_ASSERT_FATAL(bcg_cuda_copy(h, d, sizeof(real) * count) == 0); }
+static void host(bcg_real *h, const bcg_real *d, size_t count) { CU_ASSERT_FATAL(bcg_cuda_copy(h, d, sizeof(bcg_real) * count) == 0); }
 
 /* ---- one CPU-vs-GPU comparison: chained control steps, then the VJP of the last --- */
 
@@ -174,34 +173,34 @@ static void compare(const char *label, const bcg_simparams *sp, const bcg_contac
   if (!gs) printf("\n  %s: bcg_cuda_sim_create: %s\n", label, err);
   CU_ASSERT_FATAL(gs != NULL);
 
-  real *q = malloc(sizeof(real) * n * nq), *u = malloc(sizeof(real) * n * nv), *a = malloc(sizeof(real) * n * nu);
-  real *qc = malloc(sizeof(real) * n * nq), *uc = malloc(sizeof(real) * n * nv);
-  real *qg = malloc(sizeof(real) * n * nq), *ug = malloc(sizeof(real) * n * nv);
-  real *tc = malloc(sizeof(real) * ns * n * sx), *tg = malloc(sizeof(real) * ns * n * sx);
-  real *xob = malloc(sizeof(real) * n * 2 * nv), *xbc = malloc(sizeof(real) * n * 2 * nv),
-       *xbg = malloc(sizeof(real) * n * 2 * nv);
-  real *abc = malloc(sizeof(real) * n * nu), *abg = malloc(sizeof(real) * n * nu);
+  bcg_real *q = malloc(sizeof(bcg_real) * n * nq), *u = malloc(sizeof(bcg_real) * n * nv), *a = malloc(sizeof(bcg_real) * n * nu);
+  bcg_real *qc = malloc(sizeof(bcg_real) * n * nq), *uc = malloc(sizeof(bcg_real) * n * nv);
+  bcg_real *qg = malloc(sizeof(bcg_real) * n * nq), *ug = malloc(sizeof(bcg_real) * n * nv);
+  bcg_real *tc = malloc(sizeof(bcg_real) * ns * n * sx), *tg = malloc(sizeof(bcg_real) * ns * n * sx);
+  bcg_real *xob = malloc(sizeof(bcg_real) * n * 2 * nv), *xbc = malloc(sizeof(bcg_real) * n * 2 * nv),
+       *xbg = malloc(sizeof(bcg_real) * n * 2 * nv);
+  bcg_real *abc = malloc(sizeof(bcg_real) * n * nu), *abg = malloc(sizeof(bcg_real) * n * nu);
   for (int e = 0; e < n; e++) {
     int air = airborne_mix == 2 ? (e % 2) : airborne_mix;
     random_state(m, air, q + (size_t)e * nq, u + (size_t)e * nv);
-    for (int i = 0; i < nu; i++) a[(size_t)e * nu + i] = (real)(0.8 * (2 * urand() - 1));
+    for (int i = 0; i < nu; i++) a[(size_t)e * nu + i] = (bcg_real)(0.8 * (2 * urand() - 1));
   }
-  real *dq = dev(q, (size_t)n * nq), *du = dev(u, (size_t)n * nv), *da = dev(a, (size_t)n * nu);
-  real *dqo = dev(NULL, (size_t)n * nq), *duo = dev(NULL, (size_t)n * nv), *dt = dev(NULL, (size_t)ns * n * sx);
+  bcg_real *dq = dev(q, (size_t)n * nq), *du = dev(u, (size_t)n * nv), *da = dev(a, (size_t)n * nu);
+  bcg_real *dqo = dev(NULL, (size_t)n * nq), *duo = dev(NULL, (size_t)n * nv), *dt = dev(NULL, (size_t)ns * n * sx);
 
   /* three chained control steps (the CPU trajectory); both backends step from
    * the same input each time and are compared after each */
-  memcpy(qc, q, sizeof(real) * n * nq);
-  memcpy(uc, u, sizeof(real) * n * nv);
+  memcpy(qc, q, sizeof(bcg_real) * n * nq);
+  memcpy(uc, u, sizeof(bcg_real) * n * nv);
   for (int step = 0; step < 3; step++) {
-    real *qi = malloc(sizeof(real) * n * nq), *ui = malloc(sizeof(real) * n * nv);
-    memcpy(qi, qc, sizeof(real) * n * nq);
-    memcpy(ui, uc, sizeof(real) * n * nv);
+    bcg_real *qi = malloc(sizeof(bcg_real) * n * nq), *ui = malloc(sizeof(bcg_real) * n * nv);
+    memcpy(qi, qc, sizeof(bcg_real) * n * nq);
+    memcpy(ui, uc, sizeof(bcg_real) * n * nv);
     CU_ASSERT_FATAL(bcg_sim_control_step(cs, n, qi, ui, a, qc, uc, tc) == 0);
     /* the GPU steps from the same input (the CPU's), so that only one control
      * step's rounding differences are compared, not a diverging trajectory */
-    CU_ASSERT_FATAL(bcg_cuda_copy(dq, qi, sizeof(real) * n * nq) == 0);
-    CU_ASSERT_FATAL(bcg_cuda_copy(du, ui, sizeof(real) * n * nv) == 0);
+    CU_ASSERT_FATAL(bcg_cuda_copy(dq, qi, sizeof(bcg_real) * n * nq) == 0);
+    CU_ASSERT_FATAL(bcg_cuda_copy(du, ui, sizeof(bcg_real) * n * nv) == 0);
     int rc = bcg_cuda_sim_control_step(gs, n, dq, du, da, dqo, duo, dt);
     if (rc) printf("\n  %s: GPU control step: %d %s\n", label, rc, bcg_cuda_sim_error(gs));
     CU_ASSERT_FATAL(rc == 0);
@@ -213,7 +212,7 @@ static void compare(const char *label, const bcg_simparams *sp, const bcg_contac
     if (es > res->state) res->state = es;
     if (et > res->tape) res->tape = et;
     /* diagnostics of this control step */
-    real *mfg = malloc(sizeof(real) * n), *mpg = malloc(sizeof(real) * n);
+    bcg_real *mfg = malloc(sizeof(bcg_real) * n), *mpg = malloc(sizeof(bcg_real) * n);
     int *bg = malloc(sizeof(int) * n), *nag = malloc(sizeof(int) * n);
     CU_ASSERT_FATAL(bcg_cuda_sim_diagnostics(gs, n, mfg, mpg, bg) == 0);
     CU_ASSERT_FATAL(bcg_cuda_sim_nactive(gs, n, nag) == 0);
@@ -229,11 +228,11 @@ static void compare(const char *label, const bcg_simparams *sp, const bcg_contac
     if (step < 2) { free(qi); free(ui); continue; }
 
     /* VJP of this (last) control step from the same tape (the CPU's) */
-    CU_ASSERT_FATAL(bcg_cuda_copy(dt, tc, sizeof(real) * ns * n * sx) == 0);
-    for (size_t i = 0; i < (size_t)n * 2 * nv; i++) xob[i] = (real)nrand();
-    for (size_t i = 0; i < (size_t)n * nu; i++) abc[i] = abg[i] = (real)nrand(); /* accumulation */
+    CU_ASSERT_FATAL(bcg_cuda_copy(dt, tc, sizeof(bcg_real) * ns * n * sx) == 0);
+    for (size_t i = 0; i < (size_t)n * 2 * nv; i++) xob[i] = (bcg_real)nrand();
+    for (size_t i = 0; i < (size_t)n * nu; i++) abc[i] = abg[i] = (bcg_real)nrand(); /* accumulation */
     CU_ASSERT_FATAL(bcg_sim_control_step_vjp(cs, n, tc, a, xob, xbc, abc) == 0);
-    real *dxob = dev(xob, (size_t)n * 2 * nv), *dxb = dev(NULL, (size_t)n * 2 * nv), *dab = dev(abg, (size_t)n * nu);
+    bcg_real *dxob = dev(xob, (size_t)n * 2 * nv), *dxb = dev(NULL, (size_t)n * 2 * nv), *dab = dev(abg, (size_t)n * nu);
     rc = bcg_cuda_sim_control_step_vjp(gs, n, dt, da, dxob, dxb, dab);
     if (rc) printf("\n  %s: GPU control step VJP: %d %s\n", label, rc, bcg_cuda_sim_error(gs));
     CU_ASSERT_FATAL(rc == 0);
@@ -244,19 +243,19 @@ static void compare(const char *label, const bcg_simparams *sp, const bcg_contac
 
     /* a single substep and its VJP from the same inputs (plain batches) */
     CU_ASSERT_FATAL(bcg_sim_substep(cs, n, qi, ui, a, qc, uc) == 0);
-    real *dqi = dev(qi, (size_t)n * nq), *dui = dev(ui, (size_t)n * nv);
+    bcg_real *dqi = dev(qi, (size_t)n * nq), *dui = dev(ui, (size_t)n * nv);
     CU_ASSERT_FATAL(bcg_cuda_sim_substep(gs, n, dqi, dui, da, dqo, duo) == 0);
     host(qg, dqo, (size_t)n * nq);
     host(ug, duo, (size_t)n * nv);
     res->sub_state = fmax(rows_relerr(qc, qg, n, nq, nq), rows_relerr(uc, ug, n, nv, nv));
-    real *qb = malloc(sizeof(real) * n * nv), *ub = malloc(sizeof(real) * n * nv);
+    bcg_real *qb = malloc(sizeof(bcg_real) * n * nv), *ub = malloc(sizeof(bcg_real) * n * nv);
     for (size_t i = 0; i < (size_t)n * nu; i++) abc[i] = abg[i] = 0;
     CU_ASSERT_FATAL(bcg_sim_substep_vjp(cs, n, qi, ui, a, xob, xob + (size_t)n * nv, qb, ub, abc) == 0);
-    real *dqob = dev(xob, (size_t)n * nv), *duob = dev(xob + (size_t)n * nv, (size_t)n * nv);
-    real *dqb = dev(NULL, (size_t)n * nv), *dub = dev(NULL, (size_t)n * nv);
-    CU_ASSERT_FATAL(bcg_cuda_copy(dab, abg, sizeof(real) * n * nu) == 0);
+    bcg_real *dqob = dev(xob, (size_t)n * nv), *duob = dev(xob + (size_t)n * nv, (size_t)n * nv);
+    bcg_real *dqb = dev(NULL, (size_t)n * nv), *dub = dev(NULL, (size_t)n * nv);
+    CU_ASSERT_FATAL(bcg_cuda_copy(dab, abg, sizeof(bcg_real) * n * nu) == 0);
     CU_ASSERT_FATAL(bcg_cuda_sim_substep_vjp(gs, n, dqi, dui, da, dqob, duob, dqb, dub, dab) == 0);
-    real *qbg = malloc(sizeof(real) * n * nv), *ubg = malloc(sizeof(real) * n * nv);
+    bcg_real *qbg = malloc(sizeof(bcg_real) * n * nv), *ubg = malloc(sizeof(bcg_real) * n * nv);
     host(qbg, dqb, (size_t)n * nv);
     host(ubg, dub, (size_t)n * nv);
     host(abg, dab, (size_t)n * nu);
@@ -603,23 +602,23 @@ static bcg_env *dr_env(const char *device, int n) {
 }
 
 /* one control step (and its VJP) of n slots on both envs from the same inputs; worst relative difference */
-static double dr_step_both(bcg_env *c, bcg_env *g, int n, const real *x, const real *a, real *xc_out) {
+static double dr_step_both(bcg_env *c, bcg_env *g, int n, const bcg_real *x, const bcg_real *a, bcg_real *xc_out) {
   int nx = c->nx, nu = c->nu, nv = c->nv;
   size_t ts = bcg_env_tape_size(c, n);
-  real *xc = malloc(sizeof(real) * n * nx), *xg = malloc(sizeof(real) * n * nx);
-  real *tc = malloc(sizeof(real) * ts), *tg = malloc(sizeof(real) * ts);
-  real *xnb = malloc(sizeof(real) * n * 2 * nv), *xbc = malloc(sizeof(real) * n * 2 * nv),
-       *xbg = malloc(sizeof(real) * n * 2 * nv), *abc = calloc((size_t)n * nu, sizeof(real)),
-       *abg = calloc((size_t)n * nu, sizeof(real));
+  bcg_real *xc = malloc(sizeof(bcg_real) * n * nx), *xg = malloc(sizeof(bcg_real) * n * nx);
+  bcg_real *tc = malloc(sizeof(bcg_real) * ts), *tg = malloc(sizeof(bcg_real) * ts);
+  bcg_real *xnb = malloc(sizeof(bcg_real) * n * 2 * nv), *xbc = malloc(sizeof(bcg_real) * n * 2 * nv),
+       *xbg = malloc(sizeof(bcg_real) * n * 2 * nv), *abc = calloc((size_t)n * nu, sizeof(bcg_real)),
+       *abg = calloc((size_t)n * nu, sizeof(bcg_real));
   double worst = INFINITY;
   if (bcg_env_control_step(c, n, x, a, xc, tc) == 0 && bcg_env_control_step(g, n, x, a, xg, tg) == 0) {
     worst = rows_relerr(xc, xg, n, nx, nx);
-    for (size_t i = 0; i < (size_t)n * 2 * nv; i++) xnb[i] = (real)nrand();
+    for (size_t i = 0; i < (size_t)n * 2 * nv; i++) xnb[i] = (bcg_real)nrand();
     if (bcg_env_step_vjp(c, n, tc, a, xnb, xbc, abc) == 0 && bcg_env_step_vjp(g, n, tc, a, xnb, xbg, abg) == 0)
       worst = fmax(worst, fmax(rows_relerr(xbc, xbg, n, 2 * nv, 2 * nv), rows_relerr(abc, abg, n, nu, nu)));
     else
       worst = INFINITY;
-    if (xc_out) memcpy(xc_out, xc, sizeof(real) * n * nx);
+    if (xc_out) memcpy(xc_out, xc, sizeof(bcg_real) * n * nx);
   }
   free(xc); free(xg); free(tc); free(tg); free(xnb); free(xbc); free(xbg); free(abc); free(abg);
   return worst;
@@ -633,11 +632,11 @@ static void test_env_redraw(void) {
   CU_ASSERT_FATAL(c && g);
   const bcg_mdata *m = &c->model->m;
   int nx = c->nx, nq = c->nq, nu = c->nu;
-  real *x = malloc(sizeof(real) * n * nx), *a = malloc(sizeof(real) * n * nu);
-  real *x0 = malloc(sizeof(real) * n * nx), *x1 = malloc(sizeof(real) * n * nx);
+  bcg_real *x = malloc(sizeof(bcg_real) * n * nx), *a = malloc(sizeof(bcg_real) * n * nu);
+  bcg_real *x0 = malloc(sizeof(bcg_real) * n * nx), *x1 = malloc(sizeof(bcg_real) * n * nx);
   for (int e = 0; e < n; e++) {
     random_state(m, e % 3 == 0, x + (size_t)e * nx, x + (size_t)e * nx + nq);
-    for (int i = 0; i < nu; i++) a[(size_t)e * nu + i] = (real)(0.8 * (2 * urand() - 1));
+    for (int i = 0; i < nu; i++) a[(size_t)e * nu + i] = (bcg_real)(0.8 * (2 * urand() - 1));
   }
   double worst = dr_step_both(c, g, n, x, a, x0);
   /* a reset re-draws some environments (two runs of consecutive ones and singles) */
@@ -657,10 +656,10 @@ static void test_env_redraw(void) {
   for (int i = 0; i < nb; i++) map[i] = (5 * i + 3) % n;
   bcg_env_set_envmap(cc, map);
   bcg_env_set_envmap(gc, map);
-  real *xb = malloc(sizeof(real) * nb * nx), *ab = malloc(sizeof(real) * nb * nu);
+  bcg_real *xb = malloc(sizeof(bcg_real) * nb * nx), *ab = malloc(sizeof(bcg_real) * nb * nu);
   for (int i = 0; i < nb; i++) {
-    memcpy(xb + (size_t)i * nx, x + (size_t)map[i] * nx, sizeof(real) * nx);
-    memcpy(ab + (size_t)i * nu, a + (size_t)map[i] * nu, sizeof(real) * nu);
+    memcpy(xb + (size_t)i * nx, x + (size_t)map[i] * nx, sizeof(bcg_real) * nx);
+    memcpy(ab + (size_t)i * nu, a + (size_t)map[i] * nu, sizeof(bcg_real) * nu);
   }
   worst = fmax(worst, dr_step_both(cc, gc, nb, xb, ab, NULL));
   /* re-draw environments the map names, step the child again with the same map */

@@ -96,7 +96,7 @@ static void test_mujoco_crosscheck(void) {
       for (int bb = 1; bb < nb; bb++) {
         for (int i = 0; i < 3; i++) worstX = fmax(worstX, fabs(k.p[bb][i] + k.o[i] - xpos[3 * bb + i]));
         double R[9];
-        quat2mat(R, xquat + 4 * bb);
+        bcg_quat2mat(R, xquat + 4 * bb);
         for (int i = 0; i < 9; i++) worstX = fmax(worstX, fabs(R[i] - k.R[bb][i]));
       }
       /* qacc = H^-1 (tau - b) */
@@ -179,7 +179,7 @@ static void grad(const fdfun *f, const double *q, const double *v, const double 
         int c = b % 3;
         double col[3] = {K.R[b][c], K.R[b][3 + c], K.R[b][6 + c]}, e[3] = {0, 0, 0};
         e[i] = 0.3 * f->taub[(b + i) % nv];
-        v3_cross_add(tb[b], col, e); /* <e, dth x col> = dth . (col x e) */
+        bcg_v3_cross_add(tb[b], col, e); /* <e, dth x col> = dth . (col x e) */
       }
     bcg_kinematics_vjp(m, &K, (const double(*)[3])tb, (const double(*)[3])pb, NULL, qob, F);
     bcg_integrate_vjp(m, v, f->h, qob, qb, vb);

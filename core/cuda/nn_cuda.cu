@@ -32,7 +32,6 @@
 #include "nn_cuda.h"
 #include "nn_tape.h"
 
-typedef bcg_real real;
 #ifdef BCG_REAL_FLOAT
 #define GEMM cublasSgemm
 #else
@@ -57,31 +56,31 @@ static inline int nblk(long n) { return (int)((n + NT - 1) / NT); }
 __device__ __forceinline__ long tid(void) { return (long)blockIdx.x * blockDim.x + threadIdx.x; }
 
 /* z[s][i] = bias[i] (the GEMM then adds x W^T with beta = 1, as nn.c) */
-__global__ void k_bias(real *z, const real *bias, long n, int no) {
+__global__ void k_bias(bcg_real *z, const bcg_real *bias, long n, int no) {
   long k = tid();
   if (k < n) z[k] = bias[k % no];
 }
 
-__global__ void k_act(int act, const real *z, real *y, long n) {
+__global__ void k_act(int act, const bcg_real *z, bcg_real *y, long n) {
   long k = tid();
   if (k < n) y[k] = bcg_act_f(act, z[k]);
 }
 
-__global__ void k_act_df(int act, const real *pre, const real *post, real *d, long n) {
+__global__ void k_act_df(int act, const bcg_real *pre, const bcg_real *post, bcg_real *d, long n) {
   long k = tid();
   if (k < n) d[k] *= bcg_act_df(act, pre[k], post[k]);
 }
 
 /* one row per thread: y = LN(x) (y may alias x) */
-__global__ void k_ln(int no, int batch, const real *x, const real *g, const real *b, real *xhat, real *rstd, real *y) {
+__global__ void k_ln(int no, int batch, const bcg_real *x, const bcg_real *g, const bcg_real *b, bcg_real *xhat, bcg_real *rstd, bcg_real *y) {
   long s = tid();
   if (s >= batch) return;
   size_t o = (size_t)s * no;
-  bcg_layernorm(no, x + o, g, b, (real)BCG_LN_EPS, xhat + o, rstd + s, y + o);
+  bcg_layernorm(no, x + o, g, b, (bcg_real)BCG_LN_EPS, xhat + o, rstd + s, y + o);
 }
 
 /* one row per thread: d = VJP of LN at (xhat, rstd), in place (parameter sums: k_colsum*) */
-__global__ void k_ln_vjp(int no, int batch, const real *xhat, const real *rstd, const real *g, real *d) {
+__global__ void k_ln_vjp(int no, int batch, const bcg_real *xhat, const bcg_real *rstd, const bcg_real *g, bcg_real *d) {
   long s = tid();
   if (s >= batch) return;
   size_t o = (size_t)s * no;
@@ -89,10 +88,10 @@ __global__ void k_ln_vjp(int no, int batch, const real *xhat, const real *rstd, 
 }
 
 /* out[i] += sum_s d[s][i] (* w[s][i]), rows in order (one chunk: nn.c's order exactly) */
-__global__ void k_colsum_direct(real *out, const real *d, const real *w, int batch, int no) {
+__global__ void k_colsum_direct(bcg_real *out, const bcg_real *d, const bcg_real *w, int batch, int no) {
   long i = tid();
   if (i >= no) return;
-  real acc = out[i];
+  bcg_real acc = out[i];
   for (int s = 0; s < batch; s++) {
     size_t k = (size_t)s * no + i;
     acc += w ? d[k] * w[k] : d[k];
@@ -101,12 +100,12 @@ __global__ void k_colsum_direct(real *out, const real *d, const real *w, int bat
 }
 
 /* part[c][i] = sum over rows [c CHUNK, (c+1) CHUNK) of d[s][i] (* w[s][i]) */
-__global__ void k_colsum_part(real *part, const real *d, const real *w, int batch, int no, int nchunk) {
+__global__ void k_colsum_part(bcg_real *part, const bcg_real *d, const bcg_real *w, int batch, int no, int nchunk) {
   long k = tid();
   if (k >= (long)nchunk * no) return;
   int c = (int)(k / no), i = (int)(k % no);
   int s1 = (c + 1) * CHUNK < batch ? (c + 1) * CHUNK : batch;
-  real acc = 0;
+  bcg_real acc = 0;
   for (int s = c * CHUNK; s < s1; s++) {
     size_t j = (size_t)s * no + i;
     acc += w ? d[j] * w[j] : d[j];
@@ -114,10 +113,10 @@ __global__ void k_colsum_part(real *part, const real *d, const real *w, int batc
   part[k] = acc;
 }
 
-__global__ void k_colsum_fin(real *out, const real *part, int nchunk, int no) {
+__global__ void k_colsum_fin(bcg_real *out, const bcg_real *part, int nchunk, int no) {
   long i = tid();
   if (i >= no) return;
-  real acc = 0;
+  bcg_real acc = 0;
   for (int c = 0; c < nchunk; c++) acc += part[(size_t)c * no + i];
   out[i] += acc;
 }
@@ -129,7 +128,7 @@ static struct {
   int ready;
   cudaStream_t st;
   cublasHandle_t h;
-  real *params, *grad, *s0, *s1, *part; /* device */
+  bcg_real *params, *grad, *s0, *s1, *part; /* device */
   size_t cparams, cgrad, cs0, cs1, cpart;     /* their capacities in reals */
   char err[512];
 } G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, ""};
@@ -159,12 +158,12 @@ static void seterr(const char *fmt, ...) {
   } while (0)
 
 /* *p holds at least n reals (contents not kept) */
-static cudaError_t grow(real **p, size_t *cap, size_t n) {
+static cudaError_t grow(bcg_real **p, size_t *cap, size_t n) {
   if (n <= *cap) return cudaSuccess;
   if (*p) cudaFree(*p);
   *p = NULL;
   *cap = 0;
-  cudaError_t e = cudaMalloc((void **)p, n * sizeof(real));
+  cudaError_t e = cudaMalloc((void **)p, n * sizeof(bcg_real));
   if (e == cudaSuccess) *cap = n;
   else *p = NULL;
   return e;
@@ -201,7 +200,7 @@ const char *bcg_nnc_error(void) { return G.err; }
 /* ---- device tape ---------------------------------------------------------------------- */
 
 typedef struct dtape {
-  real *mem;
+  bcg_real *mem;
   int cap;   /* batch capacity */
   int batch; /* of the last forward, 0 before */
   const bcg_mlp *m;
@@ -221,7 +220,7 @@ static int maxdim(const bcg_mlp *m) {
 }
 
 /* core/nn_tape.h's layout without the scratch rows; returns the reals needed */
-static size_t dlayout(const bcg_mlp *m, int B, real *mem, dptrs *p) { return bcg_nn_tape_layout(m, B, mem, p, 0); }
+static size_t dlayout(const bcg_mlp *m, int B, bcg_real *mem, dptrs *p) { return bcg_nn_tape_layout(m, B, mem, p, 0); }
 
 void bcg_nnc_tape_free(bcg_mlp_tape *t) {
   if (!t || !t->dev) return;
@@ -234,7 +233,7 @@ void bcg_nnc_tape_free(bcg_mlp_tape *t) {
 }
 
 /* out[no] += batch sums of d (* w) */
-static int colsum(real *out, const real *d, const real *w, int batch, int no) {
+static int colsum(bcg_real *out, const bcg_real *d, const bcg_real *w, int batch, int no) {
   int nchunk = (batch + CHUNK - 1) / CHUNK;
   if (nchunk <= 1) {
     LAUNCH(k_colsum_direct, no, out, d, w, batch, no);
@@ -251,7 +250,7 @@ fail:
 /* ---- forward / backward ------------------------------------------------------------------ */
 
 int bcg_nnc_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
-  const real one = 1;
+  const bcg_real one = 1;
   dptrs p;
   dtape *dt;
   pthread_mutex_lock(&G.mu);
@@ -270,22 +269,22 @@ int bcg_nnc_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int ba
     if (dt->mem) cudaFree(dt->mem);
     dt->mem = NULL;
     dt->cap = 0;
-    CK(cudaMalloc((void **)&dt->mem, dlayout(m, batch, NULL, &p) * sizeof(real)));
+    CK(cudaMalloc((void **)&dt->mem, dlayout(m, batch, NULL, &p) * sizeof(bcg_real)));
     dt->cap = batch;
     dt->m = m;
   }
   dlayout(m, dt->cap, dt->mem, &p);
   CK(grow(&G.params, &G.cparams, m->nnet));
-  CK(cudaMemcpy(G.params, m->params, m->nnet * sizeof(real), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(p.x, x, (size_t)batch * m->dim[0] * sizeof(real), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(G.params, m->params, m->nnet * sizeof(bcg_real), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real), cudaMemcpyHostToDevice));
   {
-    const real *a = p.x;
+    const bcg_real *a = p.x;
     for (int l = 0; l < m->nlin; l++) {
       int ni = m->dim[l], no = m->dim[l + 1], act = act_of(m, l), ln = ln_of(m, l);
       long n = (long)batch * no;
-      const real *W = G.params + m->off_w[l], *bias = G.params + m->off_b[l];
-      const real *g = ln ? G.params + m->off_lng[l] : NULL, *gb = ln ? G.params + m->off_lnb[l] : NULL;
-      real *z = p.pre[l];
+      const bcg_real *W = G.params + m->off_w[l], *bias = G.params + m->off_b[l];
+      const bcg_real *g = ln ? G.params + m->off_lng[l] : NULL, *gb = ln ? G.params + m->off_lnb[l] : NULL;
+      bcg_real *z = p.pre[l];
       LAUNCH(k_bias, n, z, bias, n, no);
       /* row-major z[batch][no] += a[batch][ni] W^T  ==  column-major z^T += W^T^T a^T */
       CB(GEMM(G.h, CUBLAS_OP_T, CUBLAS_OP_N, no, batch, ni, &one, W, ni, a, ni, &one, z, no));
@@ -295,7 +294,7 @@ int bcg_nnc_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int ba
       CK(cudaGetLastError());
       a = p.out[l];
     }
-    CK(cudaMemcpy(y, a, (size_t)batch * m->dim[m->nlin] * sizeof(real), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y, a, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real), cudaMemcpyDeviceToHost));
   }
   CK(cudaStreamSynchronize(G.st));
   dt->batch = batch;
@@ -307,11 +306,11 @@ fail:
 }
 
 int bcg_nnc_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {
-  const real one = 1, zero = 0;
+  const bcg_real one = 1, zero = 0;
   dptrs p;
   dtape *dt = (dtape *)t->dev;
   int batch;
-  real *d, *e;
+  bcg_real *d, *e;
   pthread_mutex_lock(&G.mu);
   if (!dt || dt->m != m || dt->batch <= 0 || dt->batch != t->batch) {
     seterr("nn on CUDA: backward without a matching device forward on this tape");
@@ -320,21 +319,21 @@ int bcg_nnc_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_
   batch = dt->batch;
   dlayout(m, dt->cap, dt->mem, &p);
   CK(grow(&G.params, &G.cparams, m->nnet));
-  CK(cudaMemcpy(G.params, m->params, m->nnet * sizeof(real), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(G.params, m->params, m->nnet * sizeof(bcg_real), cudaMemcpyHostToDevice));
   if (grad) {
     CK(grow(&G.grad, &G.cgrad, m->nnet));
-    CK(cudaMemcpy(G.grad, grad, m->nnet * sizeof(real), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(G.grad, grad, m->nnet * sizeof(bcg_real), cudaMemcpyHostToDevice));
   }
   CK(grow(&G.s0, &G.cs0, (size_t)batch * maxdim(m)));
   CK(grow(&G.s1, &G.cs1, (size_t)batch * maxdim(m)));
   d = G.s0;
   e = G.s1;
-  CK(cudaMemcpy(d, dy, (size_t)batch * m->dim[m->nlin] * sizeof(real), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d, dy, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real), cudaMemcpyHostToDevice));
   for (int l = m->nlin - 1; l >= 0; l--) {
     int ni = m->dim[l], no = m->dim[l + 1], act = act_of(m, l), ln = ln_of(m, l);
     long n = (long)batch * no;
-    const real *g = ln ? G.params + m->off_lng[l] : NULL;
-    real *dg = ln && grad ? G.grad + m->off_lng[l] : NULL, *dgb = ln && grad ? G.grad + m->off_lnb[l] : NULL;
+    const bcg_real *g = ln ? G.params + m->off_lng[l] : NULL;
+    bcg_real *dg = ln && grad ? G.grad + m->off_lng[l] : NULL, *dgb = ln && grad ? G.grad + m->off_lnb[l] : NULL;
     for (int pass = 0; pass < 2; pass++) {
       /* pass 0: POST_ACT LayerNorm, then the activation; pass 1: PRE_ACT LayerNorm */
       if (pass == 1 && act != BCG_ACT_IDENTITY) LAUNCH(k_act_df, n, act, p.pre[l], p.post[l], d, n);
@@ -344,7 +343,7 @@ int bcg_nnc_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_
       }
       LAUNCH(k_ln_vjp, batch, no, batch, p.xhat[l], p.rstd[l], g, d);
     }
-    const real *a = l == 0 ? p.x : p.out[l - 1];
+    const bcg_real *a = l == 0 ? p.x : p.out[l - 1];
     if (grad) {
       /* row-major gW[no][ni] += d^T a  ==  column-major gW^T += a^T d */
       CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_T, ni, no, batch, &one, a, ni, d, no, &one, G.grad + m->off_w[l], ni));
@@ -353,13 +352,13 @@ int bcg_nnc_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_
     if (l > 0 || dx) /* row-major da[batch][ni] = d W  ==  column-major da^T = W^T d^T */
       CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_N, ni, batch, no, &one, G.params + m->off_w[l], ni, d, no, &zero, e, ni));
     CK(cudaGetLastError());
-    real *tmp = d;
+    bcg_real *tmp = d;
     d = e;
     e = tmp;
   }
   /* d now holds dx (after the last swap) */
-  if (dx) CK(cudaMemcpy(dx, d, (size_t)batch * m->dim[0] * sizeof(real), cudaMemcpyDeviceToHost));
-  if (grad) CK(cudaMemcpy(grad, G.grad, m->nnet * sizeof(real), cudaMemcpyDeviceToHost));
+  if (dx) CK(cudaMemcpy(dx, d, (size_t)batch * m->dim[0] * sizeof(bcg_real), cudaMemcpyDeviceToHost));
+  if (grad) CK(cudaMemcpy(grad, G.grad, m->nnet * sizeof(bcg_real), cudaMemcpyDeviceToHost));
   CK(cudaStreamSynchronize(G.st));
   pthread_mutex_unlock(&G.mu);
   return 0;

@@ -16,7 +16,6 @@
 #include "bcg/sim_cuda.h"
 #include "sim_common.h"
 
-typedef bcg_real real;
 /* the unit of the interleaved workspace buffers (see below): one real */
 #ifdef BCG_REAL_FLOAT
 typedef unsigned int wword;
@@ -40,11 +39,11 @@ struct bcg_cuda_sim {
   wword *ws;  /* interleaved persist set, [WSW(bcg_stepws)][cap] words */
   wword *adj; /* interleaved adjoint hand-off, [WSW(bcg_stepadj)][cap] words */
   int *nact, *bad;
-  real *gap, *v0, *c, *G, *mu, *lam, *fn;
-  real *lamb, *gapb, *v0b, *cb, *Gb;
-  real *maxfn, *maxpen;
-  real *scratch; /* 2 ping-pong state buffers [cap][nq + nv] of the control step */
-  real *adjbuf;  /* 2 ping-pong adjoint buffers [cap][2 nv] of the control-step VJP */
+  bcg_real *gap, *v0, *c, *G, *mu, *lam, *fn;
+  bcg_real *lamb, *gapb, *v0b, *cb, *Gb;
+  bcg_real *maxfn, *maxpen;
+  bcg_real *scratch; /* 2 ping-pong state buffers [cap][nq + nv] of the control step */
+  bcg_real *adjbuf;  /* 2 ping-pong adjoint buffers [cap][2 nv] of the control-step VJP */
   /* domain randomisation (bcg_cuda_sim_set_domain) and the slot ->
    * environment map (bcg_cuda_sim_set_envmap). The kernels index dm / dmu by
    * batch slot: they point at em / emu (identity map) or at sm / smu, the
@@ -52,16 +51,16 @@ struct bcg_cuda_sim {
   const bcg_domain *dom; /* host domain (push clock), not owned */
   int ndom;
   bcg_mdata *dm;   /* per-slot models seen by the kernels, or NULL */
-  real *dmu;       /* per-slot friction seen by the kernels, or NULL */
+  bcg_real *dmu;       /* per-slot friction seen by the kernels, or NULL */
   bcg_mdata *em;   /* [ndom] per-environment models, or NULL */
-  real *emu;       /* [ndom] per-environment friction, or NULL */
+  bcg_real *emu;       /* [ndom] per-environment friction, or NULL */
   uint32_t *dclock; /* [ndom] push clock copied from the host at each control step */
   int mapped, nmap; /* a non-identity map of nmap slots is active */
   int ngath;        /* leading entries of hmap whose sm / smu are gathered */
   int *dmap;        /* [cap] the map on the device */
   int *hmap;        /* [cap] host copy of the active map */
   bcg_mdata *sm;    /* [cap] models gathered per slot (allocated on first use) */
-  real *smu;        /* [cap] friction gathered per slot */
+  bcg_real *smu;        /* [cap] friction gathered per slot */
   /* stage timing */
   int timing;
   cudaEvent_t t0, t1;
@@ -119,21 +118,21 @@ __device__ __forceinline__ void ws_persist(int ld, bcg_stepws *w, wword *g, size
   WS_X(WS_OFF(nact), sizeof(int));
   int na = w->nact;
   WS_X(WS_OFF(cid), sizeof(int) * (size_t)na);
-  WS_X(WS_OFF(qM), sizeof(real) * (size_t)nq);
-  WS_X(WS_OFF(L), sizeof(real) * (size_t)nv * nv);
-  WS_X(WS_OFF(ufree), sizeof(real) * (size_t)nv);
-  for (int r = 0; r < 3 * na; r++) WS_X(WS_OFF(J) + sizeof(real) * (size_t)r * BCG_MAX_DOF, sizeof(real) * (size_t)nv);
+  WS_X(WS_OFF(qM), sizeof(bcg_real) * (size_t)nq);
+  WS_X(WS_OFF(L), sizeof(bcg_real) * (size_t)nv * nv);
+  WS_X(WS_OFF(ufree), sizeof(bcg_real) * (size_t)nv);
+  for (int r = 0; r < 3 * na; r++) WS_X(WS_OFF(J) + sizeof(bcg_real) * (size_t)r * BCG_MAX_DOF, sizeof(bcg_real) * (size_t)nv);
 #undef WS_X
 }
 
 /* the pieces of a stepadj that bcg_substep_post_vjp hands to bcg_substep_pre_vjp */
 __device__ __forceinline__ void adj_handoff(int ld, bcg_stepadj *A, int na, wword *g, size_t cap, int e, int nv) {
 #define AD_X(off, bytes) (ld ? ws_load(A, g, cap, e, (off), (bytes)) : ws_store(A, g, cap, e, (off), (bytes)))
-  AD_X(AD_OFF(Hb), sizeof(real) * (size_t)nv * nv);
-  AD_X(AD_OFF(ufreeb), sizeof(real) * (size_t)nv);
-  AD_X(AD_OFF(qMb), sizeof(real) * (size_t)nv);
+  AD_X(AD_OFF(Hb), sizeof(bcg_real) * (size_t)nv * nv);
+  AD_X(AD_OFF(ufreeb), sizeof(bcg_real) * (size_t)nv);
+  AD_X(AD_OFF(qMb), sizeof(bcg_real) * (size_t)nv);
   for (int r = 0; r < 3 * na; r++)
-    AD_X(AD_OFF(Jb) + sizeof(real) * (size_t)r * BCG_MAX_DOF, sizeof(real) * (size_t)nv);
+    AD_X(AD_OFF(Jb) + sizeof(bcg_real) * (size_t)r * BCG_MAX_DOF, sizeof(bcg_real) * (size_t)nv);
 #undef AD_X
 }
 
@@ -147,7 +146,7 @@ __device__ __forceinline__ void ws_full(int ld, bcg_stepws *w, wword *g, size_t 
   int nq = m->nq, nv = m->nv, nb = m->nbody;
   ws_persist(ld, w, g, cap, e, nq, nv);
   int na = w->nact;
-  size_t R = sizeof(real);
+  size_t R = sizeof(bcg_real);
 #define WF(off, bytes) (ld ? ws_load(w, g, cap, e, (off), (bytes)) : ws_store(w, g, cap, e, (off), (bytes)))
 #define KO(f) (offsetof(bcg_stepws, k) + offsetof(bcg_kin, f))
 #define RO(f) (offsetof(bcg_stepws, rw) + offsetof(bcg_rnea_ws, f))
@@ -177,17 +176,17 @@ __device__ __forceinline__ const bcg_mdata *env_model(const bcg_mdata *m, const 
   return dm ? dm + e : m;
 }
 
-__global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const real *__restrict__ dmu,
+__global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_real *__restrict__ dmu,
                       const bcg_simparams *__restrict__ sp, int n, int nc,
-                      const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
-                      const real *__restrict__ a, wword *ws, size_t cap, int *nact, real *gap, real *v0, real *c,
-                      real *G, real *mu, real *tape, int zero_lam, real *lam, real *fn, int full) {
+                      const bcg_real *__restrict__ q, int qs, const bcg_real *__restrict__ u, int us,
+                      const bcg_real *__restrict__ a, wword *ws, size_t cap, int *nact, bcg_real *gap, bcg_real *v0, bcg_real *c,
+                      bcg_real *G, bcg_real *mu, bcg_real *tape, int zero_lam, bcg_real *lam, bcg_real *fn, int full) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int nq = m->nq, nv = m->nv, nu = m->nu, n3 = 3 * nc;
-  const real *qe = q + (size_t)e * qs, *ue = u + (size_t)e * us;
+  const bcg_real *qe = q + (size_t)e * qs, *ue = u + (size_t)e * us;
   if (tape) {
-    real *t = tape + (size_t)e * (nq + nv);
+    bcg_real *t = tape + (size_t)e * (nq + nv);
     for (int i = 0; i < nq; i++) t[i] = qe[i];
     for (int i = 0; i < nv; i++) t[nq + i] = ue[i];
   }
@@ -208,8 +207,8 @@ __global__ void k_pre(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, cons
 
 /* Second half, and this environment's diagnostics. */
 __global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
-                       wword *ws, size_t cap, const real *__restrict__ lam, real *qo, real *uo, const int *__restrict__ nact,
-                       const real *__restrict__ fn, const real *__restrict__ gap, real *maxfn, real *maxpen,
+                       wword *ws, size_t cap, const bcg_real *__restrict__ lam, bcg_real *qo, bcg_real *uo, const int *__restrict__ nact,
+                       const bcg_real *__restrict__ fn, const bcg_real *__restrict__ gap, bcg_real *maxfn, bcg_real *maxpen,
                        int *bad) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
@@ -217,9 +216,9 @@ __global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, con
   ws_persist(1, &w, ws, cap, e, m->nq, m->nv);
   bcg_substep_post(env_model(m, dm, e), sp, &w, lam + (size_t)e * 3 * nc, qo + (size_t)e * m->nq,
                    uo + (size_t)e * m->nv);
-  real mf = maxfn[e], mp = maxpen[e];
+  bcg_real mf = maxfn[e], mp = maxpen[e];
   for (int r = 0; r < nact[e]; r++) {
-    real f = fn[(size_t)e * nc + r], pen = -gap[(size_t)e * nc + r];
+    bcg_real f = fn[(size_t)e * nc + r], pen = -gap[(size_t)e * nc + r];
     if (f > mf) mf = f;
     if (pen > mp) mp = pen;
   }
@@ -231,12 +230,12 @@ __global__ void k_post(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, con
 /* VJP: recompute the second half (its outputs are not needed: they go to
  * thread-local scratch), then its adjoint. Adjoint rows have strides. */
 __global__ void k_post_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
-                           wword *ws, size_t cap, const real *__restrict__ lam, const real *__restrict__ qob,
-                           const real *__restrict__ uob, int bs, real *lamb, wword *adj) {
+                           wword *ws, size_t cap, const bcg_real *__restrict__ lam, const bcg_real *__restrict__ qob,
+                           const bcg_real *__restrict__ uob, int bs, bcg_real *lamb, wword *adj) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int n3 = 3 * nc;
-  real qE[BCG_MAX_Q], uE[BCG_MAX_DOF];
+  bcg_real qE[BCG_MAX_Q], uE[BCG_MAX_DOF];
   const bcg_mdata *me = env_model(m, dm, e);
   bcg_stepws w;
   bcg_stepadj A;
@@ -250,32 +249,32 @@ __global__ void k_post_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm,
 /* VJP of the first half: recompute it into thread-local memory (its contact
  * outputs go to scratch: the plugin's VJP has already run), then its adjoint. */
 __global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, const bcg_simparams *__restrict__ sp, int n, int nc,
-                          const real *__restrict__ q, int qs, const real *__restrict__ u, int us,
-                          const real *__restrict__ a, const real *__restrict__ gapb,
-                          const real *__restrict__ v0b, const real *__restrict__ cb, const real *__restrict__ Gb,
-                          wword *adj, size_t cap, real *qb, real *ub, int bs, real *ab, wword *ws) {
+                          const bcg_real *__restrict__ q, int qs, const bcg_real *__restrict__ u, int us,
+                          const bcg_real *__restrict__ a, const bcg_real *__restrict__ gapb,
+                          const bcg_real *__restrict__ v0b, const bcg_real *__restrict__ cb, const bcg_real *__restrict__ Gb,
+                          wword *adj, size_t cap, bcg_real *qb, bcg_real *ub, int bs, bcg_real *ab, wword *ws) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int nv = m->nv, nu = m->nu, n3 = 3 * nc;
   const bcg_mdata *me = env_model(m, dm, e);
-  const real *qe = q + (size_t)e * qs, *ue = u + (size_t)e * us, *ae = a + (size_t)e * nu;
+  const bcg_real *qe = q + (size_t)e * qs, *ue = u + (size_t)e * us, *ae = a + (size_t)e * nu;
   bcg_stepws w;
   bcg_stepadj A;
   if (ws) /* stored by the recompute kernel (ws_full) */
     ws_full(1, &w, ws, cap, e, me, sp->need_G);
   else {
     int na;
-    real sgap[BCG_MAX_CONTACT], smu[BCG_MAX_CONTACT], sv0[3 * BCG_MAX_CONTACT], sc[3 * BCG_MAX_CONTACT];
+    bcg_real sgap[BCG_MAX_CONTACT], smu[BCG_MAX_CONTACT], sv0[3 * BCG_MAX_CONTACT], sc[3 * BCG_MAX_CONTACT];
     bcg_substep_pre(me, sp, qe, ue, ae, &w, nc, &na, sgap, sv0, sc, NULL, smu);
   }
   adj_handoff(1, &A, w.nact, adj, cap, e, nv);
-  real *ube = ub + (size_t)e * bs;
+  bcg_real *ube = ub + (size_t)e * bs;
   for (int d = 0; d < nv; d++) ube[d] = 0;
   /* the active block of this environment's G adjoint, staged in local memory
    * (read three times by bcg_substep_pre_vjp; see contact_common.h) */
-  real Gbl[9 * BCG_MAX_CONTACT * BCG_MAX_CONTACT];
+  bcg_real Gbl[9 * BCG_MAX_CONTACT * BCG_MAX_CONTACT];
   if (Gb) {
-    const real *src = Gb + (size_t)e * n3 * n3;
+    const bcg_real *src = Gb + (size_t)e * n3 * n3;
     for (int r = 0; r < 3 * w.nact; r++)
       for (int c2 = 0; c2 < 3 * w.nact; c2++) Gbl[r * n3 + c2] = src[r * n3 + c2];
   }
@@ -285,16 +284,16 @@ __global__ void k_pre_vjp(const bcg_mdata *__restrict__ m, const bcg_mdata *dm, 
 
 /* Pushes at the end of a forward control step (see bcg_domain in bcg/sim.h):
  * the same draws as core/sim.c, from the host's push clock. */
-__global__ void k_push(int n, int nv, uint64_t seed, const uint32_t *__restrict__ clock, real prob, real vel,
-                       int dof, real *uo, const int *__restrict__ envmap) {
+__global__ void k_push(int n, int nv, uint64_t seed, const uint32_t *__restrict__ clock, bcg_real prob, bcg_real vel,
+                       int dof, bcg_real *uo, const int *__restrict__ envmap) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int v = envmap ? envmap[e] : e; /* slot e steps environment v: its clock, its draws */
   uint32_t k = clock[v];
   if (bcg_rng_uniform(seed, BCG_RNG_PUSH, (uint32_t)v, k, 0) > prob) return;
   double t = 6.283185307179586 * (double)bcg_rng_uniform(seed, BCG_RNG_PUSH, (uint32_t)v, k, 1);
-  uo[(size_t)e * nv + dof] += vel * (real)cos(t);
-  uo[(size_t)e * nv + dof + 1] += vel * (real)sin(t);
+  uo[(size_t)e * nv + dof] += vel * (bcg_real)cos(t);
+  uo[(size_t)e * nv + dof + 1] += vel * (bcg_real)sin(t);
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -344,14 +343,14 @@ static void fill_batch(bcg_cuda_sim *s, int n, bcg_contact_batch *b) {
 static int use_contact(const bcg_cuda_sim *s) { return s->cops && s->sp.ncmax > 0; }
 
 /* first half + contact solve (forward and recompute) */
-static int pre_and_contact(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
-                           real *tape, int full) {
+static int pre_and_contact(bcg_cuda_sim *s, int n, const bcg_real *q, int qs, const bcg_real *u, int us, const bcg_real *a,
+                           bcg_real *tape, int full) {
   int zero = !use_contact(s);
   tbeg(s);
   /* G's padding (zeros, identity on unused rows) is written by k_pre; the
    * zeros come from one coalesced memset instead of n3^2 scattered stores per
    * thread (sp.G_prezeroed) */
-  if (s->G) CK(s, cudaMemsetAsync(s->G, 0, sizeof(real) * (size_t)n * 9 * s->ncon * s->ncon, s->st));
+  if (s->G) CK(s, cudaMemsetAsync(s->G, 0, sizeof(bcg_real) * (size_t)n * 9 * s->ncon * s->ncon, s->st));
   k_pre<<<grid(s, n), s->block, 0, s->st>>>(s->m, s->dm, s->dmu, s->spd, n, s->ncon, q, qs, u, us, a, s->ws, (size_t)s->cap, s->nact, s->gap,
                                               s->v0, s->c, s->G, s->mu, tape, zero, s->lam, s->fn, full);
   if (launched(s, "k_pre")) return -1;
@@ -370,8 +369,8 @@ static int pre_and_contact(bcg_cuda_sim *s, int n, const real *q, int qs, const 
   return tend(s, BCG_CUDA_STAGE_CONTACT);
 }
 
-static int substep_fwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
-                       real *qo, real *uo, real *tape) {
+static int substep_fwd(bcg_cuda_sim *s, int n, const bcg_real *q, int qs, const bcg_real *u, int us, const bcg_real *a,
+                       bcg_real *qo, bcg_real *uo, bcg_real *tape) {
   int rc = pre_and_contact(s, n, q, qs, u, us, a, tape, 0);
   if (rc) return rc;
   tbeg(s);
@@ -382,8 +381,8 @@ static int substep_fwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
 }
 
 /* adjoint rows: qob/uob and qb/ub with row stride bs */
-static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real *u, int us, const real *a,
-                       const real *qob, const real *uob, real *qb, real *ub, int bs, real *ab) {
+static int substep_bwd(bcg_cuda_sim *s, int n, const bcg_real *q, int qs, const bcg_real *u, int us, const bcg_real *a,
+                       const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, int bs, bcg_real *ab) {
   int nc = s->ncon, n3 = 3 * nc;
   int rc = pre_and_contact(s, n, q, qs, u, us, a, NULL, s->store_full);
   if (rc) return rc;
@@ -393,10 +392,10 @@ static int substep_bwd(bcg_cuda_sim *s, int n, const real *q, int qs, const real
   if (launched(s, "k_post_vjp")) return -1;
   if (tend(s, BCG_CUDA_STAGE_POST)) return -1;
   tbeg(s);
-  CK(s, cudaMemsetAsync(s->gapb, 0, sizeof(real) * (size_t)n * nc, s->st));
-  CK(s, cudaMemsetAsync(s->v0b, 0, sizeof(real) * (size_t)n * n3, s->st));
-  CK(s, cudaMemsetAsync(s->cb, 0, sizeof(real) * (size_t)n * n3, s->st));
-  if (s->Gb) CK(s, cudaMemsetAsync(s->Gb, 0, sizeof(real) * (size_t)n * n3 * n3, s->st));
+  CK(s, cudaMemsetAsync(s->gapb, 0, sizeof(bcg_real) * (size_t)n * nc, s->st));
+  CK(s, cudaMemsetAsync(s->v0b, 0, sizeof(bcg_real) * (size_t)n * n3, s->st));
+  CK(s, cudaMemsetAsync(s->cb, 0, sizeof(bcg_real) * (size_t)n * n3, s->st));
+  if (s->Gb) CK(s, cudaMemsetAsync(s->Gb, 0, sizeof(bcg_real) * (size_t)n * n3 * n3, s->st));
   if (use_contact(s)) {
     bcg_contact_batch b;
     fill_batch(s, n, &b);
@@ -545,23 +544,23 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
   DALLOC(s->adj, sizeof(wword) * WSW(bcg_stepadj) * (size_t)cap);
   DALLOC(s->nact, sizeof(int) * (size_t)cap);
   DALLOC(s->bad, sizeof(int) * (size_t)cap);
-  DALLOC(s->gap, sizeof(real) * nc);
-  DALLOC(s->mu, sizeof(real) * nc);
-  DALLOC(s->fn, sizeof(real) * nc);
-  DALLOC(s->gapb, sizeof(real) * nc);
-  DALLOC(s->v0, sizeof(real) * 3 * nc);
-  DALLOC(s->c, sizeof(real) * 3 * nc);
-  DALLOC(s->lam, sizeof(real) * 3 * nc);
-  DALLOC(s->lamb, sizeof(real) * 3 * nc);
-  DALLOC(s->v0b, sizeof(real) * 3 * nc);
-  DALLOC(s->cb, sizeof(real) * 3 * nc);
-  DALLOC(s->maxfn, sizeof(real) * (size_t)cap);
-  DALLOC(s->maxpen, sizeof(real) * (size_t)cap);
-  DALLOC(s->scratch, sizeof(real) * 2 * (size_t)cap * sx);
-  DALLOC(s->adjbuf, sizeof(real) * 2 * (size_t)cap * 2 * s->nv);
+  DALLOC(s->gap, sizeof(bcg_real) * nc);
+  DALLOC(s->mu, sizeof(bcg_real) * nc);
+  DALLOC(s->fn, sizeof(bcg_real) * nc);
+  DALLOC(s->gapb, sizeof(bcg_real) * nc);
+  DALLOC(s->v0, sizeof(bcg_real) * 3 * nc);
+  DALLOC(s->c, sizeof(bcg_real) * 3 * nc);
+  DALLOC(s->lam, sizeof(bcg_real) * 3 * nc);
+  DALLOC(s->lamb, sizeof(bcg_real) * 3 * nc);
+  DALLOC(s->v0b, sizeof(bcg_real) * 3 * nc);
+  DALLOC(s->cb, sizeof(bcg_real) * 3 * nc);
+  DALLOC(s->maxfn, sizeof(bcg_real) * (size_t)cap);
+  DALLOC(s->maxpen, sizeof(bcg_real) * (size_t)cap);
+  DALLOC(s->scratch, sizeof(bcg_real) * 2 * (size_t)cap * sx);
+  DALLOC(s->adjbuf, sizeof(bcg_real) * 2 * (size_t)cap * 2 * s->nv);
   if (s->sp.need_G && cops) {
-    DALLOC(s->G, sizeof(real) * (size_t)cap * n3 * n3);
-    DALLOC(s->Gb, sizeof(real) * (size_t)cap * n3 * n3);
+    DALLOC(s->G, sizeof(bcg_real) * (size_t)cap * n3 * n3);
+    DALLOC(s->Gb, sizeof(bcg_real) * (size_t)cap * n3 * n3);
   }
 #undef DALLOC
   /* per-thread stack: at least the largest kernel frame (step.h's local arrays) */
@@ -611,16 +610,16 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
   return s;
 }
 
-BCG_EXPORT int bcg_cuda_sim_substep(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a, real *qo,
-                                    real *uo) {
+BCG_EXPORT int bcg_cuda_sim_substep(bcg_cuda_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qo,
+                                    bcg_real *uo) {
   if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   int rc = substep_fwd(s, n, q, s->nq, u, s->nv, a, qo, uo, NULL);
   return rc ? rc : finish(s);
 }
 
-BCG_EXPORT int bcg_cuda_sim_substep_vjp(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
-                                        const real *qob, const real *uob, real *qb, real *ub, real *ab) {
+BCG_EXPORT int bcg_cuda_sim_substep_vjp(bcg_cuda_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a,
+                                        const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, bcg_real *ab) {
   if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   int rc = substep_bwd(s, n, q, s->nq, u, s->nv, a, qob, uob, qb, ub, s->nv, ab);
@@ -649,8 +648,8 @@ BCG_EXPORT int bcg_cuda_sim_set_domain(bcg_cuda_sim *s, const bcg_domain *dom) {
     CK(s, cudaMemcpy(s->em, dom->m, sizeof(bcg_mdata) * (size_t)n, cudaMemcpyHostToDevice));
   }
   if (dom->mu) {
-    CK(s, cudaMalloc((void **)&s->emu, sizeof(real) * (size_t)n));
-    CK(s, cudaMemcpy(s->emu, dom->mu, sizeof(real) * (size_t)n, cudaMemcpyHostToDevice));
+    CK(s, cudaMalloc((void **)&s->emu, sizeof(bcg_real) * (size_t)n));
+    CK(s, cudaMemcpy(s->emu, dom->mu, sizeof(bcg_real) * (size_t)n, cudaMemcpyHostToDevice));
   }
   CK(s, cudaMalloc((void **)&s->dclock, sizeof(uint32_t) * (size_t)n));
   s->dom = dom;
@@ -679,25 +678,25 @@ BCG_EXPORT int bcg_cuda_sim_update_domain(bcg_cuda_sim *s, const int *envs, int 
     while (j < k && envs[j] == envs[j - 1] + 1) j++;
     size_t c = (size_t)(j - i);
     if (s->em) CK(s, cudaMemcpyAsync(s->em + e0, d->m + e0, sizeof(bcg_mdata) * c, cudaMemcpyHostToDevice, s->st));
-    if (s->emu) CK(s, cudaMemcpyAsync(s->emu + e0, d->mu + e0, sizeof(real) * c, cudaMemcpyHostToDevice, s->st));
+    if (s->emu) CK(s, cudaMemcpyAsync(s->emu + e0, d->mu + e0, sizeof(bcg_real) * c, cudaMemcpyHostToDevice, s->st));
     i = j;
   }
   s->ngath = 0; /* the per-slot copies of a mapped batch are stale: gathered again by the next set_envmap */
   return finish(s);
 }
 
-BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, const real *u, const real *a,
-                                         real *qo, real *uo, real *tape) {
+BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a,
+                                         bcg_real *qo, bcg_real *uo, bcg_real *tape) {
   if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   int nq = s->nq, nv = s->nv, ns = s->sp.substeps;
   size_t sx = (size_t)nq + nv;
-  CK(s, cudaMemsetAsync(s->maxfn, 0, sizeof(real) * n, s->st));
-  CK(s, cudaMemsetAsync(s->maxpen, 0, sizeof(real) * n, s->st));
+  CK(s, cudaMemsetAsync(s->maxfn, 0, sizeof(bcg_real) * n, s->st));
+  CK(s, cudaMemsetAsync(s->maxpen, 0, sizeof(bcg_real) * n, s->st));
   CK(s, cudaMemsetAsync(s->bad, 0, sizeof(int) * n, s->st));
-  const real *qi = q, *ui = u;
+  const bcg_real *qi = q, *ui = u;
   for (int k = 0; k < ns; k++) {
-    real *qn, *un;
+    bcg_real *qn, *un;
     if (k == ns - 1) {
       qn = qo;
       un = uo;
@@ -721,16 +720,16 @@ BCG_EXPORT int bcg_cuda_sim_control_step(bcg_cuda_sim *s, int n, const real *q, 
   return finish(s);
 }
 
-BCG_EXPORT int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const real *tape, const real *a,
-                                             const real *xob, real *xb, real *ab) {
+BCG_EXPORT int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const bcg_real *tape, const bcg_real *a,
+                                             const bcg_real *xob, bcg_real *xb, bcg_real *ab) {
   if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   int nq = s->nq, nv = s->nv, ns = s->sp.substeps, bs = 2 * nv;
   size_t sx = (size_t)nq + nv;
-  const real *in = xob;
+  const bcg_real *in = xob;
   for (int k = ns - 1; k >= 0; k--) {
-    real *out = k == 0 ? xb : s->adjbuf + (size_t)(k % 2) * s->cap * bs;
-    const real *qk = tape + (size_t)k * n * sx;
+    bcg_real *out = k == 0 ? xb : s->adjbuf + (size_t)(k % 2) * s->cap * bs;
+    const bcg_real *qk = tape + (size_t)k * n * sx;
     int rc = substep_bwd(s, n, qk, (int)sx, qk + nq, (int)sx, a, in, in + nv, out, out + nv, bs, ab);
     if (rc) return rc;
     in = out;
@@ -738,12 +737,12 @@ BCG_EXPORT int bcg_cuda_sim_control_step_vjp(bcg_cuda_sim *s, int n, const real 
   return finish(s);
 }
 
-BCG_EXPORT int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, real *maxfn, real *maxpen, int *bad) {
+BCG_EXPORT int bcg_cuda_sim_diagnostics(bcg_cuda_sim *s, int n, bcg_real *maxfn, bcg_real *maxpen, int *bad) {
   if (bad_n(s, n)) return -1;
   if (n == 0) return 0;
   CK(s, cudaStreamSynchronize(s->st));
-  if (maxfn) CK(s, cudaMemcpy(maxfn, s->maxfn, sizeof(real) * n, cudaMemcpyDeviceToHost));
-  if (maxpen) CK(s, cudaMemcpy(maxpen, s->maxpen, sizeof(real) * n, cudaMemcpyDeviceToHost));
+  if (maxfn) CK(s, cudaMemcpy(maxfn, s->maxfn, sizeof(bcg_real) * n, cudaMemcpyDeviceToHost));
+  if (maxpen) CK(s, cudaMemcpy(maxpen, s->maxpen, sizeof(bcg_real) * n, cudaMemcpyDeviceToHost));
   if (bad) CK(s, cudaMemcpy(bad, s->bad, sizeof(int) * n, cudaMemcpyDeviceToHost));
   return 0;
 }
@@ -830,7 +829,7 @@ BCG_EXPORT double bcg_cuda_event_ms(bcg_cuda_event *a, bcg_cuda_event *b) {
 
 /* slot e of a mapped batch gets environment map[e]'s randomised model and friction */
 __global__ void k_gather(int n, const int *__restrict__ map, const bcg_mdata *__restrict__ em, bcg_mdata *sm,
-                         const real *__restrict__ emu, real *smu) {
+                         const bcg_real *__restrict__ emu, bcg_real *smu) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   int v = map[e];
@@ -859,7 +858,7 @@ extern "C" BCG_EXPORT int bcg_cuda_sim_set_envmap(bcg_cuda_sim *s, const int *en
   if (!s->hmap && !(s->hmap = (int *)malloc(sizeof(int) * cap))) return -1;
   if (!s->dmap) CK(s, cudaMalloc((void **)&s->dmap, sizeof(int) * cap));
   if (s->em && !s->sm) CK(s, cudaMalloc((void **)&s->sm, sizeof(bcg_mdata) * cap));
-  if (s->emu && !s->smu) CK(s, cudaMalloc((void **)&s->smu, sizeof(real) * cap));
+  if (s->emu && !s->smu) CK(s, cudaMalloc((void **)&s->smu, sizeof(bcg_real) * cap));
   if (!(n <= s->ngath && memcmp(s->hmap, envmap, sizeof(int) * (size_t)n) == 0)) {
     CK(s, cudaStreamSynchronize(s->st)); /* queued kernels may still read dmap / sm / smu */
     memcpy(s->hmap, envmap, sizeof(int) * (size_t)n);

@@ -43,10 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static bcg_kin k;
   static bcg_crba_ws cw;
   static bcg_rnea_ws rw;
-  static real_t H[BCG_MAX_DOF * BCG_MAX_DOF];
-  real_t q[BCG_MAX_Q], qd[BCG_MAX_DOF], qdd[BCG_MAX_DOF], tau[BCG_MAX_DOF], pc[3];
+  static bcg_real H[BCG_MAX_DOF * BCG_MAX_DOF];
+  bcg_real q[BCG_MAX_Q], qd[BCG_MAX_DOF], qdd[BCG_MAX_DOF], tau[BCG_MAX_DOF], pc[3];
   for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
-  for (int i = 0; i < m->nv; i++) qd[i] = (real_t)0.1 * (i % 3), qdd[i] = 0;
+  for (int i = 0; i < m->nv; i++) qd[i] = (bcg_real)0.1 * (i % 3), qdd[i] = 0;
   bcg_kinematics(m, q, &k);
   bcg_crba(m, &k, H, &cw);
   bcg_rnea(m, &k, qd, qdd, 1, tau, &rw);

@@ -29,15 +29,15 @@
 #include "bcg/spatial.h"
 
 typedef struct bcg_kin {
-  real_t o[3];                  /* evaluation origin (world) */
-  real_t R[BCG_MAX_BODY][9];    /* body orientation, body -> world */
-  real_t p[BCG_MAX_BODY][3];    /* body origin relative to o */
-  real_t com[BCG_MAX_BODY][3];  /* centre of mass relative to o */
-  real_t Ic[BCG_MAX_BODY][9];   /* rotational inertia about the com, world axes */
-  real_t h[BCG_MAX_BODY][3];    /* m * com */
-  real_t Ib[BCG_MAX_BODY][9];   /* rotational inertia about o */
-  real_t cdof[BCG_MAX_DOF][6];  /* motion subspace of each dof, about o */
-  real_t anchor[BCG_MAX_DOF][3];/* origin of the frame the dof's axis is fixed in */
+  bcg_real o[3];                  /* evaluation origin (world) */
+  bcg_real R[BCG_MAX_BODY][9];    /* body orientation, body -> world */
+  bcg_real p[BCG_MAX_BODY][3];    /* body origin relative to o */
+  bcg_real com[BCG_MAX_BODY][3];  /* centre of mass relative to o */
+  bcg_real Ic[BCG_MAX_BODY][9];   /* rotational inertia about the com, world axes */
+  bcg_real h[BCG_MAX_BODY][3];    /* m * com */
+  bcg_real Ib[BCG_MAX_BODY][9];   /* rotational inertia about o */
+  bcg_real cdof[BCG_MAX_DOF][6];  /* motion subspace of each dof, about o */
+  bcg_real anchor[BCG_MAX_DOF][3];/* origin of the frame the dof's axis is fixed in */
 } bcg_kin;
 
 /* ------------------------------------------------------------------------ */
@@ -48,100 +48,100 @@ BCG_HD int bcg_has_free_root(const bcg_mdata *m) {
   return m->nbody > 1 && m->body_jntnum[1] > 0 && m->jnt_type[m->body_jntadr[1]] == BCG_JNT_FREE;
 }
 
-BCG_HD void bcg_kinematics(const bcg_mdata *m, const real_t *q, bcg_kin *k) {
+BCG_HD void bcg_kinematics(const bcg_mdata *m, const bcg_real *q, bcg_kin *k) {
   if (bcg_has_free_root(m)) {
     int a = m->jnt_qposadr[m->body_jntadr[1]];
     k->o[0] = q[a]; k->o[1] = q[a + 1]; k->o[2] = q[a + 2];
   } else {
-    v3_zero(k->o);
+    bcg_v3_zero(k->o);
   }
   /* world body */
   for (int i = 0; i < 9; i++) k->R[0][i] = (i % 4 == 0) ? 1 : 0;
-  v3_scl(k->p[0], k->o, -1);
+  bcg_v3_scl(k->p[0], k->o, -1);
   for (int b = 1; b < m->nbody; b++) {
     int par = m->body_parent[b];
-    real_t R[9], p[3], Rl[9];
-    quat2mat(Rl, m->body_quat[b]);
-    m3_mul(R, k->R[par], Rl);
-    m3_mulv(p, k->R[par], m->body_pos[b]);
-    v3_addto(p, k->p[par]);
+    bcg_real R[9], p[3], Rl[9];
+    bcg_quat2mat(Rl, m->body_quat[b]);
+    bcg_m3_mul(R, k->R[par], Rl);
+    bcg_m3_mulv(p, k->R[par], m->body_pos[b]);
+    bcg_v3_addto(p, k->p[par]);
     for (int jj = 0; jj < m->body_jntnum[b]; jj++) {
       int j = m->body_jntadr[b] + jj;
       int qa = m->jnt_qposadr[j], da = m->jnt_dofadr[j];
       int type = m->jnt_type[j];
       if (type == BCG_JNT_FREE) {
-        real_t qq[4] = {q[qa + 3], q[qa + 4], q[qa + 5], q[qa + 6]};
-        quat_normalize(qq);
-        quat2mat(R, qq);
+        bcg_real qq[4] = {q[qa + 3], q[qa + 4], q[qa + 5], q[qa + 6]};
+        bcg_quat_normalize(qq);
+        bcg_quat2mat(R, qq);
         for (int i = 0; i < 3; i++) p[i] = q[qa + i] - k->o[i];
         for (int i = 0; i < 3; i++) {
-          real_t *s = k->cdof[da + i];
-          sp_zero(s);
+          bcg_real *s = k->cdof[da + i];
+          bcg_sp_zero(s);
           s[3 + i] = 1;
-          v3_copy(k->anchor[da + i], p);
+          bcg_v3_copy(k->anchor[da + i], p);
         }
         for (int i = 0; i < 3; i++) {
-          real_t *s = k->cdof[da + 3 + i];
+          bcg_real *s = k->cdof[da + 3 + i];
           s[0] = R[i]; s[1] = R[3 + i]; s[2] = R[6 + i];
-          v3_cross(s + 3, p, s);
-          v3_copy(k->anchor[da + 3 + i], p);
+          bcg_v3_cross(s + 3, p, s);
+          bcg_v3_copy(k->anchor[da + 3 + i], p);
         }
       } else if (type == BCG_JNT_BALL) {
-        real_t a[3], qq[4] = {q[qa], q[qa + 1], q[qa + 2], q[qa + 3]}, Rq[9], t[3];
-        m3_mulv(a, R, m->jnt_pos[j]);
-        v3_addto(a, p);
-        quat_normalize(qq);
-        quat2mat(Rq, qq);
-        m3_mul(R, R, Rq);
-        m3_mulv(t, R, m->jnt_pos[j]);
-        v3_sub(p, a, t);
+        bcg_real a[3], qq[4] = {q[qa], q[qa + 1], q[qa + 2], q[qa + 3]}, Rq[9], t[3];
+        bcg_m3_mulv(a, R, m->jnt_pos[j]);
+        bcg_v3_addto(a, p);
+        bcg_quat_normalize(qq);
+        bcg_quat2mat(Rq, qq);
+        bcg_m3_mul(R, R, Rq);
+        bcg_m3_mulv(t, R, m->jnt_pos[j]);
+        bcg_v3_sub(p, a, t);
         for (int i = 0; i < 3; i++) {
-          real_t *s = k->cdof[da + i];
+          bcg_real *s = k->cdof[da + i];
           s[0] = R[i]; s[1] = R[3 + i]; s[2] = R[6 + i];
-          v3_cross(s + 3, a, s);
-          v3_copy(k->anchor[da + i], a);
+          bcg_v3_cross(s + 3, a, s);
+          bcg_v3_copy(k->anchor[da + i], a);
         }
       } else if (type == BCG_JNT_HINGE) {
-        real_t a[3], w[3], phi[3], Rq[9], t[3];
-        m3_mulv(a, R, m->jnt_pos[j]);
-        v3_addto(a, p);
-        m3_mulv(w, R, m->jnt_axis[j]);
-        v3_scl(phi, m->jnt_axis[j], q[qa] - m->qpos0[qa]);
-        rotvec2mat(Rq, phi);
-        m3_mul(R, R, Rq);
-        m3_mulv(t, R, m->jnt_pos[j]);
-        v3_sub(p, a, t);
-        real_t *s = k->cdof[da];
-        v3_copy(s, w);
-        v3_cross(s + 3, a, w);
-        v3_copy(k->anchor[da], a);
+        bcg_real a[3], w[3], phi[3], Rq[9], t[3];
+        bcg_m3_mulv(a, R, m->jnt_pos[j]);
+        bcg_v3_addto(a, p);
+        bcg_m3_mulv(w, R, m->jnt_axis[j]);
+        bcg_v3_scl(phi, m->jnt_axis[j], q[qa] - m->qpos0[qa]);
+        bcg_rotvec2mat(Rq, phi);
+        bcg_m3_mul(R, R, Rq);
+        bcg_m3_mulv(t, R, m->jnt_pos[j]);
+        bcg_v3_sub(p, a, t);
+        bcg_real *s = k->cdof[da];
+        bcg_v3_copy(s, w);
+        bcg_v3_cross(s + 3, a, w);
+        bcg_v3_copy(k->anchor[da], a);
       } else { /* slide */
-        real_t w[3], a[3];
-        m3_mulv(w, R, m->jnt_axis[j]);
-        v3_addscl(p, w, q[qa] - m->qpos0[qa]);
-        m3_mulv(a, R, m->jnt_pos[j]);
-        v3_addto(a, p);
-        real_t *s = k->cdof[da];
-        v3_zero(s);
-        v3_copy(s + 3, w);
-        v3_copy(k->anchor[da], a);
+        bcg_real w[3], a[3];
+        bcg_m3_mulv(w, R, m->jnt_axis[j]);
+        bcg_v3_addscl(p, w, q[qa] - m->qpos0[qa]);
+        bcg_m3_mulv(a, R, m->jnt_pos[j]);
+        bcg_v3_addto(a, p);
+        bcg_real *s = k->cdof[da];
+        bcg_v3_zero(s);
+        bcg_v3_copy(s + 3, w);
+        bcg_v3_copy(k->anchor[da], a);
       }
     }
     for (int i = 0; i < 9; i++) k->R[b][i] = R[i];
-    v3_copy(k->p[b], p);
+    bcg_v3_copy(k->p[b], p);
     /* mass properties in world axes */
-    real_t mass = m->body_mass[b], Ri[9], Rw[9], D[9] = {0};
-    quat2mat(Ri, m->body_iquat[b]);
-    m3_mul(Rw, R, Ri);
+    bcg_real mass = m->body_mass[b], Ri[9], Rw[9], D[9] = {0};
+    bcg_quat2mat(Ri, m->body_iquat[b]);
+    bcg_m3_mul(Rw, R, Ri);
     D[0] = m->body_inertia[b][0]; D[4] = m->body_inertia[b][1]; D[8] = m->body_inertia[b][2];
-    real_t T[9];
-    m3_mul(T, Rw, D);
-    m3_mulT(k->Ic[b], T, Rw);
-    real_t *c = k->com[b];
-    m3_mulv(c, R, m->body_ipos[b]);
-    v3_addto(c, p);
-    v3_scl(k->h[b], c, mass);
-    real_t cc = v3_dot(c, c);
+    bcg_real T[9];
+    bcg_m3_mul(T, Rw, D);
+    bcg_m3_mulT(k->Ic[b], T, Rw);
+    bcg_real *c = k->com[b];
+    bcg_m3_mulv(c, R, m->body_ipos[b]);
+    bcg_v3_addto(c, p);
+    bcg_v3_scl(k->h[b], c, mass);
+    bcg_real cc = bcg_v3_dot(c, c);
     for (int i = 0; i < 3; i++)
       for (int j2 = 0; j2 < 3; j2++)
         k->Ib[b][3 * i + j2] = k->Ic[b][3 * i + j2] + mass * ((i == j2 ? cc : 0) - c[i] * c[j2]);
@@ -151,25 +151,25 @@ BCG_HD void bcg_kinematics(const bcg_mdata *m, const real_t *q, bcg_kin *k) {
 /* Pose adjoints produced by the body mass properties: given hb (adjoint of
  * h = m c) and Ibb (adjoint of Ib, 3x3), accumulate the pose adjoint (tb, pb)
  * of body b. */
-BCG_HD void bcg_massprop_vjp(const bcg_mdata *m, const bcg_kin *k, int b, const real_t *hb, const real_t *Ibb,
-                             real_t *tb, real_t *pb) {
-  real_t mass = m->body_mass[b];
-  const real_t *c = k->com[b];
-  real_t cb[3];
-  v3_scl(cb, hb, mass);
+BCG_HD void bcg_massprop_vjp(const bcg_mdata *m, const bcg_kin *k, int b, const bcg_real *hb, const bcg_real *Ibb,
+                             bcg_real *tb, bcg_real *pb) {
+  bcg_real mass = m->body_mass[b];
+  const bcg_real *c = k->com[b];
+  bcg_real cb[3];
+  bcg_v3_scl(cb, hb, mass);
   if (Ibb) {
-    real_t tr = Ibb[0] + Ibb[4] + Ibb[8];
+    bcg_real tr = Ibb[0] + Ibb[4] + Ibb[8];
     for (int i = 0; i < 3; i++) {
-      real_t s = 2 * tr * c[i];
+      bcg_real s = 2 * tr * c[i];
       for (int j = 0; j < 3; j++) s -= (Ibb[3 * i + j] + Ibb[3 * j + i]) * c[j];
       cb[i] += mass * s;
     }
     /* Ic = R J R^T: dIc = [d]x Ic - Ic [d]x ; <Ibb, dIc> = tr(M [d]x), M = Ic Ibb^T - Ibb^T Ic */
-    const real_t *I = k->Ic[b];
-    real_t M[9];
+    const bcg_real *I = k->Ic[b];
+    bcg_real M[9];
     for (int i = 0; i < 3; i++)
       for (int j = 0; j < 3; j++) {
-        real_t s = 0;
+        bcg_real s = 0;
         for (int l = 0; l < 3; l++) s += I[3 * i + l] * Ibb[3 * j + l] - Ibb[3 * l + i] * I[3 * l + j];
         M[3 * i + j] = s;
       }
@@ -178,27 +178,27 @@ BCG_HD void bcg_massprop_vjp(const bcg_mdata *m, const bcg_kin *k, int b, const 
     tb[2] += M[1] - M[3];
   }
   /* c = p + R ipos */
-  v3_addto(pb, cb);
-  real_t r[3];
-  v3_sub(r, c, k->p[b]);
-  v3_cross_add(tb, r, cb);
+  bcg_v3_addto(pb, cb);
+  bcg_real r[3];
+  bcg_v3_sub(r, c, k->p[b]);
+  bcg_v3_cross_add(tb, r, cb);
 }
 
 /* Kinematic adjoint. Inputs: per-body pose adjoints (tb, pb) (may be NULL for
  * none) and per-dof cdof adjoints (may be NULL). Output: qbar (tangent, nv),
  * accumulated. Scratch: F [BCG_MAX_BODY][6]. */
-BCG_HD void bcg_kinematics_vjp(const bcg_mdata *m, const bcg_kin *k, const real_t (*tb)[3], const real_t (*pb)[3],
-                               const real_t (*cdofb)[6], real_t *qbar, real_t (*F)[6]) {
+BCG_HD void bcg_kinematics_vjp(const bcg_mdata *m, const bcg_kin *k, const bcg_real (*tb)[3], const bcg_real (*pb)[3],
+                               const bcg_real (*cdofb)[6], bcg_real *qbar, bcg_real (*F)[6]) {
   for (int b = 0; b < m->nbody; b++) {
-    sp_zero(F[b]);
-    if (tb) v3_copy(F[b], tb[b]);
+    bcg_sp_zero(F[b]);
+    if (tb) bcg_v3_copy(F[b], tb[b]);
     if (pb) {
-      v3_cross_add(F[b], k->p[b], pb[b]);
-      v3_copy(F[b] + 3, pb[b]);
+      bcg_v3_cross_add(F[b], k->p[b], pb[b]);
+      bcg_v3_copy(F[b] + 3, pb[b]);
     }
   }
   for (int b = m->nbody - 1; b >= 1; b--) {
-    real_t *acc = F[b];
+    bcg_real *acc = F[b];
     for (int jj = m->body_jntnum[b] - 1; jj >= 0; jj--) {
       int j = m->body_jntadr[b] + jj;
       int da = m->jnt_dofadr[j];
@@ -207,26 +207,26 @@ BCG_HD void bcg_kinematics_vjp(const bcg_mdata *m, const bcg_kin *k, const real_
       if (cdofb) {
         /* free-joint translations are world-fixed (0, e): no pose dependence */
         for (int d = nd - 1; d >= (m->jnt_type[j] == BCG_JNT_FREE ? 3 : 0); d--) {
-          const real_t *s = k->cdof[da + d], *sb = cdofb[da + d], *a = k->anchor[da + d];
-          real_t t[3] = {0, 0, 0}, pp[3] = {0, 0, 0};
+          const bcg_real *s = k->cdof[da + d], *sb = cdofb[da + d], *a = k->anchor[da + d];
+          bcg_real t[3] = {0, 0, 0}, pp[3] = {0, 0, 0};
           /* s = (w, a x w): dw = dth x w, d(a x w) = da x w + a x (dth x w) */
-          v3_cross_add(t, s, sb);             /* w x wbar */
-          real_t la[3];
-          v3_cross(la, sb + 3, a);            /* lbar x a */
-          v3_cross_add(t, s, la);             /* w x (lbar x a) */
-          v3_cross_add(pp, s, sb + 3);        /* da: w x lbar */
+          bcg_v3_cross_add(t, s, sb);             /* w x wbar */
+          bcg_real la[3];
+          bcg_v3_cross(la, sb + 3, a);            /* lbar x a */
+          bcg_v3_cross_add(t, s, la);             /* w x (lbar x a) */
+          bcg_v3_cross_add(pp, s, sb + 3);        /* da: w x lbar */
           if (m->jnt_type[j] == BCG_JNT_SLIDE) {
             /* s = (0, w): only the direction moves */
-            v3_zero(t); v3_zero(pp);
-            v3_cross_add(t, s + 3, sb + 3);   /* w x lbar */
+            bcg_v3_zero(t); bcg_v3_zero(pp);
+            bcg_v3_cross_add(t, s + 3, sb + 3);   /* w x lbar */
           }
           /* spatial force of a pose adjoint at origin a: (t + a x pp, pp) */
-          v3_addto(acc, t);
-          v3_cross_add(acc, a, pp);
-          v3_addto(acc + 3, pp);
+          bcg_v3_addto(acc, t);
+          bcg_v3_cross_add(acc, a, pp);
+          bcg_v3_addto(acc + 3, pp);
         }
       }
-      for (int d = nd - 1; d >= 0; d--) qbar[da + d] += sp_dot(k->cdof[da + d], acc);
+      for (int d = nd - 1; d >= 0; d--) qbar[da + d] += bcg_sp_dot(k->cdof[da + d], acc);
     }
     int par = m->body_parent[b];
     for (int i = 0; i < 6; i++) F[par][i] += acc[i];
@@ -238,62 +238,62 @@ BCG_HD void bcg_kinematics_vjp(const bcg_mdata *m, const bcg_kin *k, const real_
 /* ------------------------------------------------------------------------ */
 
 typedef struct bcg_rnea_ws {
-  real_t V[BCG_MAX_BODY][6];
-  real_t A[BCG_MAX_BODY][6];
-  real_t f[BCG_MAX_BODY][6];      /* own force, then subtree total */
-  real_t cdd[BCG_MAX_DOF][6];     /* cdof_dot */
-  real_t Vpre[BCG_MAX_DOF][6];    /* velocity a dof's cdof_dot was taken with */
+  bcg_real V[BCG_MAX_BODY][6];
+  bcg_real A[BCG_MAX_BODY][6];
+  bcg_real f[BCG_MAX_BODY][6];      /* own force, then subtree total */
+  bcg_real cdd[BCG_MAX_DOF][6];     /* cdof_dot */
+  bcg_real Vpre[BCG_MAX_DOF][6];    /* velocity a dof's cdof_dot was taken with */
 } bcg_rnea_ws;
 
 BCG_HD int bcg_jnt_ndof(int type) { return type == BCG_JNT_FREE ? 6 : type == BCG_JNT_BALL ? 3 : 1; }
 
-BCG_HD void bcg_rnea(const bcg_mdata *m, const bcg_kin *k, const real_t *qd, const real_t *qdd, int grav,
-                     real_t *tau, bcg_rnea_ws *w) {
-  sp_zero(w->V[0]);
-  sp_zero(w->A[0]);
+BCG_HD void bcg_rnea(const bcg_mdata *m, const bcg_kin *k, const bcg_real *qd, const bcg_real *qdd, int grav,
+                     bcg_real *tau, bcg_rnea_ws *w) {
+  bcg_sp_zero(w->V[0]);
+  bcg_sp_zero(w->A[0]);
   if (grav) for (int i = 0; i < 3; i++) w->A[0][3 + i] = -m->gravity[i];
   for (int b = 1; b < m->nbody; b++) {
     int par = m->body_parent[b];
-    real_t V[6], A[6];
+    bcg_real V[6], A[6];
     for (int i = 0; i < 6; i++) { V[i] = w->V[par][i]; A[i] = w->A[par][i]; }
     for (int jj = 0; jj < m->body_jntnum[b]; jj++) {
       int j = m->body_jntadr[b] + jj, da = m->jnt_dofadr[j], type = m->jnt_type[j];
       int d0 = 0, nd = bcg_jnt_ndof(type);
       if (type == BCG_JNT_FREE) {
         for (int d = 0; d < 3; d++) {
-          sp_zero(w->cdd[da + d]);
+          bcg_sp_zero(w->cdd[da + d]);
           for (int i = 0; i < 6; i++) w->Vpre[da + d][i] = V[i];
         }
         for (int d = 0; d < 3; d++) {
-          sp_addscl(V, k->cdof[da + d], qd[da + d]);
-          if (qdd) sp_addscl(A, k->cdof[da + d], qdd[da + d]);
+          bcg_sp_addscl(V, k->cdof[da + d], qd[da + d]);
+          if (qdd) bcg_sp_addscl(A, k->cdof[da + d], qdd[da + d]);
         }
         d0 = 3;
       }
       /* rotational dofs of a free/ball joint share one velocity; hinges and
        * slides chain */
-      real_t Vs[6];
+      bcg_real Vs[6];
       for (int i = 0; i < 6; i++) Vs[i] = V[i];
       for (int d = d0; d < nd; d++) {
-        const real_t *Vuse = (type == BCG_JNT_FREE || type == BCG_JNT_BALL) ? Vs : V;
+        const bcg_real *Vuse = (type == BCG_JNT_FREE || type == BCG_JNT_BALL) ? Vs : V;
         for (int i = 0; i < 6; i++) w->Vpre[da + d][i] = Vuse[i];
-        sp_crossm(w->cdd[da + d], Vuse, k->cdof[da + d]);
-        sp_addscl(V, k->cdof[da + d], qd[da + d]);
-        if (qdd) sp_addscl(A, k->cdof[da + d], qdd[da + d]);
-        sp_addscl(A, w->cdd[da + d], qd[da + d]);
+        bcg_sp_crossm(w->cdd[da + d], Vuse, k->cdof[da + d]);
+        bcg_sp_addscl(V, k->cdof[da + d], qd[da + d]);
+        if (qdd) bcg_sp_addscl(A, k->cdof[da + d], qdd[da + d]);
+        bcg_sp_addscl(A, w->cdd[da + d], qd[da + d]);
       }
     }
     for (int i = 0; i < 6; i++) { w->V[b][i] = V[i]; w->A[b][i] = A[i]; }
-    real_t IV[6], t[6];
-    inertia_apply(w->f[b], m->body_mass[b], k->h[b], k->Ib[b], A);
-    inertia_apply(IV, m->body_mass[b], k->h[b], k->Ib[b], V);
-    sp_crossf(t, V, IV);
+    bcg_real IV[6], t[6];
+    bcg_inertia_apply(w->f[b], m->body_mass[b], k->h[b], k->Ib[b], A);
+    bcg_inertia_apply(IV, m->body_mass[b], k->h[b], k->Ib[b], V);
+    bcg_sp_crossf(t, V, IV);
     for (int i = 0; i < 6; i++) w->f[b][i] += t[i];
   }
   for (int b = m->nbody - 1; b >= 1; b--) {
     for (int jj = 0; jj < m->body_jntnum[b]; jj++) {
       int j = m->body_jntadr[b] + jj, da = m->jnt_dofadr[j], nd = bcg_jnt_ndof(m->jnt_type[j]);
-      for (int d = 0; d < nd; d++) tau[da + d] = sp_dot(k->cdof[da + d], w->f[b]);
+      for (int d = 0; d < nd; d++) tau[da + d] = bcg_sp_dot(k->cdof[da + d], w->f[b]);
     }
     int par = m->body_parent[b];
     if (par > 0) for (int i = 0; i < 6; i++) w->f[par][i] += w->f[b][i];
@@ -304,72 +304,72 @@ BCG_HD void bcg_rnea(const bcg_mdata *m, const bcg_kin *k, const real_t *qd, con
  * w). Accumulates: qdbar, qddbar (may be NULL), cdofb, hb, Ibb (per body, 3x3).
  * Scratch: Fb, Vb, Ab [BCG_MAX_BODY][6]. */
 typedef struct bcg_rnea_adj {
-  real_t fb[BCG_MAX_BODY][6];
-  real_t Vb[BCG_MAX_BODY][6];
-  real_t Ab[BCG_MAX_BODY][6];
+  bcg_real fb[BCG_MAX_BODY][6];
+  bcg_real Vb[BCG_MAX_BODY][6];
+  bcg_real Ab[BCG_MAX_BODY][6];
 } bcg_rnea_adj;
 
-BCG_HD void bcg_rnea_vjp(const bcg_mdata *m, const bcg_kin *k, const real_t *qd, const real_t *qdd,
-                         const bcg_rnea_ws *w, const real_t *taub, real_t *qdbar, real_t *qddbar,
-                         real_t (*cdofb)[6], real_t (*hb)[3], real_t (*Ibb)[9], bcg_rnea_adj *a) {
+BCG_HD void bcg_rnea_vjp(const bcg_mdata *m, const bcg_kin *k, const bcg_real *qd, const bcg_real *qdd,
+                         const bcg_rnea_ws *w, const bcg_real *taub, bcg_real *qdbar, bcg_real *qddbar,
+                         bcg_real (*cdofb)[6], bcg_real (*hb)[3], bcg_real (*Ibb)[9], bcg_rnea_adj *a) {
   /* backward sweep adjoint: subtree totals, root to leaves */
-  sp_zero(a->fb[0]);
+  bcg_sp_zero(a->fb[0]);
   for (int b = 1; b < m->nbody; b++) {
     int par = m->body_parent[b];
-    real_t fb[6];
+    bcg_real fb[6];
     for (int i = 0; i < 6; i++) fb[i] = (par > 0) ? a->fb[par][i] : 0;
     for (int jj = 0; jj < m->body_jntnum[b]; jj++) {
       int j = m->body_jntadr[b] + jj, da = m->jnt_dofadr[j], nd = bcg_jnt_ndof(m->jnt_type[j]);
       for (int d = 0; d < nd; d++) {
-        sp_addscl(fb, k->cdof[da + d], taub[da + d]);
-        sp_addscl(cdofb[da + d], w->f[b], taub[da + d]); /* w->f[b] is the subtree total */
+        bcg_sp_addscl(fb, k->cdof[da + d], taub[da + d]);
+        bcg_sp_addscl(cdofb[da + d], w->f[b], taub[da + d]); /* w->f[b] is the subtree total */
       }
     }
     for (int i = 0; i < 6; i++) a->fb[b][i] = fb[i];
   }
   /* own force f = I A + V xf (I V) */
   for (int b = 1; b < m->nbody; b++) {
-    real_t mass = m->body_mass[b];
-    const real_t *V = w->V[b], *A = w->A[b], *fb = a->fb[b];
-    sp_zero(a->Ab[b]);
-    sp_zero(a->Vb[b]);
-    inertia_apply_vjp(mass, k->h[b], k->Ib[b], A, fb, a->Ab[b], hb[b], Ibb[b]);
-    real_t IV[6], IVb[6] = {0, 0, 0, 0, 0, 0};
-    inertia_apply(IV, mass, k->h[b], k->Ib[b], V);
-    sp_crossf_vjp(V, IV, fb, a->Vb[b], IVb);
-    inertia_apply_vjp(mass, k->h[b], k->Ib[b], V, IVb, a->Vb[b], hb[b], Ibb[b]);
+    bcg_real mass = m->body_mass[b];
+    const bcg_real *V = w->V[b], *A = w->A[b], *fb = a->fb[b];
+    bcg_sp_zero(a->Ab[b]);
+    bcg_sp_zero(a->Vb[b]);
+    bcg_inertia_apply_vjp(mass, k->h[b], k->Ib[b], A, fb, a->Ab[b], hb[b], Ibb[b]);
+    bcg_real IV[6], IVb[6] = {0, 0, 0, 0, 0, 0};
+    bcg_inertia_apply(IV, mass, k->h[b], k->Ib[b], V);
+    bcg_sp_crossf_vjp(V, IV, fb, a->Vb[b], IVb);
+    bcg_inertia_apply_vjp(mass, k->h[b], k->Ib[b], V, IVb, a->Vb[b], hb[b], Ibb[b]);
   }
   /* forward sweep adjoint, leaves to root */
   for (int b = m->nbody - 1; b >= 1; b--) {
-    real_t Vb[6], Ab[6];
+    bcg_real Vb[6], Ab[6];
     for (int i = 0; i < 6; i++) { Vb[i] = a->Vb[b][i]; Ab[i] = a->Ab[b][i]; }
     for (int jj = m->body_jntnum[b] - 1; jj >= 0; jj--) {
       int j = m->body_jntadr[b] + jj, da = m->jnt_dofadr[j], type = m->jnt_type[j];
       int nd = bcg_jnt_ndof(type), d0 = (type == BCG_JNT_FREE) ? 3 : 0;
       int shared = (type == BCG_JNT_FREE || type == BCG_JNT_BALL);
-      real_t Vsb[6] = {0, 0, 0, 0, 0, 0}; /* adjoint of the shared velocity */
+      bcg_real Vsb[6] = {0, 0, 0, 0, 0, 0}; /* adjoint of the shared velocity */
       for (int d = nd - 1; d >= d0; d--) {
-        const real_t *s = k->cdof[da + d];
+        const bcg_real *s = k->cdof[da + d];
         /* A += s qdd + cdd qd */
-        if (qdd) sp_addscl(cdofb[da + d], Ab, qdd[da + d]);
-        if (qddbar) qddbar[da + d] += sp_dot(s, Ab);
-        real_t cddb[6];
+        if (qdd) bcg_sp_addscl(cdofb[da + d], Ab, qdd[da + d]);
+        if (qddbar) qddbar[da + d] += bcg_sp_dot(s, Ab);
+        bcg_real cddb[6];
         for (int i = 0; i < 6; i++) cddb[i] = Ab[i] * qd[da + d];
-        qdbar[da + d] += sp_dot(w->cdd[da + d], Ab);
+        qdbar[da + d] += bcg_sp_dot(w->cdd[da + d], Ab);
         /* V += s qd */
-        sp_addscl(cdofb[da + d], Vb, qd[da + d]);
-        qdbar[da + d] += sp_dot(s, Vb);
+        bcg_sp_addscl(cdofb[da + d], Vb, qd[da + d]);
+        qdbar[da + d] += bcg_sp_dot(s, Vb);
         /* cdd = Vpre xm s */
-        sp_crossm_vjp(w->Vpre[da + d], s, cddb, shared ? Vsb : Vb, cdofb[da + d]);
+        bcg_sp_crossm_vjp(w->Vpre[da + d], s, cddb, shared ? Vsb : Vb, cdofb[da + d]);
       }
       if (shared) for (int i = 0; i < 6; i++) Vb[i] += Vsb[i];
       if (type == BCG_JNT_FREE) {
         for (int d = 2; d >= 0; d--) {
-          const real_t *s = k->cdof[da + d];
-          if (qdd) sp_addscl(cdofb[da + d], Ab, qdd[da + d]);
-          if (qddbar) qddbar[da + d] += sp_dot(s, Ab);
-          sp_addscl(cdofb[da + d], Vb, qd[da + d]);
-          qdbar[da + d] += sp_dot(s, Vb);
+          const bcg_real *s = k->cdof[da + d];
+          if (qdd) bcg_sp_addscl(cdofb[da + d], Ab, qdd[da + d]);
+          if (qddbar) qddbar[da + d] += bcg_sp_dot(s, Ab);
+          bcg_sp_addscl(cdofb[da + d], Vb, qd[da + d]);
+          qdbar[da + d] += bcg_sp_dot(s, Vb);
         }
       }
     }
@@ -384,12 +384,12 @@ BCG_HD void bcg_rnea_vjp(const bcg_mdata *m, const bcg_kin *k, const real_t *qd,
 /* ------------------------------------------------------------------------ */
 
 typedef struct bcg_crba_ws {
-  real_t cm[BCG_MAX_BODY];
-  real_t ch[BCG_MAX_BODY][3];
-  real_t cI[BCG_MAX_BODY][9];
+  bcg_real cm[BCG_MAX_BODY];
+  bcg_real ch[BCG_MAX_BODY][3];
+  bcg_real cI[BCG_MAX_BODY][9];
 } bcg_crba_ws;
 
-BCG_HD void bcg_crba(const bcg_mdata *m, const bcg_kin *k, real_t *H, bcg_crba_ws *w) {
+BCG_HD void bcg_crba(const bcg_mdata *m, const bcg_kin *k, bcg_real *H, bcg_crba_ws *w) {
   int nv = m->nv;
   for (int b = 0; b < m->nbody; b++) {
     w->cm[b] = b ? m->body_mass[b] : 0;
@@ -406,10 +406,10 @@ BCG_HD void bcg_crba(const bcg_mdata *m, const bcg_kin *k, real_t *H, bcg_crba_w
   for (int i = 0; i < nv * nv; i++) H[i] = 0;
   for (int kk = 0; kk < nv; kk++) {
     int b = m->dof_body[kk];
-    real_t F[6];
-    inertia_apply(F, w->cm[b], w->ch[b], w->cI[b], k->cdof[kk]);
+    bcg_real F[6];
+    bcg_inertia_apply(F, w->cm[b], w->ch[b], w->cI[b], k->cdof[kk]);
     for (int j = kk; j >= 0; j = m->dof_parent[j]) {
-      real_t v = sp_dot(k->cdof[j], F);
+      bcg_real v = bcg_sp_dot(k->cdof[j], F);
       H[kk * nv + j] = v;
       H[j * nv + kk] = v;
     }
@@ -418,8 +418,8 @@ BCG_HD void bcg_crba(const bcg_mdata *m, const bcg_kin *k, real_t *H, bcg_crba_w
 
 /* Adjoint of H = CRBA(q): accumulates cdofb, hb, Ibb given Hbar (full nv x nv,
  * need not be symmetric). */
-BCG_HD void bcg_crba_vjp(const bcg_mdata *m, const bcg_kin *k, const bcg_crba_ws *w, const real_t *Hb,
-                         real_t (*cdofb)[6], real_t (*hb)[3], real_t (*Ibb)[9], bcg_crba_ws *cb) {
+BCG_HD void bcg_crba_vjp(const bcg_mdata *m, const bcg_kin *k, const bcg_crba_ws *w, const bcg_real *Hb,
+                         bcg_real (*cdofb)[6], bcg_real (*hb)[3], bcg_real (*Ibb)[9], bcg_crba_ws *cb) {
   int nv = m->nv;
   for (int b = 0; b < m->nbody; b++) {
     for (int i = 0; i < 3; i++) cb->ch[b][i] = 0;
@@ -427,14 +427,14 @@ BCG_HD void bcg_crba_vjp(const bcg_mdata *m, const bcg_kin *k, const bcg_crba_ws
   }
   for (int kk = 0; kk < nv; kk++) {
     int b = m->dof_body[kk];
-    real_t F[6], Fb[6] = {0, 0, 0, 0, 0, 0};
-    inertia_apply(F, w->cm[b], w->ch[b], w->cI[b], k->cdof[kk]);
+    bcg_real F[6], Fb[6] = {0, 0, 0, 0, 0, 0};
+    bcg_inertia_apply(F, w->cm[b], w->ch[b], w->cI[b], k->cdof[kk]);
     for (int j = kk; j >= 0; j = m->dof_parent[j]) {
-      real_t g = (j == kk) ? Hb[kk * nv + kk] : Hb[kk * nv + j] + Hb[j * nv + kk];
-      sp_addscl(cdofb[j], F, g);
-      sp_addscl(Fb, k->cdof[j], g);
+      bcg_real g = (j == kk) ? Hb[kk * nv + kk] : Hb[kk * nv + j] + Hb[j * nv + kk];
+      bcg_sp_addscl(cdofb[j], F, g);
+      bcg_sp_addscl(Fb, k->cdof[j], g);
     }
-    inertia_apply_vjp(w->cm[b], w->ch[b], w->cI[b], k->cdof[kk], Fb, cdofb[kk], cb->ch[b], cb->cI[b]);
+    bcg_inertia_apply_vjp(w->cm[b], w->ch[b], w->cI[b], k->cdof[kk], Fb, cdofb[kk], cb->ch[b], cb->cI[b]);
   }
   /* composite adjoint: each body receives the sum over its ancestors-or-self */
   for (int b = 1; b < m->nbody; b++) {
@@ -452,16 +452,16 @@ BCG_HD void bcg_crba_vjp(const bcg_mdata *m, const bcg_kin *k, const bcg_crba_ws
 /* Dense Cholesky of a small SPD matrix (in place, lower), and solves        */
 /* ------------------------------------------------------------------------ */
 
-BCG_HD int bcg_chol(real_t *L, int n) {
+BCG_HD int bcg_chol(bcg_real *L, int n) {
   for (int j = 0; j < n; j++) {
-    real_t d = L[j * n + j];
+    bcg_real d = L[j * n + j];
     for (int l = 0; l < j; l++) d -= L[j * n + l] * L[j * n + l];
     if (!(d > 0)) return -1;
     d = sqrt(d);
     L[j * n + j] = d;
-    real_t inv = 1 / d;
+    bcg_real inv = 1 / d;
     for (int i = j + 1; i < n; i++) {
-      real_t s = L[i * n + j];
+      bcg_real s = L[i * n + j];
       for (int l = 0; l < j; l++) s -= L[i * n + l] * L[j * n + l];
       L[i * n + j] = s * inv;
     }
@@ -470,14 +470,14 @@ BCG_HD int bcg_chol(real_t *L, int n) {
   return 0;
 }
 /* x = (L L^T)^-1 b, in place */
-BCG_HD void bcg_chol_solve(const real_t *L, int n, real_t *x) {
+BCG_HD void bcg_chol_solve(const bcg_real *L, int n, bcg_real *x) {
   for (int i = 0; i < n; i++) {
-    real_t s = x[i];
+    bcg_real s = x[i];
     for (int l = 0; l < i; l++) s -= L[i * n + l] * x[l];
     x[i] = s / L[i * n + i];
   }
   for (int i = n - 1; i >= 0; i--) {
-    real_t s = x[i];
+    bcg_real s = x[i];
     for (int l = i + 1; l < n; l++) s -= L[l * n + i] * x[l];
     x[i] = s / L[i * n + i];
   }
@@ -487,7 +487,7 @@ BCG_HD void bcg_chol_solve(const real_t *L, int n, real_t *x) {
 /* Position integration q' = q (+) h u and its adjoint                       */
 /* ------------------------------------------------------------------------ */
 
-BCG_HD void bcg_integrate(const bcg_mdata *m, const real_t *q, const real_t *u, real_t h, real_t *qo) {
+BCG_HD void bcg_integrate(const bcg_mdata *m, const bcg_real *q, const bcg_real *u, bcg_real h, bcg_real *qo) {
   for (int j = 0; j < m->njnt; j++) {
     int qa = m->jnt_qposadr[j], da = m->jnt_dofadr[j], type = m->jnt_type[j];
     if (type == BCG_JNT_FREE || type == BCG_JNT_BALL) {
@@ -495,12 +495,12 @@ BCG_HD void bcg_integrate(const bcg_mdata *m, const real_t *q, const real_t *u, 
         for (int i = 0; i < 3; i++) qo[qa + i] = q[qa + i] + h * u[da + i];
         qa += 3; da += 3;
       }
-      real_t phi[3] = {h * u[da], h * u[da + 1], h * u[da + 2]}, e[4], r[4];
-      quat_exp(e, phi);
-      real_t q0[4] = {q[qa], q[qa + 1], q[qa + 2], q[qa + 3]};
-      quat_normalize(q0);
-      quat_mul(r, q0, e);
-      quat_normalize(r);
+      bcg_real phi[3] = {h * u[da], h * u[da + 1], h * u[da + 2]}, e[4], r[4];
+      bcg_quat_exp(e, phi);
+      bcg_real q0[4] = {q[qa], q[qa + 1], q[qa + 2], q[qa + 3]};
+      bcg_quat_normalize(q0);
+      bcg_quat_mul(r, q0, e);
+      bcg_quat_normalize(r);
       for (int i = 0; i < 4; i++) qo[qa + i] = r[i];
     } else {
       qo[qa] = q[qa] + h * u[da];
@@ -509,8 +509,8 @@ BCG_HD void bcg_integrate(const bcg_mdata *m, const real_t *q, const real_t *u, 
 }
 
 /* Given qobar (tangent at qo), write qbar (tangent at q) and accumulate ubar. */
-BCG_HD void bcg_integrate_vjp(const bcg_mdata *m, const real_t *u, real_t h, const real_t *qobar, real_t *qbar,
-                              real_t *ubar) {
+BCG_HD void bcg_integrate_vjp(const bcg_mdata *m, const bcg_real *u, bcg_real h, const bcg_real *qobar, bcg_real *qbar,
+                              bcg_real *ubar) {
   for (int j = 0; j < m->njnt; j++) {
     int da = m->jnt_dofadr[j], type = m->jnt_type[j];
     if (type == BCG_JNT_FREE || type == BCG_JNT_BALL) {
@@ -518,14 +518,14 @@ BCG_HD void bcg_integrate_vjp(const bcg_mdata *m, const real_t *u, real_t h, con
         for (int i = 0; i < 3; i++) { qbar[da + i] = qobar[da + i]; ubar[da + i] += h * qobar[da + i]; }
         da += 3;
       }
-      real_t phi[3] = {h * u[da], h * u[da + 1], h * u[da + 2]}, E[9], J[9], t[3];
+      bcg_real phi[3] = {h * u[da], h * u[da + 1], h * u[da + 2]}, E[9], J[9], t[3];
       /* delta_o = E^T delta + h Jr(phi) du  =>  deltabar = E deltaobar, ubar += h Jr^T deltaobar */
-      rotvec2mat(E, phi);
-      m3_mulv(t, E, qobar + da);
-      v3_copy(qbar + da, t);
-      so3_jr(J, phi);
-      m3_mulTv(t, J, qobar + da);
-      v3_addscl(ubar + da, t, h);
+      bcg_rotvec2mat(E, phi);
+      bcg_m3_mulv(t, E, qobar + da);
+      bcg_v3_copy(qbar + da, t);
+      bcg_so3_jr(J, phi);
+      bcg_m3_mulTv(t, J, qobar + da);
+      bcg_v3_addscl(ubar + da, t, h);
     } else {
       qbar[da] = qobar[da];
       ubar[da] += h * qobar[da];
@@ -534,7 +534,7 @@ BCG_HD void bcg_integrate_vjp(const bcg_mdata *m, const real_t *u, real_t h, con
 }
 
 /* q_b = q_a (+) delta for a tangent displacement (finite differences, noise) */
-BCG_HD void bcg_qadd(const bcg_mdata *m, const real_t *q, const real_t *delta, real_t *qo) {
+BCG_HD void bcg_qadd(const bcg_mdata *m, const bcg_real *q, const bcg_real *delta, bcg_real *qo) {
   bcg_integrate(m, q, delta, 1, qo);
 }
 

@@ -27,17 +27,17 @@
 enum { BCG_ACTUATION_MOTOR = 0, BCG_ACTUATION_PD = 1 };
 
 typedef struct bcg_simparams {
-  real_t dt;       /* substep length */
+  bcg_real dt;       /* substep length */
   int substeps;    /* substeps per control step */
   int actuation;   /* BCG_ACTUATION_MOTOR | BCG_ACTUATION_PD */
-  real_t kp[BCG_MAX_ACT], kd[BCG_MAX_ACT]; /* PD gains per actuator */
-  real_t tau_max[BCG_MAX_ACT];             /* PD torque limit per actuator (<= 0: none) */
-  real_t action_scale;                     /* PD: target = qdef + scale * a */
-  real_t qdef[BCG_MAX_Q];                  /* PD default pose */
-  real_t lim_k, lim_width, lim_d;          /* joint-limit penalty */
-  real_t margin;                           /* contact activation margin (m) */
-  real_t mu;                               /* friction override, < 0: the model's */
-  real_t floss_v;                          /* dry friction smoothing velocity (tanh scale) */
+  bcg_real kp[BCG_MAX_ACT], kd[BCG_MAX_ACT]; /* PD gains per actuator */
+  bcg_real tau_max[BCG_MAX_ACT];             /* PD torque limit per actuator (<= 0: none) */
+  bcg_real action_scale;                     /* PD: target = qdef + scale * a */
+  bcg_real qdef[BCG_MAX_Q];                  /* PD default pose */
+  bcg_real lim_k, lim_width, lim_d;          /* joint-limit penalty */
+  bcg_real margin;                           /* contact activation margin (m) */
+  bcg_real mu;                               /* friction override, < 0: the model's */
+  bcg_real floss_v;                          /* dry friction smoothing velocity (tanh scale) */
   int ncmax;                               /* active contacts kept per environment */
   int need_G;                              /* contact plugin wants the Delassus matrix */
   int gravity;                             /* 1: on */
@@ -46,19 +46,19 @@ typedef struct bcg_simparams {
 
 /* Per-environment workspace of one substep (forward and recompute). */
 typedef struct bcg_stepws {
-  real_t qM[BCG_MAX_Q];
+  bcg_real qM[BCG_MAX_Q];
   bcg_kin k;
   bcg_rnea_ws rw;
   bcg_crba_ws cw;
-  real_t L[BCG_MAX_DOF * BCG_MAX_DOF]; /* Cholesky factor of H, stride nv */
-  real_t b[BCG_MAX_DOF], tau[BCG_MAX_DOF], y[BCG_MAX_DOF], ufree[BCG_MAX_DOF];
-  real_t x[BCG_MAX_DOF]; /* H^-1 J^T Lam */
-  real_t uE[BCG_MAX_DOF];
+  bcg_real L[BCG_MAX_DOF * BCG_MAX_DOF]; /* Cholesky factor of H, stride nv */
+  bcg_real b[BCG_MAX_DOF], tau[BCG_MAX_DOF], y[BCG_MAX_DOF], ufree[BCG_MAX_DOF];
+  bcg_real x[BCG_MAX_DOF]; /* H^-1 J^T Lam */
+  bcg_real uE[BCG_MAX_DOF];
   int nact;
   int cid[BCG_MAX_CONTACT];                 /* contact point slot of each active contact */
-  real_t cpos[BCG_MAX_CONTACT][3];          /* contact point relative to o */
-  real_t J[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows (n, t1, t2) per contact */
-  real_t K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows of (H^-1 J^T)^T, if need_G */
+  bcg_real cpos[BCG_MAX_CONTACT][3];          /* contact point relative to o */
+  bcg_real J[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows (n, t1, t2) per contact */
+  bcg_real K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows of (H^-1 J^T)^T, if need_G */
   int status;                               /* 0 ok, else a BCG_STEP_* error */
 } bcg_stepws;
 
@@ -66,29 +66,29 @@ enum { BCG_STEP_OK = 0, BCG_STEP_NOT_SPD = 1, BCG_STEP_NONFINITE = 2 };
 
 /* Adjoint workspace. */
 typedef struct bcg_stepadj {
-  real_t Hb[BCG_MAX_DOF * BCG_MAX_DOF];
-  real_t Jb[BCG_MAX_CONTACT * 3][BCG_MAX_DOF];
-  real_t ufreeb[BCG_MAX_DOF], qMb[BCG_MAX_DOF];
-  real_t cdofb[BCG_MAX_DOF][6], hb[BCG_MAX_BODY][3], Ibb[BCG_MAX_BODY][9];
-  real_t tb[BCG_MAX_BODY][3], pb[BCG_MAX_BODY][3], F[BCG_MAX_BODY][6];
+  bcg_real Hb[BCG_MAX_DOF * BCG_MAX_DOF];
+  bcg_real Jb[BCG_MAX_CONTACT * 3][BCG_MAX_DOF];
+  bcg_real ufreeb[BCG_MAX_DOF], qMb[BCG_MAX_DOF];
+  bcg_real cdofb[BCG_MAX_DOF][6], hb[BCG_MAX_BODY][3], Ibb[BCG_MAX_BODY][9];
+  bcg_real tb[BCG_MAX_BODY][3], pb[BCG_MAX_BODY][3], F[BCG_MAX_BODY][6];
   bcg_rnea_adj ra;
   bcg_crba_ws cb;
 } bcg_stepadj;
 
 /* ---- actuation, passive forces, joint limits --------------------------- */
 
-BCG_HD real_t bcg_softplus(real_t x) { return x > 30 ? x : (x < -30 ? exp(x) : log1p(exp(x))); }
-BCG_HD real_t bcg_sigmoid(real_t x) {
-  if (x >= 0) { real_t e = exp(-x); return 1 / (1 + e); }
-  real_t e = exp(x);
+BCG_HD bcg_real bcg_softplus(bcg_real x) { return x > 30 ? x : (x < -30 ? exp(x) : log1p(exp(x))); }
+BCG_HD bcg_real bcg_sigmoid(bcg_real x) {
+  if (x >= 0) { bcg_real e = exp(-x); return 1 / (1 + e); }
+  bcg_real e = exp(x);
   return e / (1 + e);
 }
 
 /* Torque limit of actuator i in bcg's PD mode (<= 0: none): the force
  * range when the MJCF limits the force, else for a motor (no bias) the control
  * range times its gain, times the gear. */
-BCG_HD real_t bcg_act_torque_limit(const bcg_mdata *m, int i) {
-  real_t g = fabs(m->act_gear[i]);
+BCG_HD bcg_real bcg_act_torque_limit(const bcg_mdata *m, int i) {
+  bcg_real g = fabs(m->act_gear[i]);
   if (m->act_forcelimited[i]) return g * fmax(fabs(m->act_forcerange[i][0]), fabs(m->act_forcerange[i][1]));
   int motor = m->act_bias[i][0] == 0 && m->act_bias[i][1] == 0 && m->act_bias[i][2] == 0;
   if (motor && m->act_ctrllimited[i])
@@ -99,14 +99,14 @@ BCG_HD real_t bcg_act_torque_limit(const bcg_mdata *m, int i) {
 /* Actuator i's force before the gear (MuJoCo's affine law, model.h) at
  * joint position/velocity q, u of its dof; *sat = 1 where a clamp of the
  * control or the force holds it (zero derivative there). */
-BCG_HD real_t bcg_act_force(const bcg_mdata *m, int i, real_t ai, real_t q, real_t u, int *ctrl_sat, int *f_sat) {
+BCG_HD bcg_real bcg_act_force(const bcg_mdata *m, int i, bcg_real ai, bcg_real q, bcg_real u, int *ctrl_sat, int *f_sat) {
   *ctrl_sat = 0, *f_sat = 0;
   if (m->act_ctrllimited[i]) {
     if (ai < m->act_ctrlrange[i][0]) ai = m->act_ctrlrange[i][0], *ctrl_sat = 1;
     else if (ai > m->act_ctrlrange[i][1]) ai = m->act_ctrlrange[i][1], *ctrl_sat = 1;
   }
-  real_t g = m->act_gear[i];
-  real_t f = m->act_gain[i] * ai + m->act_bias[i][0] + m->act_bias[i][1] * g * q + m->act_bias[i][2] * g * u;
+  bcg_real g = m->act_gear[i];
+  bcg_real f = m->act_gain[i] * ai + m->act_bias[i][0] + m->act_bias[i][1] * g * q + m->act_bias[i][2] * g * u;
   if (m->act_forcelimited[i]) {
     if (f < m->act_forcerange[i][0]) f = m->act_forcerange[i][0], *f_sat = 1;
     else if (f > m->act_forcerange[i][1]) f = m->act_forcerange[i][1], *f_sat = 1;
@@ -116,8 +116,8 @@ BCG_HD real_t bcg_act_force(const bcg_mdata *m, int i, real_t ai, real_t q, real
 
 /* Generalised actuator forces (tact, nv, zeroed here) before the per-dof
  * actuatorfrcrange clamp: the MJCF's actuators (motor mode) or bcg's PD law. */
-BCG_HD void bcg_actuator_forces(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
-                                const real_t *a, real_t *tact) {
+BCG_HD void bcg_actuator_forces(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *q, const bcg_real *u,
+                                const bcg_real *a, bcg_real *tact) {
   for (int d = 0; d < m->nv; d++) tact[d] = 0;
   for (int i = 0; i < m->nu; i++) {
     int d = m->act_dof[i];
@@ -126,7 +126,7 @@ BCG_HD void bcg_actuator_forces(const bcg_mdata *m, const bcg_simparams *sp, con
       int cs, fs;
       tact[d] += m->act_gear[i] * bcg_act_force(m, i, a[i], q[qa], u[d], &cs, &fs);
     } else {
-      real_t t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * a[i] - q[qa]) - sp->kd[i] * u[d];
+      bcg_real t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * a[i] - q[qa]) - sp->kd[i] * u[d];
       if (sp->tau_max[i] > 0) t = fmin(fmax(t, -sp->tau_max[i]), sp->tau_max[i]);
       tact[d] += t;
     }
@@ -135,8 +135,8 @@ BCG_HD void bcg_actuator_forces(const bcg_mdata *m, const bcg_simparams *sp, con
 
 /* The actuators' generalised force (MuJoCo's qfrc_actuator): tact with the
  * per-dof actuatorfrcrange clamp. */
-BCG_HD void bcg_actuator_qfrc(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
-                              const real_t *a, real_t *tact) {
+BCG_HD void bcg_actuator_qfrc(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *q, const bcg_real *u,
+                              const bcg_real *a, bcg_real *tact) {
   bcg_actuator_forces(m, sp, q, u, a, tact);
   for (int d = 0; d < m->nv; d++)
     if (m->dof_actfrclimited[d]) tact[d] = fmin(fmax(tact[d], m->dof_actfrcrange[d][0]), m->dof_actfrcrange[d][1]);
@@ -144,16 +144,16 @@ BCG_HD void bcg_actuator_qfrc(const bcg_mdata *m, const bcg_simparams *sp, const
 
 /* tau += generalised forces of actuators, springs, damping, dry friction and
  * limits */
-BCG_HD void bcg_joint_forces(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
-                             const real_t *a, real_t *tau) {
+BCG_HD void bcg_joint_forces(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *q, const bcg_real *u,
+                             const bcg_real *a, bcg_real *tau) {
   for (int j = 0; j < m->njnt; j++) {
     int type = m->jnt_type[j];
     if (type != BCG_JNT_HINGE && type != BCG_JNT_SLIDE) continue;
     int qa = m->jnt_qposadr[j], da = m->jnt_dofadr[j];
     tau[da] -= m->jnt_stiffness[j] * (q[qa] - m->qpos_spring[qa]);
     if (m->jnt_limited[j] && sp->lim_k > 0) {
-      real_t w = sp->lim_width;
-      real_t xl = (m->jnt_range[j][0] - q[qa]) / w, xh = (q[qa] - m->jnt_range[j][1]) / w;
+      bcg_real w = sp->lim_width;
+      bcg_real xl = (m->jnt_range[j][0] - q[qa]) / w, xh = (q[qa] - m->jnt_range[j][1]) / w;
       tau[da] += sp->lim_k * w * (bcg_softplus(xl) - bcg_softplus(xh));
       tau[da] -= sp->lim_d * u[da] * (bcg_sigmoid(xl) + bcg_sigmoid(xh));
     }
@@ -162,24 +162,24 @@ BCG_HD void bcg_joint_forces(const bcg_mdata *m, const bcg_simparams *sp, const 
     tau[d] -= m->dof_damping[d] * u[d];
     if (m->dof_frictionloss[d] > 0) tau[d] -= m->dof_frictionloss[d] * tanh(u[d] / sp->floss_v);
   }
-  real_t tact[BCG_MAX_DOF];
+  bcg_real tact[BCG_MAX_DOF];
   bcg_actuator_qfrc(m, sp, q, u, a, tact);
   for (int d = 0; d < m->nv; d++) tau[d] += tact[d];
 }
 
 /* Adjoint of bcg_joint_forces: given taub, accumulate qb (tangent), ub, ab. */
-BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, const real_t *q, const real_t *u,
-                                 const real_t *a, const real_t *taub, real_t *qb, real_t *ub, real_t *ab) {
+BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *q, const bcg_real *u,
+                                 const bcg_real *a, const bcg_real *taub, bcg_real *qb, bcg_real *ub, bcg_real *ab) {
   for (int j = 0; j < m->njnt; j++) {
     int type = m->jnt_type[j];
     if (type != BCG_JNT_HINGE && type != BCG_JNT_SLIDE) continue;
     int qa = m->jnt_qposadr[j], da = m->jnt_dofadr[j];
-    real_t tb = taub[da];
+    bcg_real tb = taub[da];
     qb[da] -= m->jnt_stiffness[j] * tb;
     if (m->jnt_limited[j] && sp->lim_k > 0) {
-      real_t w = sp->lim_width;
-      real_t xl = (m->jnt_range[j][0] - q[qa]) / w, xh = (q[qa] - m->jnt_range[j][1]) / w;
-      real_t sl = bcg_sigmoid(xl), sh = bcg_sigmoid(xh);
+      bcg_real w = sp->lim_width;
+      bcg_real xl = (m->jnt_range[j][0] - q[qa]) / w, xh = (q[qa] - m->jnt_range[j][1]) / w;
+      bcg_real sl = bcg_sigmoid(xl), sh = bcg_sigmoid(xh);
       /* d softplus(x)/dx = sigmoid(x); dx_l/dq = -1/w, dx_h/dq = 1/w */
       qb[da] += tb * sp->lim_k * (-sl - sh);
       /* d sigmoid = s (1 - s) */
@@ -190,12 +190,12 @@ BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
   for (int d = 0; d < m->nv; d++) {
     ub[d] -= m->dof_damping[d] * taub[d];
     if (m->dof_frictionloss[d] > 0) {
-      real_t th = tanh(u[d] / sp->floss_v);
+      bcg_real th = tanh(u[d] / sp->floss_v);
       ub[d] -= taub[d] * m->dof_frictionloss[d] * (1 - th * th) / sp->floss_v;
     }
   }
   /* the actuatorfrcrange clamp passes nothing where it holds */
-  real_t tact[BCG_MAX_DOF], tactb[BCG_MAX_DOF];
+  bcg_real tact[BCG_MAX_DOF], tactb[BCG_MAX_DOF];
   bcg_actuator_forces(m, sp, q, u, a, tact);
   for (int d = 0; d < m->nv; d++)
     tactb[d] = m->dof_actfrclimited[d] && (tact[d] < m->dof_actfrcrange[d][0] || tact[d] > m->dof_actfrcrange[d][1])
@@ -204,17 +204,17 @@ BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
   for (int i = 0; i < m->nu; i++) {
     int d = m->act_dof[i];
     int qa = m->jnt_qposadr[m->act_jnt[i]];
-    real_t tb = tactb[d], ai = a[i];
+    bcg_real tb = tactb[d], ai = a[i];
     if (sp->actuation == BCG_ACTUATION_MOTOR) {
       int cs, fs;
       bcg_act_force(m, i, ai, q[qa], u[d], &cs, &fs);
       if (fs) continue;
-      real_t g = m->act_gear[i], fb = g * tb;
+      bcg_real g = m->act_gear[i], fb = g * tb;
       if (!cs) ab[i] += m->act_gain[i] * fb;
       qb[d] += m->act_bias[i][1] * g * fb;
       ub[d] += m->act_bias[i][2] * g * fb;
     } else {
-      real_t t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * ai - q[qa]) - sp->kd[i] * u[d];
+      bcg_real t = sp->kp[i] * (sp->qdef[qa] + sp->action_scale * ai - q[qa]) - sp->kd[i] * u[d];
       if (sp->tau_max[i] > 0 && (t > sp->tau_max[i] || t < -sp->tau_max[i])) continue;
       ab[i] += sp->kp[i] * sp->action_scale * tb;
       qb[d] -= sp->kp[i] * tb;
@@ -234,20 +234,20 @@ BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
  * unstable at dt = 5 ms. The smoothed dry friction -f tanh(u / v) adds its
  * slope at u_S, dt f / v sech^2(u_S / v) (Rosenbrock-Euler; its dependence on
  * u_S is in the adjoint: bcg_implicit_diag_vjp). */
-BCG_HD real_t bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, const real_t *uS, int d) {
-  real_t h = sp->dt, v = h * m->dof_damping[d];
+BCG_HD bcg_real bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *uS, int d) {
+  bcg_real h = sp->dt, v = h * m->dof_damping[d];
   for (int i = 0; i < m->nu; i++) {
     if (m->act_dof[i] != d) continue;
     if (sp->actuation == BCG_ACTUATION_PD) {
-      v += h * sp->kd[i] + (real_t)0.5 * h * h * sp->kp[i];
+      v += h * sp->kd[i] + (bcg_real)0.5 * h * h * sp->kp[i];
     } else {
-      real_t g2 = m->act_gear[i] * m->act_gear[i];
+      bcg_real g2 = m->act_gear[i] * m->act_gear[i];
       if (m->act_bias[i][2] < 0) v -= h * g2 * m->act_bias[i][2];
-      if (m->act_bias[i][1] < 0) v -= (real_t)0.5 * h * h * g2 * m->act_bias[i][1];
+      if (m->act_bias[i][1] < 0) v -= (bcg_real)0.5 * h * h * g2 * m->act_bias[i][1];
     }
   }
   if (m->dof_frictionloss[d] > 0) {
-    real_t th = tanh(uS[d] / sp->floss_v);
+    bcg_real th = tanh(uS[d] / sp->floss_v);
     v += h * m->dof_frictionloss[d] / sp->floss_v * (1 - th * th);
   }
   return v;
@@ -255,12 +255,12 @@ BCG_HD real_t bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, con
 
 /* uSb += d(implicit diagonal)/d uS * Hb[d][d] (only the dry friction term
  * depends on the state) */
-BCG_HD void bcg_implicit_diag_vjp(const bcg_mdata *m, const bcg_simparams *sp, const real_t *uS, const real_t *Hb,
-                                  real_t *uSb) {
+BCG_HD void bcg_implicit_diag_vjp(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *uS, const bcg_real *Hb,
+                                  bcg_real *uSb) {
   int nv = m->nv;
   for (int d = 0; d < nv; d++) {
     if (!(m->dof_frictionloss[d] > 0)) continue;
-    real_t v = sp->floss_v, th = tanh(uS[d] / v);
+    bcg_real v = sp->floss_v, th = tanh(uS[d] / v);
     /* d/du sech^2(u/v) = -2/v sech^2 tanh */
     uSb[d] += Hb[d * nv + d] * sp->dt * m->dof_frictionloss[d] / v * (-2 / v) * (1 - th * th) * th;
   }
@@ -269,28 +269,28 @@ BCG_HD void bcg_implicit_diag_vjp(const bcg_mdata *m, const bcg_simparams *sp, c
 /* ---- contacts ------------------------------------------------------------ */
 
 /* World point of contact slot i (lowest point of its sphere), relative to o. */
-BCG_HD void bcg_contact_point(const bcg_mdata *m, const bcg_kin *k, int i, real_t *pc) {
+BCG_HD void bcg_contact_point(const bcg_mdata *m, const bcg_kin *k, int i, bcg_real *pc) {
   int b = m->cp_body[i];
-  m3_mulv(pc, k->R[b], m->cp_pos[i]);
-  v3_addto(pc, k->p[b]);
+  bcg_m3_mulv(pc, k->R[b], m->cp_pos[i]);
+  bcg_v3_addto(pc, k->p[b]);
   pc[2] -= m->cp_radius[i];
 }
 
 /* Gap of the lowest contact point above the floor at kinematics k (m; a
  * large number when the model has no contact points). */
-BCG_HD real_t bcg_lowest_gap(const bcg_mdata *m, const bcg_kin *k) {
-  real_t lo = (real_t)1e30;
+BCG_HD bcg_real bcg_lowest_gap(const bcg_mdata *m, const bcg_kin *k) {
+  bcg_real lo = (bcg_real)1e30;
   for (int i = 0; i < m->ncp; i++) {
-    real_t pc[3];
+    bcg_real pc[3];
     bcg_contact_point(m, k, i, pc);
-    real_t g = pc[2] + k->o[2] - m->floor_z;
+    bcg_real g = pc[2] + k->o[2] - m->floor_z;
     if (g < lo) lo = g;
   }
   return lo;
 }
 
 /* rows (n, t1, t2) = (z, x, y) of the translational Jacobian at point pc on body b */
-BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, const real_t *pc, real_t (*J)[BCG_MAX_DOF]) {
+BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, const bcg_real *pc, bcg_real (*J)[BCG_MAX_DOF]) {
   for (int r = 0; r < 3; r++)
     for (int d = 0; d < m->nv; d++) J[r][d] = 0;
   int d = -1;
@@ -300,10 +300,10 @@ BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, cons
       d = m->jnt_dofadr[j] + bcg_jnt_ndof(m->jnt_type[j]) - 1;
     }
   for (; d >= 0; d = m->dof_parent[d]) {
-    const real_t *s = k->cdof[d];
-    real_t col[3];
-    v3_cross(col, s, pc);
-    v3_addto(col, s + 3);
+    const bcg_real *s = k->cdof[d];
+    bcg_real col[3];
+    bcg_v3_cross(col, s, pc);
+    bcg_v3_addto(col, s + 3);
     J[0][d] = col[2];
     J[1][d] = col[0];
     J[2][d] = col[1];
@@ -314,11 +314,11 @@ BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, cons
 
 /* First half. Writes this environment's contact problem into the batch slots
  * (ncon slots, arrays already offset to this environment). */
-BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const real_t *qS, const real_t *uS,
-                            const real_t *a, bcg_stepws *w, int ncon, int *nact, real_t *gap, real_t *v0,
-                            real_t *c, real_t *G, real_t *mu) {
+BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *qS, const bcg_real *uS,
+                            const bcg_real *a, bcg_stepws *w, int ncon, int *nact, bcg_real *gap, bcg_real *v0,
+                            bcg_real *c, bcg_real *G, bcg_real *mu) {
   int nv = m->nv;
-  real_t h = sp->dt;
+  bcg_real h = sp->dt;
   w->status = BCG_STEP_OK;
   bcg_integrate(m, qS, uS, h / 2, w->qM);
   bcg_kinematics(m, w->qM, &w->k);
@@ -335,11 +335,11 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
   /* active contacts: gap <= margin, at most ncmax (the deepest ones) */
   int na = 0, cap = sp->ncmax < ncon ? sp->ncmax : ncon;
   if (cap > BCG_MAX_CONTACT) cap = BCG_MAX_CONTACT;
-  real_t gsel[BCG_MAX_CONTACT];
+  bcg_real gsel[BCG_MAX_CONTACT];
   for (int i = 0; i < m->ncp; i++) {
-    real_t pc[3];
+    bcg_real pc[3];
     bcg_contact_point(m, &w->k, i, pc);
-    real_t g = pc[2] + w->k.o[2] - m->floor_z;
+    bcg_real g = pc[2] + w->k.o[2] - m->floor_z;
     if (!(g <= sp->margin)) continue;
     /* insertion into the sorted list (stable: ties keep slot order) */
     int pos = na;
@@ -358,12 +358,12 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
   for (int r = 1; r < na; r++)
     for (int q = r; q > 0 && w->cid[q - 1] > w->cid[q]; q--) {
       int ti = w->cid[q]; w->cid[q] = w->cid[q - 1]; w->cid[q - 1] = ti;
-      real_t tg = gsel[q]; gsel[q] = gsel[q - 1]; gsel[q - 1] = tg;
+      bcg_real tg = gsel[q]; gsel[q] = gsel[q - 1]; gsel[q - 1] = tg;
     }
   w->nact = na;
   *nact = na;
   for (int r = 0; r < ncon; r++) {
-    gap[r] = r < na ? gsel[r] : (real_t)1e3;
+    gap[r] = r < na ? gsel[r] : (bcg_real)1e3;
     mu[r] = r < na ? (sp->mu >= 0 ? sp->mu : m->cp_friction[w->cid[r]]) : 0;
     for (int t = 0; t < 3; t++) v0[3 * r + t] = c[3 * r + t] = 0;
   }
@@ -372,7 +372,7 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
     bcg_contact_point(m, &w->k, i, w->cpos[r]);
     bcg_point_jacobian(m, &w->k, m->cp_body[i], w->cpos[r], &w->J[3 * r]);
     for (int t = 0; t < 3; t++) {
-      real_t s0 = 0, s1 = 0;
+      bcg_real s0 = 0, s1 = 0;
       for (int d = 0; d < nv; d++) { s0 += w->J[3 * r + t][d] * uS[d]; s1 += w->J[3 * r + t][d] * w->ufree[d]; }
       v0[3 * r + t] = s0;
       c[3 * r + t] = s1;
@@ -392,7 +392,7 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
     for (int r = 3 * na; r < n3; r++) G[r * n3 + r] = 1; /* keeps padded blocks invertible */
     for (int r = 0; r < 3 * na; r++)
       for (int s = 0; s <= r; s++) {
-        real_t v = 0;
+        bcg_real v = 0;
         for (int d = 0; d < nv; d++) v += w->J[r][d] * w->K[s][d];
         G[r * n3 + s] = v;
         G[s * n3 + r] = v;
@@ -401,11 +401,11 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const r
 }
 
 /* Second half: u_E = u_free + H^-1 J^T Lam, q_E = q_M (+) dt/2 u_E. */
-BCG_HD void bcg_substep_post(const bcg_mdata *m, const bcg_simparams *sp, bcg_stepws *w, const real_t *lam,
-                             real_t *qE, real_t *uE) {
+BCG_HD void bcg_substep_post(const bcg_mdata *m, const bcg_simparams *sp, bcg_stepws *w, const bcg_real *lam,
+                             bcg_real *qE, bcg_real *uE) {
   int nv = m->nv;
   for (int d = 0; d < nv; d++) {
-    real_t s = 0;
+    bcg_real s = 0;
     for (int r = 0; r < 3 * w->nact; r++) s += w->J[r][d] * lam[r];
     w->x[d] = s;
   }
@@ -422,10 +422,10 @@ BCG_HD void bcg_substep_post(const bcg_mdata *m, const bcg_simparams *sp, bcg_st
  * Given qEb (tangent), uEb: writes lamb (3 ncon) and initialises the adjoint
  * workspace A with the pieces the first half's adjoint needs. */
 BCG_HD void bcg_substep_post_vjp(const bcg_mdata *m, const bcg_simparams *sp, const bcg_stepws *w,
-                                 const real_t *lam, const real_t *qEb, const real_t *uEb_in, int ncon, real_t *lamb,
+                                 const bcg_real *lam, const bcg_real *qEb, const bcg_real *uEb_in, int ncon, bcg_real *lamb,
                                  bcg_stepadj *A) {
   int nv = m->nv, n3 = 3 * w->nact;
-  real_t uEb[BCG_MAX_DOF], sb[BCG_MAX_DOF];
+  bcg_real uEb[BCG_MAX_DOF], sb[BCG_MAX_DOF];
   for (int d = 0; d < nv; d++) uEb[d] = uEb_in[d];
   for (int i = 0; i < nv * nv; i++) A->Hb[i] = 0;
   for (int r = 0; r < n3; r++)
@@ -437,7 +437,7 @@ BCG_HD void bcg_substep_post_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
     for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= sb[i] * w->x[j];
   for (int r = 0; r < 3 * ncon; r++) lamb[r] = 0;
   for (int r = 0; r < n3; r++) {
-    real_t s = 0;
+    bcg_real s = 0;
     for (int d = 0; d < nv; d++) { A->Jb[r][d] += lam[r] * sb[d]; s += w->J[r][d] * sb[d]; }
     lamb[r] = s;
   }
@@ -446,17 +446,17 @@ BCG_HD void bcg_substep_post_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
 /* Adjoint of the first half. Inputs: the contact-input adjoints (gapb, v0b,
  * cb, Gb; Gb may be NULL) and A from bcg_substep_post_vjp. Writes qSb
  * (tangent), accumulates uSb and ab. */
-BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, const real_t *qS, const real_t *uS,
-                                const real_t *a, const bcg_stepws *w, int ncon, const real_t *gapb,
-                                const real_t *v0b, const real_t *cb, const real_t *Gb, bcg_stepadj *A, real_t *qSb,
-                                real_t *uSb, real_t *ab) {
+BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *qS, const bcg_real *uS,
+                                const bcg_real *a, const bcg_stepws *w, int ncon, const bcg_real *gapb,
+                                const bcg_real *v0b, const bcg_real *cb, const bcg_real *Gb, bcg_stepadj *A, bcg_real *qSb,
+                                bcg_real *uSb, bcg_real *ab) {
   int nv = m->nv, na = w->nact, n3 = 3 * na;
-  real_t h = sp->dt;
+  bcg_real h = sp->dt;
   (void)qS; /* the recompute in w holds everything derived from q_S */
   for (int d = 0; d < nv; d++)
     for (int i = 0; i < 6; i++) A->cdofb[d][i] = 0;
   for (int b = 0; b < m->nbody; b++) {
-    v3_zero(A->hb[b]); v3_zero(A->tb[b]); v3_zero(A->pb[b]);
+    bcg_v3_zero(A->hb[b]); bcg_v3_zero(A->tb[b]); bcg_v3_zero(A->pb[b]);
     for (int i = 0; i < 9; i++) A->Ibb[b][i] = 0;
   }
   /* G = J K^T-rows:  Jb += (Gb + Gb^T) K ; Hb -= K^T Gb K */
@@ -464,21 +464,21 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
     int N3 = 3 * ncon;
     for (int r = 0; r < n3; r++)
       for (int s = 0; s < n3; s++) {
-        real_t g = Gb[r * N3 + s] + Gb[s * N3 + r];
+        bcg_real g = Gb[r * N3 + s] + Gb[s * N3 + r];
         if (g != 0)
           for (int d = 0; d < nv; d++) A->Jb[r][d] += g * w->K[s][d];
       }
     /* Hb -= K^T (Gb K): one row of T = Gb K at a time (O(n3 nv (n3 + nv))) */
     for (int r = 0; r < n3; r++) {
-      real_t T[BCG_MAX_DOF];
+      bcg_real T[BCG_MAX_DOF];
       for (int j = 0; j < nv; j++) T[j] = 0;
       for (int s = 0; s < n3; s++) {
-        real_t g = Gb[r * N3 + s];
+        bcg_real g = Gb[r * N3 + s];
         if (g != 0)
           for (int j = 0; j < nv; j++) T[j] += g * w->K[s][j];
       }
       for (int i = 0; i < nv; i++) {
-        real_t ki = w->K[r][i];
+        bcg_real ki = w->K[r][i];
         if (ki != 0)
           for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= ki * T[j];
       }
@@ -486,7 +486,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
   }
   /* v0 = J uS, c = J ufree */
   for (int r = 0; r < n3; r++) {
-    real_t vb = v0b[r], cbr = cb[r];
+    bcg_real vb = v0b[r], cbr = cb[r];
     for (int d = 0; d < nv; d++) {
       A->Jb[r][d] += vb * uS[d] + cbr * w->ufree[d];
       uSb[d] += w->J[r][d] * vb;
@@ -496,8 +496,8 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
   /* J rows at contact points, and gaps: to cdof and body-pose adjoints */
   for (int r = 0; r < na; r++) {
     int i = w->cid[r], b = m->cp_body[i];
-    const real_t *pc = w->cpos[r];
-    real_t pcb[3] = {0, 0, gapb[r]};
+    const bcg_real *pc = w->cpos[r];
+    bcg_real pcb[3] = {0, 0, gapb[r]};
     int d = -1;
     for (int bb = b; bb > 0 && d < 0; bb = m->body_parent[bb])
       if (m->body_jntnum[bb] > 0) {
@@ -506,32 +506,32 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
       }
     for (; d >= 0; d = m->dof_parent[d]) {
       /* col = s_w x pc + s_v, rows (z, x, y) */
-      real_t colb[3] = {A->Jb[3 * r + 1][d], A->Jb[3 * r + 2][d], A->Jb[3 * r][d]};
-      const real_t *s = w->k.cdof[d];
-      v3_cross_add(A->cdofb[d], pc, colb); /* s_w += pc x colb */
-      v3_addto(A->cdofb[d] + 3, colb);
-      v3_cross_add(pcb, colb, s);          /* pc += colb x s_w */
+      bcg_real colb[3] = {A->Jb[3 * r + 1][d], A->Jb[3 * r + 2][d], A->Jb[3 * r][d]};
+      const bcg_real *s = w->k.cdof[d];
+      bcg_v3_cross_add(A->cdofb[d], pc, colb); /* s_w += pc x colb */
+      bcg_v3_addto(A->cdofb[d] + 3, colb);
+      bcg_v3_cross_add(pcb, colb, s);          /* pc += colb x s_w */
     }
     /* pc = p_b + R_b cp_pos - r ez */
-    real_t rr[3];
-    m3_mulv(rr, w->k.R[b], m->cp_pos[i]);
-    v3_addto(A->pb[b], pcb);
-    v3_cross_add(A->tb[b], rr, pcb);
+    bcg_real rr[3];
+    bcg_m3_mulv(rr, w->k.R[b], m->cp_pos[i]);
+    bcg_v3_addto(A->pb[b], pcb);
+    bcg_v3_cross_add(A->tb[b], rr, pcb);
   }
   /* ufree = uS + h H^-1 (tau - b) */
-  real_t rb[BCG_MAX_DOF];
+  bcg_real rb[BCG_MAX_DOF];
   for (int d = 0; d < nv; d++) { uSb[d] += A->ufreeb[d]; rb[d] = h * A->ufreeb[d]; }
   if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, rb);
   for (int i = 0; i < nv; i++)
     for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= rb[i] * w->y[j];
   bcg_joint_forces_vjp(m, sp, w->qM, uS, a, rb, A->qMb, uSb, ab);
   bcg_implicit_diag_vjp(m, sp, uS, A->Hb, uSb);
-  real_t bb[BCG_MAX_DOF];
+  bcg_real bb[BCG_MAX_DOF];
   for (int d = 0; d < nv; d++) bb[d] = -rb[d];
   bcg_rnea_vjp(m, &w->k, uS, 0, &w->rw, bb, uSb, 0, A->cdofb, A->hb, A->Ibb, &A->ra);
   bcg_crba_vjp(m, &w->k, &w->cw, A->Hb, A->cdofb, A->hb, A->Ibb, &A->cb);
   for (int b = 1; b < m->nbody; b++) bcg_massprop_vjp(m, &w->k, b, A->hb[b], A->Ibb[b], A->tb[b], A->pb[b]);
-  bcg_kinematics_vjp(m, &w->k, (const real_t(*)[3])A->tb, (const real_t(*)[3])A->pb, (const real_t(*)[6])A->cdofb,
+  bcg_kinematics_vjp(m, &w->k, (const bcg_real(*)[3])A->tb, (const bcg_real(*)[3])A->pb, (const bcg_real(*)[6])A->cdofb,
                      A->qMb, A->F);
   bcg_integrate_vjp(m, uS, h / 2, A->qMb, qSb, uSb);
 }
