@@ -75,6 +75,44 @@ typedef struct bcg_stepadj {
   bcg_crba_ws cb;
 } bcg_stepadj;
 
+/* bcg_chol_solve of nrhs right-hand sides at once, the rows of X (stride
+ * BCG_MAX_DOF), at most 3 BCG_MAX_CONTACT of them: each row gets exactly the
+ * operations bcg_chol_solve would apply to it, in the same order (so the same
+ * bits). On the CPU the rows are solved together on a transposed copy, so
+ * that the inner loop runs over independent rows (vectorised, no dependent
+ * chain); on the GPU (one thread per environment, little local memory) one
+ * row after the other. */
+BCG_HD void bcg_chol_solve_rows(const bcg_real *L, int n, bcg_real (*X)[BCG_MAX_DOF], int nrhs) {
+#ifdef __CUDA_ARCH__
+  for (int r = 0; r < nrhs; r++) bcg_chol_solve(L, n, X[r]);
+#else
+  enum { R = 3 * BCG_MAX_CONTACT };
+  bcg_real T[BCG_MAX_DOF][R];
+  for (int r = 0; r < nrhs; r++)
+    for (int i = 0; i < n; i++) T[i][r] = X[r][i];
+  for (int i = 0; i < n; i++) {
+    bcg_real *Ti = T[i];
+    for (int l = 0; l < i; l++) {
+      const bcg_real Lil = L[i * n + l], *Tl = T[l];
+      for (int r = 0; r < nrhs; r++) Ti[r] -= Lil * Tl[r];
+    }
+    const bcg_real d = L[i * n + i];
+    for (int r = 0; r < nrhs; r++) Ti[r] /= d;
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    bcg_real *Ti = T[i];
+    for (int l = i + 1; l < n; l++) {
+      const bcg_real Lli = L[l * n + i], *Tl = T[l];
+      for (int r = 0; r < nrhs; r++) Ti[r] -= Lli * Tl[r];
+    }
+    const bcg_real d = L[i * n + i];
+    for (int r = 0; r < nrhs; r++) Ti[r] /= d;
+  }
+  for (int r = 0; r < nrhs; r++)
+    for (int i = 0; i < n; i++) X[r][i] = T[i][r];
+#endif
+}
+
 /* ---- actuation, passive forces, joint limits --------------------------- */
 
 BCG_HD bcg_real bcg_softplus(bcg_real x) { return x > 30 ? x : (x < -30 ? exp(x) : log1p(exp(x))); }
@@ -380,11 +418,11 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
   }
   /* K (needed by the adjoint of G) also when G itself is not wanted: a
    * recompute for the adjoint passes G = NULL */
-  if (G || sp->need_G)
-    for (int r = 0; r < 3 * na; r++) {
+  if (G || sp->need_G) {
+    for (int r = 0; r < 3 * na; r++)
       for (int d = 0; d < nv; d++) w->K[r][d] = w->J[r][d];
-      if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, w->K[r]);
-    }
+    if (w->status == BCG_STEP_OK) bcg_chol_solve_rows(w->L, nv, w->K, 3 * na);
+  }
   if (G) {
     int n3 = 3 * ncon;
     if (!sp->G_prezeroed)
