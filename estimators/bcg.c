@@ -238,7 +238,7 @@ static void branch_average_vjp(const bcg_mdata *m, int B, const bcg_real *X, con
     for (int i = 0; i < 4; i++) qa_[i] = mq[i] / nm;
     /* g = 2 qbar (x) (0, delta_bar): the 4-vector gradient at the average */
     bcg_real e[4] = {0, xbar[da], xbar[da + 1], xbar[da + 2]}, g[4];
-    quat_mul(g, qa_, e);
+    bcg_quat_mul(g, qa_, e);
     for (int i = 0; i < 4; i++) g[i] *= 2;
     /* normalisation: m_bar = (I - qbar qbar^T) g / |m| */
     bcg_real dg = qa_[0] * g[0] + qa_[1] * g[1] + qa_[2] * g[2] + qa_[3] * g[3], mb[4];
@@ -251,7 +251,7 @@ static void branch_average_vjp(const bcg_mdata *m, int B, const bcg_real *X, con
       for (int k = 0; k < 3; k++) {
         bcg_real ek[4] = {0, 0, 0, 0}, r[4];
         ek[1 + k] = 1;
-        quat_mul(r, qb, ek);
+        bcg_quat_mul(r, qb, ek);
         Xb[(size_t)b * n2 + da + k] = (bcg_real)0.5 * (r[0] * gb[0] + r[1] * gb[1] + r[2] * gb[2] + r[3] * gb[3]);
       }
     }

@@ -226,11 +226,11 @@ typedef struct gen {
 
 static void euler_quat(double yaw, double pitch, double roll, double *q) {
   double a[3] = {0, 0, yaw}, b[3] = {0, pitch, 0}, c[3] = {roll, 0, 0}, qa[4], qb[4], qc[4], t[4];
-  quat_exp(qa, a);
-  quat_exp(qb, b);
-  quat_exp(qc, c);
-  quat_mul(t, qa, qb);
-  quat_mul(q, t, qc);
+  bcg_quat_exp(qa, a);
+  bcg_quat_exp(qb, b);
+  bcg_quat_exp(qc, c);
+  bcg_quat_mul(t, qa, qb);
+  bcg_quat_mul(q, t, qc);
 }
 
 /* qpos with the root at the origin */
@@ -446,7 +446,7 @@ static void foot_pose(gen *g, const double *q, int f, double *p, double *R) {
 static double leg_ik(gen *g, double *q, int f, const double *pt, double pitch) {
   const double wrot = 1;
   double Rtg[9], ax[3] = {0, pitch, 0};
-  rotvec2mat(Rtg, ax);
+  bcg_rotvec2mat(Rtg, ax);
   static const int RCH[6] = {RHX, RHZ, RHY, RK, RAY, RAX}, LCH[6] = {LHX, LHZ, LHY, LK, LAY, LAX};
   const int *ch = f ? LCH : RCH;
   const bcg_mdata *m = g->m;
@@ -456,7 +456,7 @@ static double leg_ik(gen *g, double *q, int f, const double *pt, double pitch) {
     foot_pose(g, q, f, p, R);
     /* orientation error: rotation from R to the target, world frame: log(Rtg R^T) */
     double Rt[9];
-    m3_mulT(Rt, Rtg, R);
+    bcg_m3_mulT(Rt, Rtg, R);
     mat_log(Rt, w);
     for (int d = 0; d < 3; d++) e[d] = pt[d] - p[d], e[3 + d] = wrot * w[d];
     double err = 0;
@@ -471,7 +471,7 @@ static double leg_ik(gen *g, double *q, int f, const double *pt, double pitch) {
       *x = x0 + h;
       foot_pose(g, q, f, p2, R2);
       *x = x0;
-      m3_mulT(D, R2, R); /* R2 R^T */
+      bcg_m3_mulT(D, R2, R); /* R2 R^T */
       mat_log(D, dw);
       for (int d = 0; d < 3; d++) J[d][j] = (p2[d] - p[d]) / h, J[3 + d][j] = wrot * dw[d] / h;
     }
@@ -642,7 +642,7 @@ static void ankle_point(gen *g, const double *q, int f, double *p) {
   static const double loc[3] = {0, 0, -0.31};
   bcg_kinematics(g->m, q, &k);
   int b = g->shin[f];
-  m3_mulv(p, k.R[b], loc);
+  bcg_m3_mulv(p, k.R[b], loc);
   for (int d = 0; d < 3; d++) p[d] += k.p[b][d] + k.o[d];
 }
 
@@ -656,7 +656,7 @@ static double swing_ik(gen *g, double *q, int f, const double *pt) {
     double p[3], e[3], J[3][8];
     ankle_point(g, q, f, p);
     for (int d = 0; d < 3; d++) e[d] = pt[d] - p[d];
-    err = sqrt(v3_dot(e, e));
+    err = sqrt(bcg_v3_dot(e, e));
     if (err < 1e-12) break;
     for (int j = 0; j < 3; j++) {
       double *x = q + g->chq[ch[j]], x0 = *x, h = 1e-7, p2[3];
@@ -695,7 +695,7 @@ static void swing_level(gen *g, double *q, int f) {
       *x = x0 + h;
       foot_pose(g, q, f, p2, R2);
       *x = x0;
-      m3_mulT(D, R2, R);
+      bcg_m3_mulT(D, R2, R);
       mat_log(D, dw);
       J[0][j] = dw[0] / h, J[1][j] = dw[1] / h;
     }
@@ -812,12 +812,12 @@ static void run_momentum(gen *g, const double *qa, const double *qb, const doubl
     for (int d = 0; d < 3; d++)
       r[d] = kb.com[b][d] + kb.o[d] - c[d],
       vb[d] = ((kc.com[b][d] + kc.o[d]) - (ka.com[b][d] + ka.o[d])) / (2 * h) - vc[d];
-    m3_mulT(D, kc.R[b], ka.R[b]);
+    bcg_m3_mulT(D, kc.R[b], ka.R[b]);
     mat_log(D, w);
     for (int d = 0; d < 3; d++) w[d] /= 2 * h;
-    m3_mulv(Iw, kb.Ic[b], w);
+    bcg_m3_mulv(Iw, kb.Ic[b], w);
     double x[3];
-    v3_cross(x, r, vb);
+    bcg_v3_cross(x, r, vb);
     for (int d = 0; d < 3; d++) L[d] += m->body_mass[b] * x[d] + Iw[d];
   }
 }
@@ -1063,8 +1063,8 @@ static int render_strip(gen *g, const double *Q, int n, const char *path) {
     for (int i = 0; i < m->ncp; i++) {
       if (i > 0 && m->cp_geom[i] == m->cp_geom[i - 1]) continue;
       double pc[3];
-      m3_mulv(pc, k.R[m->cp_body[i]], m->cp_pos[i]);
-      v3_addto(pc, k.p[m->cp_body[i]]);
+      bcg_m3_mulv(pc, k.R[m->cp_body[i]], m->cp_pos[i]);
+      bcg_v3_addto(pc, k.p[m->cp_body[i]]);
       order[ng] = i;
       depth[ng++] = pc[1] + k.o[1];
     }
@@ -1077,10 +1077,10 @@ static int render_strip(gen *g, const double *Q, int n, const char *path) {
     for (int a = 0; a < ng; a++) {
       int i = order[a], i2 = (i + 1 < m->ncp && m->cp_geom[i + 1] == m->cp_geom[i]) ? i + 1 : i;
       double p0[3], p1[3];
-      m3_mulv(p0, k.R[m->cp_body[i]], m->cp_pos[i]);
-      v3_addto(p0, k.p[m->cp_body[i]]);
-      m3_mulv(p1, k.R[m->cp_body[i2]], m->cp_pos[i2]);
-      v3_addto(p1, k.p[m->cp_body[i2]]);
+      bcg_m3_mulv(p0, k.R[m->cp_body[i]], m->cp_pos[i]);
+      bcg_v3_addto(p0, k.p[m->cp_body[i]]);
+      bcg_m3_mulv(p1, k.R[m->cp_body[i2]], m->cp_pos[i2]);
+      bcg_v3_addto(p1, k.p[m->cp_body[i2]]);
       double far = depth[a] - q[1];
       double sh = far > 0.02 ? 0.75 : 1.0;
       const char *bn = g->model->body_name[m->cp_body[i]];
