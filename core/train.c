@@ -758,6 +758,52 @@ static void fill_result(bcg_train_result *res, const loop *L, double wall, int s
   res->session_wall = session_wall;
 }
 
+/* One learner iteration and what follows it: the task's update, the time
+ * split, the log row and the NaN warning. 0, or -1 with the message in err
+ * (a plugin's own, through the error channel, with its context). */
+static int one_iteration(loop *L, bcg_learner_stats *st, time_split *tsum, int tracking, int64_t *nan_iters,
+                         double t0, char *err, size_t errlen) {
+  memset(st, 0, sizeof *st);
+  st->mean_return = st->mean_ep_len = st->grad_var = st->bundle_frac = NAN;
+  st->actor_loss = st->critic_loss = st->grad_norm = st->lr = st->action_std = st->mean_reward = st->track_err = NAN;
+  L->S.tr.iteration = L->it;
+  time_split ta = time_now();
+  char why[2048];
+  bcg_plugin_err_clear();
+  if (L->S.lops->iterate(L->S.learner, st)) {
+    int have = bcg_plugin_err_take(why, sizeof why);
+    bcg_setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed%s%s", L->S.plearn->desc->name, L->it,
+             have ? ": " : "", have ? why : "");
+    return -1;
+  }
+  if (L->S.tr.task_ops->update && L->S.tr.task_ops->update(L->S.tr.task, L->it)) { /* timed (bcg_session_time) */
+    int have = bcg_plugin_err_take(why, sizeof why);
+    bcg_setf(err, errlen, "iteration %" PRId64 ": %s", L->it, have ? why : "[task] update failed");
+    return -1;
+  }
+  time_split tb = time_now(),
+             dt = {tb.sim - ta.sim, tb.vjp - ta.vjp, tb.nn - ta.nn, tb.task - ta.task, tb.est - ta.est};
+  tsum->sim += dt.sim;
+  tsum->vjp += dt.vjp;
+  tsum->nn += dt.nn;
+  tsum->task += dt.task;
+  tsum->est += dt.est;
+  L->it++;
+  L->samples += st->samples;
+  double wall = L->wall0 + (now_s() - t0);
+  log_stats(L->log, L->it - 1, L->samples, wall, st, tracking, &dt);
+  /* an iteration with at least one NaN/Inf reset per environment: the run
+   * is not learning anything (a broken model, contact or motion); say so
+   * the first time and then every 100th such iteration */
+  if (st->nan_resets > 0 && st->nan_resets >= L->S.env->nenv && (*nan_iters)++ % 100 == 0)
+    fprintf(stderr,
+            "\nbcg: warning: iteration %" PRId64 ": %d NaN/Inf resets (a state, observation or reward not "
+            "finite) for %d environments: every environment, on average; the physics or the task produces "
+            "non-finite values (curve nan_resets in log.h5)\n",
+            L->it - 1, st->nan_resets, L->S.env->nenv);
+  return bcg_runlog_flush_iteration(L->log, err, errlen) ? -1 : 0;
+}
+
 int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train_result *res, char *err,
                   size_t errlen) {
   loop L;
@@ -805,51 +851,11 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
       stopped = 1;
       break;
     }
-    memset(&st, 0, sizeof st);
-    st.mean_return = st.mean_ep_len = st.grad_var = st.bundle_frac = NAN;
-    st.actor_loss = st.critic_loss = st.grad_norm = st.lr = st.action_std = st.mean_reward = st.track_err = NAN;
-    L.S.tr.iteration = L.it;
-    time_split ta = time_now();
-    char why[2048];
-    bcg_plugin_err_clear();
-    if (L.S.lops->iterate(L.S.learner, &st)) {
-      int have = bcg_plugin_err_take(why, sizeof why);
-      bcg_setf(err, errlen, "[learner] %s: iteration %" PRId64 " failed%s%s", L.S.plearn->desc->name, L.it,
-               have ? ": " : "", have ? why : "");
+    if (one_iteration(&L, &st, &tsum, tracking, &nan_iters, t0, err, errlen)) {
       rc = -1;
       break;
     }
-    if (L.S.tr.task_ops->update && L.S.tr.task_ops->update(L.S.tr.task, L.it)) { /* timed (bcg_session_time) */
-      int have = bcg_plugin_err_take(why, sizeof why);
-      bcg_setf(err, errlen, "iteration %" PRId64 ": %s", L.it,
-               have ? why : "[task] update failed");
-      rc = -1;
-      break;
-    }
-    time_split tb = time_now(),
-               dt = {tb.sim - ta.sim, tb.vjp - ta.vjp, tb.nn - ta.nn, tb.task - ta.task, tb.est - ta.est};
-    tsum.sim += dt.sim;
-    tsum.vjp += dt.vjp;
-    tsum.nn += dt.nn;
-    tsum.task += dt.task;
-    tsum.est += dt.est;
-    L.it++;
-    L.samples += st.samples;
     wall = L.wall0 + (now_s() - t0);
-    log_stats(L.log, L.it - 1, L.samples, wall, &st, tracking, &dt);
-    /* an iteration with at least one NaN/Inf reset per environment: the run
-     * is not learning anything (a broken model, contact or motion); say so
-     * the first time and then every 100th such iteration */
-    if (st.nan_resets > 0 && st.nan_resets >= L.S.env->nenv && nan_iters++ % 100 == 0)
-      fprintf(stderr,
-              "\nbcg: warning: iteration %" PRId64 ": %d NaN/Inf resets (a state, observation or reward not "
-              "finite) for %d environments: every environment, on average; the physics or the task produces "
-              "non-finite values (curve nan_resets in log.h5)\n",
-              L.it - 1, st.nan_resets, L.S.env->nenv);
-    if (bcg_runlog_flush_iteration(L.log, err, errlen)) {
-      rc = -1;
-      break;
-    }
     if (opt->progress) {
       double el = now_s() - t0, f = budget_frac(max_it, max_s, max_t, L.it, L.samples, wall);
       print_progress(opt->progress, tty, L.it, max_it, L.samples, el > 0 ? (double)(L.samples - s0) / el : 0,
