@@ -663,15 +663,7 @@ static const bcg_key_spec keys[] = {
     {"w_action_rate", BCG_KEY_REAL, "0", 0, 1e6, NULL,
      "weight of the action-rate penalty |a - prev_a|^2 (prev_a: the previous action, 0 after a reset; docs/design.md "
      "section 8.2; no published weight fits every action scale: off by default)"},
-    {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,
-     "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
-     "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
-    {"self_margin", BCG_KEY_REAL, "0", 0, 1, NULL,
-     "the self-collision penalty starts this far apart (m): max(0, r1 + r2 + self_margin - distance)^2; a margin "
-     "keeps limbs from grazing each other, which MuJoCo answers with a contact"},
-    {"w_limit", BCG_KEY_REAL, "0", 0, 1e9, NULL,
-     "weight of the joint-limit penalty: sum over limited joints of the squared violation of the range (rad^2); "
-     "bcg's penalty limits and MuJoCo's constraint limits differ, a policy that leans on them transfers worse"},
+    TU_PENALTY_KEYS,
     {"term_height", BCG_KEY_REAL, "0.6", -1e6, 1e6, NULL,
      "terminate when the root origin is below this height (m)"},
     {"max_error", BCG_KEY_REAL, "0.5", 0, 1e6, NULL,

@@ -323,15 +323,7 @@ static const bcg_key_spec keys[] = {
      "weight of the low-root penalty w_low (fall_height + low_margin - h)^2 while the root height h is below "
      "fall_height + low_margin (DiffRL's height shaping)"},
     {"low_margin", BCG_KEY_REAL, "0.1", 0, 10, NULL, "height above fall_height where the low-root penalty starts (m)"},
-    {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,
-     "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "
-     "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},
-    {"self_margin", BCG_KEY_REAL, "0", 0, 1, NULL,
-     "the self-collision penalty starts this far apart (m): max(0, r1 + r2 + self_margin - distance)^2; a margin "
-     "keeps limbs from grazing each other, which MuJoCo answers with a contact"},
-    {"w_limit", BCG_KEY_REAL, "0", 0, 1e9, NULL,
-     "weight of the joint-limit penalty: sum over limited joints of the squared violation of the range (rad^2); "
-     "bcg's penalty limits and MuJoCo's constraint limits differ, a policy that leans on them transfers worse"},
+    TU_PENALTY_KEYS,
     {"w_action", BCG_KEY_REAL, "0.01", 0, 1e6, NULL, "weight of the action cost |a|^2"},
     {"w_action_rate", BCG_KEY_REAL, "0", 0, 1e6, NULL,
      "weight of the action-rate cost |a - prev_a|^2 (prev_a = 0 after a reset): against a policy that chatters"},

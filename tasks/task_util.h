@@ -352,4 +352,19 @@ BCG_HD bcg_real tu_self_penalty(const tu_self *S, const bcg_kin *k, bcg_real g, 
   return tot;
 }
 
+
+/* The declared keys of the penalties both tasks apply (tu_self_penalty,
+ * the joint-limit penalty): w_self, self_margin, w_limit. */
+#define TU_PENALTY_KEYS                                                                                            \
+  {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,                                                                   \
+   "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "   \
+   "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},       \
+      {"self_margin", BCG_KEY_REAL, "0", 0, 1, NULL,                                                               \
+       "the self-collision penalty starts this far apart (m): max(0, r1 + r2 + self_margin - distance)^2; a "      \
+       "margin keeps limbs from grazing each other, which MuJoCo answers with a contact"},                         \
+      {"w_limit", BCG_KEY_REAL, "0", 0, 1e9, NULL,                                                                 \
+       "weight of the joint-limit penalty: sum over limited joints of the squared violation of the range "         \
+       "(rad^2); bcg's penalty limits and MuJoCo's constraint limits differ, a policy that leans on them "          \
+       "transfers worse"}
+
 #endif
