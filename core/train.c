@@ -15,6 +15,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -758,6 +759,35 @@ static void fill_result(bcg_train_result *res, const loop *L, double wall, int s
   res->session_wall = session_wall;
 }
 
+/* The estimator's own per-iteration values (bcg_estimator_ops.log_values,
+ * an optional entry) as curves "est_<name>". */
+static int log_est_values(loop *L, char *err, size_t errlen) {
+  const bcg_estimator_ops *eo = L->S.est_ops;
+  if (!(eo->size >= offsetof(bcg_estimator_ops, log_values) + sizeof eo->log_values && eo->log_values)) return 0;
+  enum { CAP = 32 };
+  const char *names[CAP] = {0};
+  double values[CAP];
+  bcg_plugin_err_clear();
+  int n = eo->log_values(L->S.est, names, values, CAP);
+  if (n < 0 || n > CAP) {
+    char why[2048];
+    int have = bcg_plugin_err_take(why, sizeof why);
+    bcg_setf(err, errlen, "[estimator] %s: log_values returned %d%s%s", L->S.pest->desc->name, n, have ? ": " : "",
+             have ? why : "");
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    char curve[40];
+    if (!names[i] || strlen(names[i]) > 27 || snprintf(curve, sizeof curve, "est_%s", names[i]) <= 4 ||
+        bcg_runlog_append(L->log, curve, values[i])) {
+      bcg_setf(err, errlen, "[estimator] %s: log_values: value %d has no valid name ([a-z0-9_]+, at most 27 "
+               "characters): '%.40s'", L->S.pest->desc->name, i, names[i] ? names[i] : "(null)");
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* One learner iteration and what follows it: the task's update, the time
  * split, the log row and the NaN warning. 0, or -1 with the message in err
  * (a plugin's own, through the error channel, with its context). */
@@ -792,6 +822,7 @@ static int one_iteration(loop *L, bcg_learner_stats *st, time_split *tsum, int t
   L->samples += st->samples;
   double wall = L->wall0 + (now_s() - t0);
   log_stats(L->log, L->it - 1, L->samples, wall, st, tracking, &dt);
+  if (log_est_values(L, err, errlen)) return -1;
   /* an iteration with at least one NaN/Inf reset per environment: the run
    * is not learning anything (a broken model, contact or motion); say so
    * the first time and then every 100th such iteration */

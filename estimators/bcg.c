@@ -127,6 +127,7 @@ typedef struct step_rec {
 } step_rec;
 
 typedef struct bcg_est {
+  uint64_t logged_starts, branch_samples, logged_branch; /* log_values: counts since the last call */
   bcg_env *env;
   const bcg_mdata *m;
   int nenv, nq, nv, nu, nx, ns;
@@ -625,6 +626,7 @@ static int forward_bundles(bcg_est *s, step_rec *r, const bcg_real *x, const bcg
     bcg_env_set_envmap(s->benv, s->bmap);
     if ((rc = bcg_env_control_step(s->benv, (int)nB, s->XB, s->AB, xout, tape_br))) return rc;
     s->st.samples += (uint64_t)nB;
+    s->branch_samples += (uint64_t)nB;
     for (int j = 0; j < nb; j++) {
       int e = s->blist[j];
       const bcg_real *Xe = xout + (size_t)j * B * nx;
@@ -822,8 +824,19 @@ static const bcg_key_spec keys[] = {
      "perturbations (gradient checks); false: fresh draws keyed by the run seed and a global step counter"},
 };
 
+/* per iteration: bundles started and branch control steps simulated since
+ * the last call (log.h5 curves est_bundle_starts, est_branch_samples) */
+static int bcg_log_values(void *p, const char **names, double *values, int cap) {
+  bcg_est *s = p;
+  if (cap < 2) return 0;
+  names[0] = "bundle_starts", values[0] = (double)(s->st.triggered - s->logged_starts);
+  names[1] = "branch_samples", values[1] = (double)(s->branch_samples - s->logged_branch);
+  s->logged_starts = s->st.triggered, s->logged_branch = s->branch_samples;
+  return 2;
+}
+
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), bcg_create, bcg_destroy, bcg_begin, bcg_forward,
-                                      bcg_backward, bcg_reset_envs, bcg_stats, bcg_save, bcg_load};
+                                      bcg_backward, bcg_reset_envs, bcg_stats, bcg_save, bcg_load, bcg_log_values};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "bcg",

@@ -659,6 +659,32 @@ static void test_old_abi_plugin(void) {
            tmpdir);
   const char *p = write_ini("oldabi.ini", text);
   CU_ASSERT_EQUAL(run("train %s", p), 0);
+  /* the estimator's own per-iteration values (log_values) as curves of
+   * log.h5: test_exact_estimator counts its backward calls, the horizon (8)
+   * per iteration */
+  {
+    const char *line = strstr(out, "bcg: train: run directory ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+    char lp[PATH_MAX + 16];
+    snprintf(lp, sizeof lp, "%s", line + strlen("bcg: train: run directory "));
+    lp[strcspn(lp, "\n")] = 0;
+    strncat(lp, "/log.h5", sizeof lp - strlen(lp) - 1);
+    hid_t h = H5Fopen(lp, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(h >= 0);
+    hid_t d = H5Dopen2(h, "est_backward_calls", H5P_DEFAULT);
+    CU_ASSERT(d >= 0);
+    if (d >= 0) {
+      double v[4] = {0};
+      hid_t sp = H5Dget_space(d);
+      CU_ASSERT_EQUAL(H5Sget_simple_extent_npoints(sp), 2);
+      H5Sclose(sp);
+      CU_ASSERT(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+      CU_ASSERT_DOUBLE_EQUAL(v[0], 8, 0);
+      CU_ASSERT_DOUBLE_EQUAL(v[1], 8, 0);
+      H5Dclose(d);
+    }
+    H5Fclose(h);
+  }
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s/runs/oldabi", tmpdir);
   CU_ASSERT_EQUAL(run("eval \"$(ls -d %s/*/ | head -n 1)\" --runs 2 --seconds 0.2 --out - eval.fall_height=0", dir), 0);

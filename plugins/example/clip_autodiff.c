@@ -191,7 +191,7 @@ static const bcg_key_spec keys[] = {
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), ce_create, ce_destroy, ce_begin, ce_forward,
                                       ce_backward, ce_reset_envs, ce_stats,
-                                      NULL, NULL /* save, load: no state to checkpoint */};
+                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "clip_autodiff",

@@ -17,6 +17,7 @@
 #include "bcg/plugin.h"
 
 typedef struct self {
+  long backward_calls; /* since the last log_values */
   const bcg_services *svc;
   long fail_at;
   bcg_env *env;
@@ -78,6 +79,7 @@ static int forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg_rea
 static int backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar, bcg_real *a_bar) {
   self *s = p;
   if (t < 0 || t >= s->horizon) return -1;
+  s->backward_calls++;
   if (t == s->fail_at) {
     if (BCG_SVC_HAS(s->svc, error)) s->svc->error(7, "adjoint of step %d not finite (fail_backward_at)", t);
     return -1;
@@ -90,9 +92,18 @@ static int backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar, bcg
 static int reset_envs(void *p, const int *envs, int n) { return 0; }
 static void stats(const void *p, bcg_estimator_stats *out) { *out = ((const self *)p)->st; }
 
+/* per iteration: backward calls since the last call (curve est_backward_calls) */
+static int log_values(void *p, const char **names, double *values, int cap) {
+  self *s = p;
+  if (cap < 1) return 0;
+  names[0] = "backward_calls", values[0] = (double)s->backward_calls;
+  s->backward_calls = 0;
+  return 1;
+}
+
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), create, destroy, begin, forward, backward,
                                       reset_envs, stats,
-                                      NULL, NULL /* save, load: no state to checkpoint */};
+                                      NULL, NULL /* save, load: no state to checkpoint */, log_values};
 
 static const bcg_key_spec keys[] = {
     {"fail_backward_at", BCG_KEY_INT, "-1", -1, 1e9, NULL, "backward of this step fails (-1: never)"},

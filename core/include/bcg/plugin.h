@@ -195,6 +195,12 @@ typedef struct bcg_estimator_ops {
    * first begin; a checkpoint without the group leaves the created state. */
   int (*save)(void *self, int64_t group);
   int (*load)(void *self, int64_t group);
+  /* (appended in SDK 1.0; optional, check size first) the estimator's own
+   * per-iteration values, asked once after every learner iteration: up to cap
+   * (name, value) pairs into names[] and values[] (names [a-z0-9_]+, at most
+   * 27 characters, the same set every iteration); the core logs each as the
+   * curve "est_<name>" of log.h5. Returns how many, or -1 on failure. */
+  int (*log_values)(void *self, const char **names, double *values, int cap);
 } bcg_estimator_ops;
 
 /* ---- learners ---------------------------------------------------------------- */
