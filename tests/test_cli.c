@@ -263,8 +263,12 @@ static void paper_run(const char *dir, const char *learner, const char *estimato
   hid_t e = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
   CU_ASSERT_FATAL(e >= 0);
   int64_t g = bcg_h5_group((int64_t)e, "mujoco", 0, err, sizeof err);
-  const double etv[2] = {et - 1, et + 1};
+  const double etv[2] = {et - 1, et + 1}, penm[2] = {2, 2}, penb[2] = {2 + dd, 2 + dd};
   CU_ASSERT_EQUAL(bcg_h5_write_doubles(g, "etrack_cm", etv, 2, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(bcg_h5_write_doubles(g, "foot_penetration_mm", penm, 2, err, sizeof err), 0);
+  bcg_h5_group_close(g);
+  g = bcg_h5_group((int64_t)e, "bcg", 0, err, sizeof err);
+  CU_ASSERT_EQUAL(bcg_h5_write_doubles(g, "foot_penetration_mm", penb, 2, err, sizeof err), 0);
   bcg_h5_group_close(g);
   CU_ASSERT_EQUAL(bcg_h5_write_doubles((int64_t)e, "delta_d_mm", &dd, 1, err, sizeof err), 0);
   H5Fclose(e);
@@ -303,6 +307,23 @@ static void test_report_paper(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1,50,jump,2,2,0,2,12.5,0.7071,\"5/5 falls, 11-13 mm\"\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2,jump,PPO,1,25,0,40,0,1,18\n"));
   CU_ASSERT_EQUAL(run("report %s --paper --runs", root), 2);
+  /* --plots of evaluated runs with a kappa: kappa_penetration.png */
+  char plots[900], mpl[900];
+  snprintf(plots, sizeof plots, "%s/paperplots", tmpdir);
+  snprintf(mpl, sizeof mpl, "%s/mplconfig", tmpdir);
+  setenv("MPLCONFIGDIR", mpl, 1);
+  CU_ASSERT_EQUAL(run("report %s --plots %s", root, plots), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "kappa_penetration.png"));
+  char png[1000];
+  snprintf(png, sizeof png, "%s/kappa_penetration.png", plots);
+  unsigned char h[24] = {0};
+  FILE *f = fopen(png, "rb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fread(h, 1, 24, f), 24);
+  fclose(f);
+  CU_ASSERT_EQUAL(memcmp(h, "\x89PNG\r\n\x1a\n", 8), 0);
+  CU_ASSERT_EQUAL((h[16] << 24 | h[17] << 16 | h[18] << 8 | h[19]), 700);
+  CU_ASSERT_EQUAL((h[20] << 24 | h[21] << 16 | h[22] << 8 | h[23]), 450);
 }
 
 /* --plots: learning curves as PNG files of 700 x 450 pixels (the PNG

@@ -17,6 +17,12 @@ that all of the group's runs reached (iterations whose value is not finite,
 such as a return before the first episode ended, are skipped). A group of one
 run is its curve.
 
+Runs evaluated by `bcg eval` (eval.h5) whose config.ini names a contact
+model with a kappa add OUTDIR/kappa_penetration.png: the mean foot
+penetration of the evaluation's episodes in bcg and in MuJoCo, and their
+difference Delta d, against kappa (mean and +- one standard deviation over
+the runs of each kappa; the paper's kappa ablation).
+
 Needs matplotlib, numpy and h5py (Debian: python3-matplotlib python3-h5py);
 exits with status 3 and a one-line message when one is missing.
 """
@@ -86,6 +92,60 @@ def aggregate(np, curves):
     return grid, v.mean(axis=0), v.std(axis=0, ddof=1)
 
 
+def run_kappa(run):
+    """[contact] kappa of the run's config.ini, or None"""
+    import configparser
+    cp = configparser.ConfigParser(strict=False, interpolation=None, inline_comment_prefixes=(";", "#"))
+    try:
+        cp.read(os.path.join(run, "config.ini"))
+        return float(cp.get("contact", "kappa"))
+    except (configparser.Error, ValueError, OSError):
+        return None
+
+
+def run_penetration(h5py, np, run):
+    """(bcg mm, MuJoCo mm, Delta d mm) of the run's eval.h5, or None"""
+    try:
+        with h5py.File(os.path.join(run, "eval.h5"), "r") as f:
+            pen = [float(np.mean(f[s]["foot_penetration_mm"][()])) if s in f and "foot_penetration_mm" in f[s]
+                   else float("nan") for s in ("bcg", "mujoco")]
+            dd = float(f["delta_d_mm"][()][0]) if "delta_d_mm" in f else pen[0] - pen[1]
+            return pen[0], pen[1], dd
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+
+
+def kappa_figure(plt, h5py, np, groups, out):
+    """kappa_penetration.png from the evaluated runs that have a kappa; the path or None"""
+    rows = {}
+    for _, rs in groups:
+        for r in rs:
+            k, p = run_kappa(r), run_penetration(h5py, np, r)
+            if k is not None and p is not None:
+                rows.setdefault(k, []).append(p)
+    if not rows:
+        return None
+    ks = sorted(rows)
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    for i, name in enumerate(("bcg", "MuJoCo", "Delta d = bcg - MuJoCo")):
+        vals = [np.array([p[i] for p in rows[k]], dtype=float) for k in ks]
+        mean = np.array([np.nanmean(v) if np.isfinite(v).any() else np.nan for v in vals])
+        std = np.array([np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else 0.0 for v in vals])
+        ax.errorbar(ks, mean, yerr=std, marker="o", capsize=3, lw=1.5, label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("kappa (1/m)")
+    ax.set_ylabel("foot penetration (mm)")
+    ax.set_title("foot penetration after training against kappa: mean and +-1 std over runs", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "kappa_penetration.png")
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
 def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: bcg_plots.py OUTDIR < groups (bcg report DIR --plots OUTDIR runs it)\n")
@@ -144,6 +204,10 @@ def main():
             plt.close(fig)
             print("wrote %s" % path)
             written += 1
+    kpath = kappa_figure(plt, h5py, np, groups, out)
+    if kpath:
+        print("wrote %s" % kpath)
+        written += 1
     if written == 0:
         sys.stderr.write("bcg: error: report --plots: no run has a curve to plot (samples with mean_return or "
                          "track_err in log.h5)\n")
