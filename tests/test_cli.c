@@ -307,13 +307,35 @@ static void test_report_paper(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1,50,jump,2,2,0,2,12.5,0.7071,\"5/5 falls, 11-13 mm\"\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2,jump,PPO,1,25,0,40,0,1,18\n"));
   CU_ASSERT_EQUAL(run("report %s --paper --runs", root), 2);
-  /* --plots of evaluated runs with a kappa: kappa_penetration.png */
+  /* a gradstats.h5 beside a run (bcg gradstats: the paper's Figure 4) */
+  {
+    char gp[1000], err[256];
+    snprintf(gp, sizeof gp, "%s/jump_k50_s0/gradstats.h5", root);
+    hid_t e = H5Fcreate(gp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    CU_ASSERT_FATAL(e >= 0);
+    static const char *ests[2] = {"autodiff", "bcg"};
+    for (int i = 0; i < 2; i++)
+      for (int k = 0; k < 2; k++) {
+        char name[64];
+        double kap = k ? 300 : 50, v[7] = {kap, (i ? 2.0 : 40.0) * (k + 1), 0.5, 1, 0.1, i ? 0.2 : 0, 8};
+        snprintf(name, sizeof name, "%s_kappa%g", ests[i], kap);
+        int64_t g = bcg_h5_group((int64_t)e, name, 1, err, sizeof err);
+        CU_ASSERT_FATAL(g >= 0);
+        CU_ASSERT_EQUAL(bcg_h5_write_doubles(g, "kappa_var_mean_std_norm_mean_std_bundled_n", v, 7, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(bcg_h5_write_str(g, "estimator", ests[i], err, sizeof err), 0);
+        bcg_h5_group_close(g);
+      }
+    H5Fclose(e);
+  }
+  /* --plots of evaluated runs with a kappa: kappa_penetration.png, and the
+   * gradstats figure */
   char plots[900], mpl[900];
   snprintf(plots, sizeof plots, "%s/paperplots", tmpdir);
   snprintf(mpl, sizeof mpl, "%s/mplconfig", tmpdir);
   setenv("MPLCONFIGDIR", mpl, 1);
   CU_ASSERT_EQUAL(run("report %s --plots %s", root, plots), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "kappa_penetration.png"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "gradient_variance.png"));
   char png[1000];
   snprintf(png, sizeof png, "%s/kappa_penetration.png", plots);
   unsigned char h[24] = {0};

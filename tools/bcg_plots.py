@@ -23,6 +23,12 @@ penetration of the evaluation's episodes in bcg and in MuJoCo, and their
 difference Delta d, against kappa (mean and +- one standard deviation over
 the runs of each kappa; the paper's kappa ablation).
 
+A gradstats.h5 written by `bcg gradstats` beside a run (in the run's own
+directory or the one above it) adds OUTDIR/gradient_variance.png: the
+policy-gradient variance across environments against kappa, one line per
+estimator, mean and +- one standard deviation over the repeats (the paper's
+Figure 4; several files: gradient_variance_2.png, ...).
+
 Needs matplotlib, numpy and h5py (Debian: python3-matplotlib python3-h5py);
 exits with status 3 and a one-line message when one is missing.
 """
@@ -146,6 +152,58 @@ def kappa_figure(plt, h5py, np, groups, out):
     return path
 
 
+def gradstats_files(groups):
+    """the gradstats.h5 files beside the runs, each once, in run order"""
+    seen, files = set(), []
+    for _, rs in groups:
+        for r in rs:
+            for cand in (os.path.join(r, "gradstats.h5"), os.path.join(r, os.pardir, "gradstats.h5")):
+                real = os.path.realpath(cand)
+                if real not in seen and os.path.isfile(real):
+                    seen.add(real)
+                    files.append(real)
+    return files
+
+
+def gradstats_figure(plt, h5py, np, path, out, n):
+    """gradient_variance[_n].png of one gradstats.h5; the path written or None"""
+    lines = {}
+    try:
+        with h5py.File(path, "r") as f:
+            for name in f:
+                g = f[name]
+                if "kappa_var_mean_std_norm_mean_std_bundled_n" not in g or "estimator" not in g.attrs and \
+                        "estimator" not in g:
+                    continue
+                v = np.asarray(g["kappa_var_mean_std_norm_mean_std_bundled_n"][()], dtype=float)
+                est = g["estimator"][()] if "estimator" in g else g.attrs["estimator"]
+                est = est.decode() if isinstance(est, bytes) else str(est)
+                lines.setdefault(est, []).append((v[0], v[1], v[2]))
+    except (OSError, KeyError, ValueError) as e:
+        sys.stderr.write("bcg: warning: bcg_plots.py: %s: %s (left out)\n" % (path, e))
+        return None
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    for est in sorted(lines):
+        pts = sorted(lines[est])
+        ks = [p[0] for p in pts]
+        ax.errorbar(ks, [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", capsize=3, lw=1.5, label=est)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("kappa (1/m)")
+    ax.set_ylabel("policy-gradient variance across environments")
+    ax.set_title("gradient variance per estimator and kappa (bcg gradstats): mean and +-1 std", fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    os.makedirs(out, exist_ok=True)
+    dest = os.path.join(out, "gradient_variance%s.png" % ("" if n == 1 else "_%d" % n))
+    fig.savefig(dest, dpi=DPI)
+    plt.close(fig)
+    return dest
+
+
 def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: bcg_plots.py OUTDIR < groups (bcg report DIR --plots OUTDIR runs it)\n")
@@ -208,6 +266,11 @@ def main():
     if kpath:
         print("wrote %s" % kpath)
         written += 1
+    for n, gpath in enumerate(gradstats_files(groups), 1):
+        dest = gradstats_figure(plt, h5py, np, gpath, out, n)
+        if dest:
+            print("wrote %s" % dest)
+            written += 1
     if written == 0:
         sys.stderr.write("bcg: error: report --plots: no run has a curve to plot (samples with mean_return or "
                          "track_err in log.h5)\n")
