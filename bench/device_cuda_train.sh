@@ -3,7 +3,7 @@
 # device = cpu on the device machine: the same seed must give the same
 # training curves (the GPU stepper is bitwise close to the CPU one), and the
 # wall time per iteration of each. SHAC + autodiff and PPO on the jump clip.
-#   run(command="bash bench/device_cuda_train.sh", carry=["build-debs"])
+#   run(command="bash bench/device_cuda_train.sh", carry=["build-debs", "deps"])
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-out}

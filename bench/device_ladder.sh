@@ -7,7 +7,7 @@
 # checkpoint in bcg, the transfer evaluation of each final policy in MuJoCo
 # and bcg).
 #
-#   run(command="bash bench/device_ladder.sh", carry=["build-debs"])
+#   run(command="bash bench/device_ladder.sh", carry=["build-debs", "deps"])
 #
 # SWEEP=1: the first sweep (330 s, ITERS=700); SWEEP=2 (default): the second
 # (TRAIN_SECONDS=480); SWEEP=3: the third (TRAIN_SECONDS=450); SWEEP=4: the

@@ -2,7 +2,7 @@
 # bench/device_nn.sh - the MLP-on-GPU checks (core/cuda/nn_cuda.cu) on the
 # device machine, in one call from the repository root:
 #   here:    sh bench/fetch_debs.sh            (once; fills build-debs/)
-#   device:  run(command="bash bench/device_nn.sh", carry=["build-debs"])
+#   device:  run(command="bash bench/device_nn.sh", carry=["build-debs", "deps"])
 # Builds libbcg, tests/test_nn_cuda and bench/nn_bench in double
 # (build-h200-nn) and float (build-h200-nn-float), runs test_nn_cuda (device
 # vs CPU) and nn_bench (PPO actor 200 -> 512,256,128 -> 21, batch 4096 and

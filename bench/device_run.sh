@@ -3,10 +3,10 @@
 # machine, in ONE call, from the repository root, with $OUT set:
 #
 #   here:    sh bench/fetch_debs.sh            (once; fills build-debs/, ~27 MB)
-#   device:  run(command="bash bench/device_run.sh", carry=["build-debs"])
+#   device:  run(command="bash bench/device_run.sh", carry=["build-debs", "deps"])
 #
 # The device machine (an H200 with this workplace's CUDA image: nvcc, gcc, no
-# network, no apt) lacks iniparser, hdf5, cunit and openblas (MuJoCo 3: the wheel in build-debs/). The
+# network, no apt) lacks iniparser, hdf5, cunit and openblas (MuJoCo 3: the deps/ folder, carried). The
 # Debian packages carried in build-debs/ are unpacked privately under
 # /tmp/bcgdeps (dpkg-deb -x, never into /), and only the libraries and -dev
 # names the machine does not already have are put on the search paths, so

@@ -10,7 +10,7 @@
 # wall time to a fixed tracking error); and the transfer evaluation (MuJoCo
 # and bcg) of each final policy.
 #
-#   run(command="bash bench/device_train.sh", carry=["build-debs"])
+#   run(command="bash bench/device_train.sh", carry=["build-debs", "deps"])
 #
 # Environment (all optional):
 #   TRAIN_SECONDS  training wall time of each run (default 420; with the build

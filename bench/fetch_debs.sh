@@ -4,11 +4,11 @@
 # through /build-*/) the Debian packages bcg builds against that the device
 # machine's CUDA image may lack: the -dev packages of iniparser, hdf5, cunit
 # and openblas, humanoid.xml (libmujoco-samples), and every shared library
-# libbcg.so loads that is not part of glibc or gcc; and the pinned MuJoCo 3
-# wheel (tools/fetch_mujoco.sh unpacks it from build-debs/ when it is there).
+# libbcg.so loads that is not part of glibc or gcc. MuJoCo 3 travels as the
+# unpacked deps/ folder (make deps puts it there; 8 MB against the wheel's 26).
 # bench/device_run.sh unpacks them privately (dpkg-deb -x, never into /) and
 # uses only the libraries the device lacks. Carry the folder with the call:
-#   run(command="bash bench/device_run.sh", carry=["build-debs"])
+#   run(command="bash bench/device_run.sh", carry=["build-debs", "deps"])
 set -e
 cd "$(dirname "$0")/.."
 LIB=${1:-build/libbcg.so}
@@ -30,12 +30,5 @@ echo "fetch_debs: $pkgs"
 cd build-debs
 rm -f ./*.deb
 apt-get download $pkgs
-cd ..
-w=$(sed -n 's/^WHEEL=//p' tools/fetch_mujoco.sh | sed "s/\$VERSION/$(sed -n 's/^VERSION=//p' tools/fetch_mujoco.sh)/")
-python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-  --python-version 3.11 --implementation cp --abi cp311 \
-  "mujoco==$(sed -n 's/^VERSION=//p' tools/fetch_mujoco.sh)" -d build-debs
-[ -f "build-debs/$w" ] || { echo "fetch_debs: $w not downloaded" >&2; exit 1; }
-cd build-debs
 du -sh .
 ls
