@@ -396,6 +396,13 @@ void bcg_env_free(bcg_env *env) {
   free(env);
 }
 
+bcg_env_diag bcg_env_diagnostics(bcg_env *env) {
+  bcg_env_diag d = {env->sim->maxfn, env->sim->maxpen, env->sim->bad};
+  return d;
+}
+int bcg_env_substeps(const bcg_env *env) { return env->sim->sp.substeps; }
+bcg_real bcg_env_contact_margin(const bcg_env *env) { return env->sim->sp.margin; }
+
 size_t bcg_env_tape_size(const bcg_env *env, int n) {
   return (size_t)env->sim->sp.substeps * n * env->nx;
 }

@@ -8,7 +8,7 @@
  *   free env:  the nominal transition out of x_t is simulated (all free envs
  *              as one compacted batch of env, bcg_env_control_step). If its
  *              largest normal contact force over the step's substeps
- *              (env->sim->maxfn, filled on either device) exceeds force_threshold
+ *              (bcg_env_diagnostics' maxfn, on either device) exceeds force_threshold
  *              (tau), the transition is stiff: the nominal result is discarded
  *              (it still counts as one sample) and a bundle starts.
  *   bundle start at x_k: B branch start states S_b = x_k (+) (dq_b, du_b)
@@ -284,7 +284,7 @@ static int make_perturbations(bcg_est *s, int e, const bcg_real *x, const bcg_re
   /* contacting bodies: a contact point within the margin at x or at xnom */
   int owns[BCG_MAX_BODY] = {0};
   unsigned char act[BCG_MAX_CP] = {0};
-  bcg_real margin = s->env->sim->sp.margin;
+  bcg_real margin = bcg_env_contact_margin(s->env);
   for (int pass = 0; pass < 2; pass++) {
     bcg_kinematics(m, pass ? xnom : x, &s->kin);
     for (int i = 0; i < m->ncp; i++) {
@@ -399,7 +399,7 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
   s->env = env;
   s->m = &env->model->m;
   s->nenv = env->nenv; s->nq = env->nq; s->nv = env->nv; s->nu = env->nu; s->nx = env->nx;
-  s->ns = env->sim->sp.substeps;
+  s->ns = bcg_env_substeps(env);
   s->horizon = horizon;
   s->B = (int)svc->get_int(params, "branches");
   s->H = (int)svc->get_int(params, "duration");
@@ -548,12 +548,13 @@ static int forward_nominal(bcg_est *s, step_rec *r, const bcg_real *x, const bcg
   bcg_env_set_envmap(env, NULL);
   if (rc) return rc;
   int nstart = 0;
+  const bcg_env_diag dg = bcg_env_diagnostics(env);
   for (int i = 0; i < nF; i++) {
     int e = s->flist[i];
-    s->dfn[e] = env->sim->maxfn[i];
-    s->dpen[e] = env->sim->maxpen[i];
-    s->dbad[e] = env->sim->bad[i];
-    s->trig[e] = env->sim->maxfn[i] > s->thr; /* the trigger */
+    s->dfn[e] = dg.maxfn[i];
+    s->dpen[e] = dg.maxpen[i];
+    s->dbad[e] = dg.bad[i];
+    s->trig[e] = dg.maxfn[i] > s->thr; /* the trigger */
     nstart += s->trig[e];
   }
   s->st.samples += (uint64_t)nF; /* discarded nominal steps of bundle starts included */
@@ -633,12 +634,12 @@ static int forward_bundles(bcg_est *s, step_rec *r, const bcg_real *x, const bcg
       branch_average(m, B, Xe, xn + (size_t)e * nx);
       bcg_real fn = s->trig[e] ? s->dfn[e] : 0, pen = s->trig[e] ? s->dpen[e] : 0;
       int bad = s->trig[e] ? s->dbad[e] : 0;
-      const bcg_sim *bs = s->benv->sim; /* the branch step's diagnostics, from either device */
+      const bcg_env_diag bs = bcg_env_diagnostics(s->benv); /* the branch step's, from either device */
       for (int b = 0; b < B; b++) {
         size_t i = (size_t)j * B + b;
-        if (bs->maxfn[i] > fn) fn = bs->maxfn[i];
-        if (bs->maxpen[i] > pen) pen = bs->maxpen[i];
-        if (bs->bad[i]) bad = bs->bad[i];
+        if (bs.maxfn[i] > fn) fn = bs.maxfn[i];
+        if (bs.maxpen[i] > pen) pen = bs.maxpen[i];
+        if (bs.bad[i]) bad = bs.bad[i];
       }
       s->dfn[e] = fn;
       s->dpen[e] = pen;
@@ -662,13 +663,14 @@ static int bcg_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg
   int nstart = 0, rc;
   if ((rc = forward_nominal(s, r, x, a, xn, &nstart))) return rc;
   if ((rc = forward_bundles(s, r, x, a, xn, nstart))) return rc;
+  const bcg_env_diag dg = bcg_env_diagnostics(env);
   /* per-environment diagnostics of the transition taken (env.h contract):
    * bundled envs report the worst over their branches (and the discarded
    * nominal step that triggered) */
   for (int e = 0; e < n; e++) {
-    env->sim->maxfn[e] = s->dfn[e];
-    env->sim->maxpen[e] = s->dpen[e];
-    env->sim->bad[e] = s->dbad[e];
+    dg.maxfn[e] = s->dfn[e];
+    dg.maxpen[e] = s->dpen[e];
+    dg.bad[e] = s->dbad[e];
   }
   if (r) {
     memcpy(r->act, a, sizeof(bcg_real) * (size_t)n * nu);

@@ -3,7 +3,7 @@
  *
  * Forward is plain autodiff: every environment steps in one batch with a tape.
  * A transition is stiff when the largest normal contact force of the control
- * step out of x_t (env->sim->maxfn[e], over its substeps) exceeds
+ * step out of x_t (bcg_env_diagnostics' maxfn[e], over its substeps) exceeds
  * force_threshold -- the same trigger as bcg. In the backward pass the state
  * path of a stiff transition is cut: x_bar_t of that environment is exactly
  * zero (it receives nothing through x_{t+1}). The action path of the step,
@@ -87,9 +87,10 @@ static int tr_forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg_
   int taped = t >= 0 && t < s->horizon;
   bcg_real *tape = taped ? s->tape + s->tape_n * (size_t)t : NULL;
   int rc = bcg_env_step(env, n, x, a, xn, tape);
+  const bcg_env_diag dg = bcg_env_diagnostics(env);
   uint64_t trig = 0;
   for (int e = 0; e < n; e++) {
-    int st = env->sim->maxfn[e] > s->threshold;
+    int st = dg.maxfn[e] > s->threshold;
     trig += (uint64_t)st;
     if (taped) s->stiff[(size_t)t * n + e] = (unsigned char)st;
   }

@@ -125,8 +125,22 @@ void bcg_env_device_batches(uint64_t *gpu, uint64_t *cpu);
 /* The rollout interface of the estimators, in terms of explicit states:
  *   est->forward(t, x_t, a_t, x_{t+1})
  *   est->backward(t, xbar_{t+1}, xbar_t, abar_t)
- * with per-environment contact diagnostics of the transition in
- * env->sim->maxfn / maxpen / bad after forward. */
+ * with per-environment contact diagnostics of the transition after forward
+ * (bcg_env_diagnostics). */
+
+/* The per-environment (per batch slot) diagnostics of the last control step,
+ * on either device: the largest normal contact force over its substeps (N),
+ * the deepest penetration (m, >= 0), and a flag for non-finite or non-SPD
+ * substeps. Writable: an estimator that replaces a transition (bcg's bundle
+ * average) reports the diagnostics of what it returned. */
+typedef struct bcg_env_diag {
+  bcg_real *maxfn, *maxpen;
+  int *bad;
+} bcg_env_diag;
+bcg_env_diag bcg_env_diagnostics(bcg_env *env);
+/* substeps per control step; the contact activation margin (m) */
+int bcg_env_substeps(const bcg_env *env);
+bcg_real bcg_env_contact_margin(const bcg_env *env);
 
 /* Default substep-level helpers for estimators: one control step of every
  * environment in a state batch (x: [n][nx]) with tape (may be NULL), and its
@@ -135,7 +149,7 @@ int bcg_env_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_
 /* The same without advancing the push clock (for estimators that step
  * compacted or replicated batches and tick once per transition themselves).
  * Both run on the env's device and leave the diagnostics of the n slots in
- * env->sim->maxfn / maxpen / bad / nact, on either device. */
+ * bcg_env_diagnostics, on either device. */
 int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
 int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
                      bcg_real *xb, bcg_real *ab);
