@@ -275,7 +275,7 @@ int bcg_mlp_tape_init(bcg_mlp_tape *t, const bcg_mlp *m, int max_batch, bcg_real
 
 void bcg_mlp_tape_free(bcg_mlp_tape *t) {
   if (!t) return;
-  if (t->dev) bcg_nnc_tape_free(t);
+  if (t->dev) bcg_cuda_nn_tape_free(t);
   if (t->owned) free(t->mem);
   memset(t, 0, sizeof *t);
 }
@@ -302,7 +302,7 @@ int bcg_nn_set_cuda(int on, int min_batch, char *err, size_t errlen) {
     nn_cuda_on = 0;
     return 0;
   }
-  if (bcg_nnc_init(err, errlen)) return -1;
+  if (bcg_cuda_nn_init(err, errlen)) return -1;
   nn_cuda_min = min_batch > 0 ? min_batch : NN_CUDA_MIN_BATCH;
   nn_cuda_on = 1;
   return 0;
@@ -313,7 +313,7 @@ int bcg_nn_cuda_enabled(int *min_batch) {
   return nn_cuda_on;
 }
 
-const char *bcg_nn_cuda_error(void) { return bcg_nnc_error(); }
+const char *bcg_nn_cuda_error(void) { return bcg_cuda_nn_error(); }
 
 /* ---- process-wide time in the networks (bcg_nn_time) ---- */
 static uint64_t nn_ns[2]; /* forward, backward */
@@ -353,7 +353,7 @@ static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch
   memcpy(p.x, x, (size_t)batch * (size_t)m->dim[0] * sizeof(bcg_real));
   if (nn_cuda_on && batch >= nn_cuda_min) { /* the GPU: input and output in the host tape */
     bcg_real *out = p.out[m->nlin - 1];
-    if (bcg_nnc_forward(m, t, x, batch, out)) {
+    if (bcg_cuda_nn_forward(m, t, x, batch, out)) {
       t->batch = 0;
       return BCG_NN_EDEVICE;
     }
@@ -393,7 +393,7 @@ static int mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_rea
   int rc = check_tape(m, t, batch);
   if (rc) return rc;
   if (batch == 0) return BCG_NN_OK;
-  if (t->on_device) return bcg_nnc_backward(m, t, dy, grad, dx) ? BCG_NN_EDEVICE : BCG_NN_OK;
+  if (t->on_device) return bcg_cuda_nn_backward(m, t, dy, grad, dx) ? BCG_NN_EDEVICE : BCG_NN_OK;
   bcg_nn_tape_ptrs p;
   bcg_nn_tape_layout(m, t->max_batch, t->mem, &p, 1);
   bcg_real *d = p.s0, *e = p.s1;

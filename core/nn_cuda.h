@@ -9,7 +9,7 @@
  * owned by the host tape (t->dev, grown on demand to the batch seen); the
  * host tape receives the input and the output only. All calls serialise on
  * one process-wide lock, stream and cuBLAS handle, and wait for their work.
- * Return 0, or -1 with a message kept for bcg_nnc_error(). */
+ * Return 0, or -1 with a message kept for bcg_cuda_nn_error(). */
 #ifndef BCG_NN_CUDA_H
 #define BCG_NN_CUDA_H
 
@@ -19,16 +19,16 @@
 BCG_BEGIN_DECLS
 
 /* Device, stream and cuBLAS handle ready (idempotent); else -1 and the reason in err. */
-int bcg_nnc_init(char *err, size_t errlen);
+int bcg_cuda_nn_init(char *err, size_t errlen);
 /* Forward of batch >= 1 rows of x into t's device tape; writes y[batch][out] (host). */
-int bcg_nnc_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);
+int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);
 /* Backward of t's last device forward: grad (host, may be NULL) += dL/dparams,
  * dx (host, may be NULL) = dL/dx. */
-int bcg_nnc_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx);
+int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx);
 /* Free t->dev (NULL-safe). */
-void bcg_nnc_tape_free(bcg_mlp_tape *t);
+void bcg_cuda_nn_tape_free(bcg_mlp_tape *t);
 /* The message of the last failure ("" if none). */
-const char *bcg_nnc_error(void);
+const char *bcg_cuda_nn_error(void);
 
 BCG_END_DECLS
 

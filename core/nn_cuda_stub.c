@@ -1,5 +1,5 @@
 /* core/nn_cuda_stub.c - core/nn_cuda.h in a build without CUDA (make CUDA=0,
- * or nvcc not found): bcg_nnc_init fails with the reason, so bcg_nn_set_cuda(1, ...)
+ * or nvcc not found): bcg_cuda_nn_init fails with the reason, so bcg_nn_set_cuda(1, ...)
  * is refused and no MLP ever takes the device path. With CUDA,
  * core/cuda/nn_cuda.cu provides all of this and this file compiles to nothing. */
 #include "nn_cuda.h"
@@ -9,18 +9,18 @@ typedef int bcg_nn_cuda_stub_unit; /* keeps the unit non-empty in CUDA builds */
 #ifndef BCG_HAVE_CUDA
 #include <stdio.h>
 
-int bcg_nnc_init(char *err, size_t errlen) {
+int bcg_cuda_nn_init(char *err, size_t errlen) {
   if (err && errlen) snprintf(err, errlen, "bcg was built without CUDA (make CUDA=0, or nvcc not found)");
   return -1;
 }
-int bcg_nnc_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
+int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
   (void)m; (void)t; (void)x; (void)batch; (void)y;
   return -1;
 }
-int bcg_nnc_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {
+int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {
   (void)m; (void)t; (void)dy; (void)grad; (void)dx;
   return -1;
 }
-void bcg_nnc_tape_free(bcg_mlp_tape *t) { (void)t; }
-const char *bcg_nnc_error(void) { return "bcg was built without CUDA"; }
+void bcg_cuda_nn_tape_free(bcg_mlp_tape *t) { (void)t; }
+const char *bcg_cuda_nn_error(void) { return "bcg was built without CUDA"; }
 #endif

@@ -187,7 +187,7 @@ fail:
   return -1;
 }
 
-int bcg_nnc_init(char *err, size_t errlen) {
+int bcg_cuda_nn_init(char *err, size_t errlen) {
   pthread_mutex_lock(&G.mu);
   int rc = init_locked();
   if (rc && err && errlen) snprintf(err, errlen, "%s", G.err);
@@ -195,7 +195,7 @@ int bcg_nnc_init(char *err, size_t errlen) {
   return rc;
 }
 
-const char *bcg_nnc_error(void) { return G.err; }
+const char *bcg_cuda_nn_error(void) { return G.err; }
 
 /* ---- device tape ---------------------------------------------------------------------- */
 
@@ -222,7 +222,7 @@ static int maxdim(const bcg_mlp *m) {
 /* core/nn_tape.h's layout without the scratch rows; returns the reals needed */
 static size_t dlayout(const bcg_mlp *m, int B, bcg_real *mem, dptrs *p) { return bcg_nn_tape_layout(m, B, mem, p, 0); }
 
-void bcg_nnc_tape_free(bcg_mlp_tape *t) {
+void bcg_cuda_nn_tape_free(bcg_mlp_tape *t) {
   if (!t || !t->dev) return;
   dtape *dt = (dtape *)t->dev;
   pthread_mutex_lock(&G.mu);
@@ -249,7 +249,7 @@ fail:
 
 /* ---- forward / backward ------------------------------------------------------------------ */
 
-int bcg_nnc_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
+int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
   const bcg_real one = 1;
   dptrs p;
   dtape *dt;
@@ -305,7 +305,7 @@ fail:
   return -1;
 }
 
-int bcg_nnc_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {
+int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {
   const bcg_real one = 1, zero = 0;
   dptrs p;
   dtape *dt = (dtape *)t->dev;
