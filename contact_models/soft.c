@@ -1,84 +1,21 @@
 /* contact_models/soft.c - penalty spring-damper contact with regularised
- * Coulomb friction (docs/design.md section 5.2), in two integrators
- * (`integrator = implicit|explicit`, default implicit).
+ * Coulomb friction (docs/design.md section 5.2, which gives the law, both
+ * integrators' equations and their adjoints in full).
  *
- * ---- explicit (the original model) -----------------------------------------------
- * Applied as the impulse dt * f and computed from the contact velocity at the
- * start of the substep (v0):
+ * integrator = explicit: the law at the start-of-substep velocity v0,
+ * applied as the impulse dt f; ignores c and G; stable only for small gains.
+ * integrator = implicit (default): the same law at the end of the substep, on
+ * the Delassus system, by Gauss-Seidel sweeps from lam = 0: per contact the
+ * normal impulse solves its scalar equation exactly (one of three linear
+ * branches), then the tangential impulse is the viscous solution inside the
+ * disc |t| <= mu x, else the exact minimiser on the disc (contact_disc_slide).
  *
- *   f_n = k_e max(0, -g) + D(g) max(0, -v_n)
- *   f_t = -(v_t / |v_t|_e) min(k_f |v_t|_e, mu f_n),  |v_t|_e = sqrt(|v_t|^2 + e^2)
- *   D(g) = k_d R(-g / w),  R(x) = 0 (x <= 0), x^2 (3 - 2 x) (0 < x < 1), 1 (x >= 1)
- *
- * w = damping_width (default 0.5 mm, about the resting sink of the humanoid
- * on the default stiffness): the damper ramps in over the first w of
- * penetration instead of switching on at g = 0, where it made the impulse of
- * an approaching point jump by about dt k_d |v_n| (the forward map's
- * discontinuity of docs/contact_continuity.md; w = 0 restores the switch).
- *
- * Below the cone (k_f |v_t|_e <= mu f_n) this is exactly the viscous
- * f_t = -k_f v_t; on it the magnitude is mu f_n |v_t| / |v_t|_e. The
- * regulariser e = SOFT_VT_EPS (1e-4 m/s) only matters on the cone at
- * |v_t| < e, which needs mu f_n < k_f e (a few hundredths of a newton), and
- * bounds the Jacobian of v_t / |v_t|_e by 1/e so the VJP is finite at v_t = 0.
- * lam = dt f, fn = f_n. Ignores c and G. Its VJP is exact with the branches as
- * taken (max, indicator and the min), accumulating into gap_bar and v0_bar.
- * Explicit gains must satisfy k_d dt / m < 2, k_e dt^2 / m < ~1 and
- * k_f dt / m < 2 for the lightest effective mass m at a contact point (a
- * foot: ~1 kg), e.g. stiffness 3e4, damping 300, friction_stiffness 300 at
- * dt 5 ms; the declared defaults are the implicit ones and are far outside
- * that region.
- *
- * ---- implicit (default) ----------------------------------------------------------------
- * The same law evaluated at the END of the substep, on the Delassus system.
- * The end contact velocity is v = c + G lam, the end gap g + dt/2 v_n (the gap
- * is measured at the midpoint q_M and q_E = q_M + dt/2 u_E). Starting from
- * lam = 0, `iterations` Gauss-Seidel sweeps over the active contacts
- * i = 0..na-1 in order; for contact i with pre-update lam_i = p and current
- * end velocity y = c_i + sum_j G_ij lam_j:
- *
- *   normal:  x = lam_n solves  x = dt (k_e max(0, -h(x)) + D max(0, -v_n(x)))
- *            v_n(x) = w + a x,  w = y_n - a p_n,  a = G_ii,nn,
- *            h(x) = g + dt/2 v_n(x),  D = D(g) (the ramp above)
- *     The right side is continuous, piecewise linear and non-increasing in x
- *     (a > 0), so there is exactly one solution. D is set by the midpoint gap
- *     g (an input), not by h(x), which keeps the right side continuous in x,
- *     and the ramp keeps x continuous in g; with g < 0, v_n < 0 implies h < 0,
- *     so the branches are
- *       2: spring and damper  x = -dt (k_e (g + dt/2 w) + D w) / (1 + dt a (k_e dt/2 + D))
- *       1: spring only        x = -dt k_e (g + dt/2 w) / (1 + dt a k_e dt/2)
- *       0: none               x = 0
- *     picked in that order: branch 2 (only if D > 0) is accepted if its x
- *     gives v_n(x) < 0, branch 1 if its x gives h(x) < 0, else branch 0. A
- *     consistent branch gives x > 0; the result is never negative.
- *   tangential: with dn = x - p_n (the normal update's effect through G_tn),
- *            t* solves t = -dt k_f v_t(t),  v_t(t) = y_t + G_tn dn + G_tt (t - p_t),
- *            i.e. (I + dt k_f G_tt) t* = -dt k_f (y_t + G_tn dn - G_tt p_t)
- *                                                            (the viscous solution),
- *     x <= 0:          lam_i = 0
- *     |t*| <= mu x:    lam_i = (x, t*)            (regularised stick: viscous, as is)
- *     else (sliding):  lam_i = (x, t) with t the minimiser over |t| <= mu x of
- *                      1/2 t^T A t + z^T t,  A = G_tt + I / (dt k_f),
- *                      z = y_t + G_tn dn - G_tt p_t
- *                      (t* minimises it without the disc; contact_disc_slide)
- *   The sliding step solves the contact's own regularised law exactly on the
- *   disc: there t = -(A + nu I)^-1 z with nu >= 0, i.e. v_t(t) = -(1 / (dt
- *   k_f) + nu) t: the impulse opposes the end slip with |t| = mu x, Coulomb's
- *   maximum dissipation, which is the regularised law on the cone (k_f |v_t|
- *   > mu f_n); and it equals t* on the disc's edge, so the update is
- *   continuous across stick/slip (the steps tried before it and their
- *   measurements: docs/physics-notes.md section 3).
- *
- * lam = the final iterate, fn = lam_n / dt; v0 is not read. The VJP recomputes
- * the forward, recording the pre-update lam_i of every (sweep, contact) on a
- * per-call tape (iterations * 3 * ncon reals per environment), and runs the
- * exact adjoint of the unrolled sweeps backwards: the normal branch as taken
- * (its dependence on g, through D(g) too, y_n, p_n and G_ii,nn), the
- * stick/slide branch as taken, the 2x2 solve's dependence on G_tt (sticking)
- * or the disc solve's on G_tt, z and the radius mu x (sliding: the adjoint of
- * its unrolled Newton steps), the coupling G_tn, the projection as taken,
- * and the residuals' dependence on c and G. Accumulates into gap_bar, c_bar and G_bar (may be
- * NULL); v0_bar untouched.
+ * Guarantees: the impulse is continuous in the gap (the damper ramps in over
+ * damping_width) and across stick/slip; lam >= 0 along the normal; fn =
+ * lam_n / dt. The VJPs are exact for the branches as taken: the implicit one
+ * recomputes the sweeps on a per-call tape (iterations * 3 * ncon reals per
+ * environment) and accumulates into gap_bar, c_bar and G_bar (may be NULL);
+ * the explicit one into gap_bar and v0_bar.
  *
  * Per-environment code is BCG_HD, shared by the OpenMP loop and the CUDA
  * kernels (#ifdef __CUDACC__, nvcc -x cu into the same .so). */

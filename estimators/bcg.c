@@ -1,98 +1,26 @@
-/* estimators/bcg.c - Bundled Contact Gradients (docs/design.md sections 1.1
- * and 6.3).
+/* estimators/bcg.c - Bundled Contact Gradients, the whole method
+ * (docs/design.md section 6.3: the algorithm, its adjoint and the keys).
  *
- * The whole method is in this file.
+ * Forward of control step t: the free environments' nominal step as one
+ * compacted batch; a step whose largest normal contact force exceeds
+ * force_threshold is discarded and replaced by a bundle of B branches from
+ * start states perturbed on the contacting end-effectors, run for H control
+ * steps as one batch of the branch env; a bundled environment returns the
+ * branches' average. Backward: the exact adjoint of that computation.
  *
- * Forward of one control step t (x_t -> x_{t+1} under a_t), per environment:
- *
- *   free env:  the nominal transition out of x_t is simulated (all free envs
- *              as one compacted batch of env, bcg_env_control_step). If its
- *              largest normal contact force over the step's substeps
- *              (bcg_env_diagnostics' maxfn, on either device) exceeds force_threshold
- *              (tau), the transition is stiff: the nominal result is discarded
- *              (it still counts as one sample) and a bundle starts.
- *   bundle start at x_k: B branch start states S_b = x_k (+) (dq_b, du_b)
- *              with Cartesian noise on the contacting end-effectors mapped to
- *              joint space (below). Each branch steps with a_k.
- *   bundle continuation: for the next H-1 control steps the branches go on
- *              from their own states under the a_t the learner passes (which
- *              it computed from the averaged state we returned).
- *   x_{t+1} of a bundled env is the branch average: positions, hinge/slide
- *              coordinates and velocities averaged; quaternions (free and
- *              ball joints) sign-aligned to branch 0, averaged and
- *              renormalised. After H steps the env is free again and resumes
- *              from the average (the learner passes it back as x).
- *   The branches of all bundled environments run as ONE batch through one
- *   call of the branch env per control step (capacity nenv * B; an env
- *   created like env: the same contact instance and domain, and on the GPU
- *   when env is). Every physics call (the nominal step, the branch step and
- *   both VJPs) goes through the env layer, so [run] device = cuda runs all of
- *   it on the GPU stepper; slot -> environment maps (bcg_env_set_envmap) give
- *   compacted and replicated slots their environment's randomised model,
- *   friction and pushes.
- *
- * End-effectors (perturb = contacts, the paper's). At a bundle start x_k the
- * contacting end-effectors are the bodies that own a contact point whose gap
- * is within the sim's activation margin at x_k or at the discarded nominal
- * x_{k+1} (the stiff contact happened in between; its midpoint states lie
- * there). Each contributes one Cartesian point: the centroid (at x_k) of its
- * active contact points. Their translational Jacobians (bcg_point_jacobian,
- * rows reordered from (z, x, y) to (x, y, z)) are stacked into J (3k x nv),
- * and per branch
- *     dp ~ N(0, sigma_p^2 I_3k),  dv ~ N(0, sigma_v^2 I_3k),
- *     dq = J^T (J J^T + lambda_J I)^-1 dp,  du = J^T (J J^T + lambda_J I)^-1 dv,
- * dq in tangent coordinates (free joint: world translation and body-frame
- * rotation increment, exactly the columns of J). perturb = root instead puts
- * dp and dv on the floating base's world position and linear velocity
- * (no rotation noise: the ablation perturbs where the robot is, not how it is
- * oriented). The perturbations are constants of the computation: the adjoint
- * does not differentiate J(x_k).
- *
- * Random numbers (reproducible, counter-based, rng.h): component c of branch
- * b of env e at a bundle start is
- *     bcg_rng_normal(env->seed, BCG_RNG_BUNDLE, e, counter, b * 6 * BCG_MAX_BODY + c)
- * with c = 6 j + (0..2 position, 3..5 velocity) for the j-th contacting body
- * (in body order; root: j = 0). `counter` is a global transition counter: the
- * number of forward() calls since create(). So a run is reproducible bit for
- * bit from its seed, and every step of training draws fresh noise.
- * fixed_draws = true (gradient checks) makes begin() rewind the counter to 0
- * and makes every horizon reuse the joint-space perturbations (dq_b, du_b)
- * computed at the same (t, env) in the first horizon after create(); then the
- * forward map, as a function of x_0 and the actions, is exactly the function
- * whose adjoint backward() returns (J is frozen too), which is what a central
- * finite-difference check needs.
- *
- * Backward: the exact adjoint of the computation above.
- *   - through the average: each branch receives 1/B of the adjoint of the
- *     averaged coordinates; for a quaternion q_bar = m/|m|, m = (1/B) sum_b s_b q_b
- *     (s_b = +-1, the sign alignment, piecewise constant): the tangent adjoint
- *     delta_bar at q_bar (q_bar * exp(delta)) is the 4-vector gradient
- *     g = 2 q_bar (x) (0, delta_bar); the normalisation's Jacobian gives
- *     m_bar = (I - q_bar q_bar^T) g / |m|; q_b receives s_b m_bar / B, turned
- *     into its tangent adjoint at q_b by delta_bar_b,k = 1/2 (q_b (x) e_k) . g_b;
- *   - through each branch's control steps (the branch sim's tapes);
- *   - within a bundle, the adjoint of the branch states carries from step t+1
- *     to step t internally (the x_t the learner passed to a continuation step
- *     was not used, so its x_bar_t from us is exactly zero);
- *   - at the start, back through S_b = x_k (+) dq_b with dq_b constant: the
- *     transport of bcg_integrate_vjp with h = 1 and u = dq_b; velocities
- *     pass unchanged; the branch adjoints are summed onto x_bar_k;
- *   - action adjoints of the B branches are summed onto a_bar_t.
- *   The discarded nominal step of a bundle start contributes nothing (only
- *   its trigger decision, which is piecewise constant).
- *
- * With B = 1 and sigma_p = sigma_v = 0 every operation above is the identity
- * in exact arithmetic, and the code takes copies instead (a zero perturbation
- * is not added, one branch is not averaged), so the rollout and the gradients
- * equal autodiff bit for bit. With force_threshold above any force the
- * estimator is autodiff for any B and sigma.
- *
- * Samples: every simulated control step counts: a free transition 1, a
- * bundle start 1 (the discarded nominal) + B, a continuation B.
- *
- * Memory: the branch sim holds per-branch workspaces (~0.25 MB each in
- * double), so nenv * B of them; the tapes hold one state per substep per
- * branch per step of the horizon. */
+ * Guarantees:
+ * - reproducible: component c of branch b of env e at a bundle start is
+ *   bcg_rng_normal(seed, BCG_RNG_BUNDLE, e, counter, b * 6 * BCG_MAX_BODY + c),
+ *   counter = forward() calls since create(); fixed_draws = true rewinds the
+ *   counter at begin() and reuses the first horizon's perturbations, so the
+ *   forward map is the function backward() differentiates (FD checks);
+ * - B = 1 with zero sigmas equals autodiff bit for bit (copies, no averaging),
+ *   and a threshold above every force is autodiff for any B;
+ * - every physics call goes through the env layer (device = cuda runs it on
+ *   the GPU), and each environment's diagnostics are those of the transition
+ *   it returned (bundles: the worst over the branches and the discarded step).
+ * Samples: a free step 1, a bundle start 1 + B, a continuation B. Memory: a
+ * stepper workspace per branch and a tape per branch and step. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
