@@ -1,58 +1,22 @@
-/* contact_models/smoothed_kappa.c - the analytically smoothed hard contact
- * (docs/design.md section 5.3), and, compiled with BCG_CONTACT_HARD (hard.c
- * includes this file), the hard contact with binary activation.
+/* contact_models/smoothed_kappa.c - the BCG paper's smoothed hard contact
+ * (docs/design.md section 5.3 has the solve and its adjoint in full) and,
+ * compiled with BCG_CONTACT_HARD (hard.c), the hard contact of section 5.4.
  *
- * Per environment, for its na active contacts (contact frame: normal first):
- *
- *   s_i = T(g_i / margin) / (1 + exp(clip(kappa * g_i, -100, 50)))
- *                                                         (hard: s_i = [g_i <= 0])
- *     T(x) = 1 (x <= 0), 1 - 3 x^2 + 2 x^3 (0 < x < 1), 0 (x >= 1): the margin
- *     taper; the core lists a contact while g_i <= margin, so its weight is
- *     zero where it appears and disappears (margin <= 0: T = 1)
- *   projected Gauss-Seidel sweeps over i = 0..na-1 in order (the core lists
- *   the contacts in slot order), with the residual
- *     y_i = c_i + sum_j w_ij G_ij p_j,   w_ij = s_j (j != i), 1 (j == i)
- *   (the end-of-step velocity of contact i) and one of three steps (key solver):
- *
- *   split (default): p = 0, then iterations + 1 sweeps (the first one is the
- *     initialisation) of
- *       p_n <- max(0, p_n - y_n / G_ii,nn)                        (normal first)
- *       y_t <- y_t + G_ii,tn dp_n          (tangential residual after that update)
- *       q_t  = p_t - (G_ii,tt)^-1 y_t                                (Newton step)
- *       p_n = 0:            p_t <- 0
- *       |q_t| <= mu_i p_n:  p_t <- q_t                                  (sticking)
- *       else:               p_t <- argmin over |t| <= mu_i p_n of the contact's own
- *                           1/2 (t - p_t)^T G_ii,tt (t - p_t) + y_t^T (t - p_t)
- *                           (sliding: q_t projected onto the disc in the metric
- *                           of G_ii,tt; contact_disc_slide, contact_common.h)
- *   block: p_i = -G_ii^-1 c_i, then `iterations` sweeps of
- *       p_i <- proj_i(p_i - G_ii^-1 y_i)                           (3x3 block step)
- *   reference: as block with the scalar step 1 / (1 + sum_j det G_ij) in place
- *     of G_ii^-1 (the published heuristic)
- *     proj_i: p_n <= 0 -> 0; |p_t| > mu_i p_n -> p_t scaled onto radius mu_i p_n
- *
- *   lam_i = s_i p_i,  fn_i = lam_n / dt
- *
- * Why split is the default and why its sliding step is the exact disc
- * solve (block's and the projected step's wrong fixed points, measured on a
- * box on a slope and random problems): docs/physics-notes.md section 3.
- *
- * The VJP recomputes the forward, storing the value of p_i before every update
- * (a per-call scratch tape of nsweep * ncon * 3 reals per environment), and
- * runs the exact adjoint of the unrolled iterations backwards: projection and
- * max(0, .) branches as taken, the weights s_j through the gaps (zero for hard
- * and where the clip is active), r_i through the block determinants
- * (reference), G_ii^-1 through G_ii (block, and the initialisation of block and
- * reference), and for split 1 / G_nn, (G_tt)^-1, the disc solve's G_tt, linear
- * term and radius (the adjoint of its unrolled Newton steps) and the coupling
- * G_tn through G_ii, with the sticking/sliding branch as taken (the two agree
- * on the boundary; FD samples across a branch switch are skipped by the tests
- * when the two step sizes disagree).
+ * Projected Gauss-Seidel over the active contacts on the Delassus system,
+ * each contact's impulse weighted by s(g) = T(g / margin) / (1 + exp(kappa g))
+ * (kappa g clipped), which tapers to 0 at the activation margin (hard:
+ * s = [g <= 0]); solver = split
+ * (default: a scalar normal step, then the exact 2x2 sticking step or the
+ * exact sliding step on the friction disc), block or reference; an optional
+ * position correction erp. Guarantees: a control step is continuous in the
+ * state near the floor (test_continuity); the VJP recomputes the sweeps on a
+ * per-call tape and is the exact adjoint of the unrolled iterations with the
+ * branches as taken (test_contact_plugins: FD).
  *
  * One source for CPU and GPU: the per-environment functions are BCG_HD; the
  * host part (#ifndef __CUDACC__) has the descriptor and OpenMP loops, the
- * CUDA part (#ifdef __CUDACC__, compiled by nvcc -x cu into the same .so) has
- * one-thread-per-environment kernels and their extern "C" launchers. */
+ * CUDA part (#ifdef __CUDACC__, nvcc -x cu into the same .so) one-thread-
+ * per-environment kernels and their extern "C" launchers. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,60 +1,21 @@
-/* learners/shac.c - Short-Horizon Actor-Critic (Xu et al., ICLR 2022), as in
- * docs/design.md section 7.1; defaults are SHAC's public configuration
- * (DiffRL, cfg/shac/<env>.yaml and algorithms/shac.py).
+/* learners/shac.c - Short-Horizon Actor-Critic (Xu et al., ICLR 2022),
+ * defaults from SHAC's public configuration (DiffRL); docs/design.md section
+ * 7.1 has the iteration in detail.
  *
- * One iteration:
- *  1. Rollout of `horizon` steps from the states the last iteration ended in:
- *     obs_t = task.observe(x_t, a_{t-1}), normalised with the statistics frozen
- *     at the start of the iteration (a constant in the VJP) while the running
- *     statistics keep updating; a_t = squash(mu(obs_t) + exp(log_std) eps_t)
- *     (reparameterised; eps from Philox (ACTION, env, global step));
- *     x_{t+1} = estimator.forward(t, x_t, a_t); r_t = task.reward(x_{t+1}, a_t,
- *     a_{t-1}) (a_{t-1} = 0 after a reset). The task clocks (bcg_task_clock:
- *     steps since reset, the episode's phase) are owned here and stored for
- *     every step (before and after it), so each VJP of the backward pass sees
- *     the clock its forward saw, also for an environment reset since.
- *  2. Actor loss
- *       L = -(1/N) sum_e sum_segments [ sum_t gamma^(t-s) r_t + gamma^(t_end+1-s) V'(x_end) ]
- *     where a segment runs from the horizon start or a reset (s) to a done or
- *     the horizon end; V' is the target critic (ensemble mean); there is no
- *     bootstrap after a true termination (done = 1) and there is one at a
- *     time limit (done = 2) and at the horizon end. With actor_loss_mean =
- *     env_steps the loss is divided by the horizon too (SHAC's code).
- *  3. Backward in reverse time: reward VJP and critic VJP (w.r.t. its input,
- *     then the normaliser, then observe_vjp) into x_bar_{t+1} and a_bar_t
- *     (and the reward's prev-action adjoint into a_bar_{t-1});
- *     estimator.backward(t) to x_bar_t and a_bar_t; the policy (squash, the
- *     Gaussian sample, the MLP) to the parameters and to obs_t; observe_vjp
- *     into x_bar_t and the previous action. An environment reset after step t
- *     starts a fresh adjoint: its x_bar_{t+1} and prev-action adjoint are zero
- *     there (estimator.reset_envs is called at the reset).
- *  4. Actor: gradient-norm clip, Adam (betas from the config), linear LR
- *     decay to lr_end over [run] iterations.
- *  5. Critic(s): TD(lambda) targets (SHAC's recursion) from the rollout's
- *     rewards and target-critic values; critic_iterations passes over
- *     `minibatches` minibatches of the T x N samples, MSE, clip, Adam; then
- *     the target critic(s) by Polyak averaging th' <- alpha th' + (1-alpha) th.
+ * One iteration, in stage functions: a differentiable rollout of `horizon`
+ * steps through the estimator; the actor loss (discounted rewards and the
+ * target critic at a segment's end, no bootstrap after a termination); the
+ * backward pass in reverse time (reward, critic, estimator, policy, observe
+ * VJPs); the actor update (clip, Adam, linear LR decay); the critics'
+ * TD(lambda) regression and their Polyak targets.
  *
- * Domain randomisation ([sim] dr_*): an environment's friction, masses and
- * com offsets are re-drawn for each episode, with the reset's task draw
- * counter as the draw index, but only at the horizon boundary (after the
- * backward pass): the VJPs of a horizon's steps before a reset must read the
- * model those steps were taken with (reset_envs; bcg_env_randomize in env.h).
- * The draw indices and push clocks are checkpointed (lu_save_domain).
- *
- * NaN/Inf in a state, reward or observation: that environment is reset and
- * counted (stats.nan_resets), its current segment contributes nothing (its
- * adjoints are zeroed for the whole segment, so no NaN reaches a parameter),
- * and if a gradient is non-finite anyway the update is skipped and counted
- * (stats.skipped_updates).
- *
- * grad_var (every grad_var_every iterations): the per-environment policy
- * gradients g_e (the gradient of environment e's own loss term, scaled by N
- * so that their mean is the batch gradient) are recovered from the one
- * backward pass by replaying the policy MLP's VJP row by row (T x N single-
- * row passes; the physics and task VJPs are per environment already), and
- * grad_var = sum over parameters of their sample variance across
- * environments. */
+ * Guarantees: the VJPs see the clock and the randomised model their forward
+ * saw, also for environments reset since (domain randomisation is re-drawn
+ * only at the horizon boundary); NaN/Inf resets the environment and zeroes
+ * its segment's adjoints, and a non-finite gradient skips the update (both
+ * counted); the policy gradient is exact (test_learners: FD of the actor
+ * loss); grad_var is the variance across environments of their own
+ * gradients, recovered by replaying the policy's VJP row by row. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

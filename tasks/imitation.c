@@ -1,60 +1,19 @@
-/* tasks/imitation.c - track a reference motion (qpos frames in MuJoCo's
- * layout, CSV or HDF5; tasks/motion.h and tasks/README.md describe the
- * formats) with a differentiable tracking reward. Roots and joints as in
- * task_util.h (free root: heading frame; planar roots: world frame).
+/* tasks/imitation.c - track a reference motion (MuJoCo qpos frames, CSV,
+ * HDF5 or the LAFAN1 format; tasks/motion.h) with a differentiable tracking
+ * reward; docs/design.md section 8.2 and tasks/README.md give the
+ * observation, the reward terms and their keys in full.
  *
- * Reference time of an environment: tau = clk[e].phase + clk[e].t * control_dt,
- * where the phase is drawn at reset (reference-state initialisation, rsi)
- * and written into the caller-owned clock (bcg_task_clock): a constant of the
- * episode that the task does not keep itself, so the VJP of an earlier step
- * sees the phase its forward saw even after the environment was reset. The
- * reference state at tau is the interpolated motion (slerp for quaternions)
- * and its central-difference velocity (motion.h).
- *
- * Observation (obs_dim = 13 + 2 nj + nu + 3 nk + nf (9 + nj + 3 nk)):
- *   proprioception (task_util.h: root height, root 6D in the heading frame,
- *     root linear / angular velocity in the heading frame, joint positions,
- *     joint velocities, previous action)
- *   key bodies: Hi (p_b - p_root) for each key body b (3 each)
- *   for each future offset f (control steps; reference at tau + f dt):
- *     Hi (p^_root - p_root)                       3
- *     6D of Hi R^_root                            6
- *     q^_j - q_j for every joint                  nj
- *     Hi (p^_b - p_b) for each key body b         3 nk
- *   Hi = Rz(-heading of the current root); ^ marks the reference; p world.
- *
- * Reward of the transition ending in x under a, reference at tau:
- *   e_pos  = mean_b |p_b - p^_b|^2                  over all bodies b >= 1
- *   e_rot  = mean_b (3 - tr(R^_b^T R_b))            = 2 (1 - cos angle) ~ angle^2
- *   e_jpos = mean_j (q_j - q^_j)^2,  e_jvel = mean_j (u_j - u^_j)^2
- *   e_root = |p_r - p^_r|^2 + (3 - tr(R^_r^T R_r)) + 0.1 |v_r - v^_r|^2 + 0.1 |w_r - w^_r|^2
- *   r = sum_i w_i exp(-scale_i e_i) - w_action |a|^2 - w_action_rate |a - prev_a|^2
- *       - w_self sum max(0, r1 + r2 - d)^2    overlap of the robot's own capsules
- *       - w_limit sum_j violation_j^2          joints beyond their ranges (task_util.h)
- * (prev_a: the previous action, zero after a reset, so the first step of an
- * episode pays w_action_rate |a|^2). The self-collision term (task_util.h:
- * tu_self_penalty) stands in for the body-body contact that MuJoCo simulates
- * and bcg does not: a policy that crosses its legs in bcg trips in MuJoCo.
- * Done: 1 when the root height < term_height or the tracking error
- * E = mean_b |p_b - p^_b| > max_error; 2 at episode_seconds or, without loop,
- * at the end of the clip.
- *
- * ADD reward (add = true; tasks/add.h has the discriminator): the difference
- * Delta [15 + 2 nj + 3 (nbody - 2)] between reference and simulated features
- *   p^_r - p_r (world, 3); 6D(R^_r) - 6D(R_r) (world, 6); q^_j - q_j (nj);
- *   for every body b >= 1 other than the root: H^i (p^_b - p^_r) - Hi (p_b - p_r)
- *     (each in its own heading frame, 3 each); v^_r - v_r, w^_r - w_r (world, 6);
- *   u^_j - u_j (nj)
- * r += add_weight * add_reward_scale * min(softplus(D(Delta / mabs)), -log 1e-4)
- * (add_only = true drops the five tracking terms; the action terms stay).
- * reward() appends every environment's Delta to the discriminator's replay
- * (read by no VJP); update() trains the discriminator between iterations, so
- * D and its normalisation are constants of an iteration. save/load keep the
- * discriminator (params, Adam, mean |Delta|, replay) in checkpoints.
- *
- * Not provided (see tasks/README.md): domain
- * randomisation (friction, masses, pushes change the simulation, which a task
- * cannot do faithfully: they belong in [sim]). */
+ * Reference time of an environment: tau = phase + t * control_dt, with the
+ * phase drawn at reset (reference-state initialisation) and kept in the
+ * caller-owned clock, so the VJP of an earlier step sees the phase its
+ * forward saw. The observation: proprioception, key bodies and, for each
+ * future offset, the reference's root, joints and key bodies in the heading
+ * frame. The reward: weighted exp(-scale error) terms of body positions and
+ * orientations, joint positions and velocities and the root, minus the
+ * action, action-rate, self-collision and joint-limit penalties; optionally
+ * the ADD discriminator's reward (tasks/add.h), trained between iterations.
+ * Done: 1 below term_height or beyond max_error, 2 at the episode's or the
+ * clip's end. Observation and reward VJPs are exact (test_tasks: FD). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,62 +1,16 @@
-/* tasks/locomotion.c - run forward (world +x) at a commanded speed, upright
- * and alive. Works on models with a free root (humanoid.xml) and on planar
- * models whose root is a chain of slide/hinge joints (models/biped2d.xml);
- * see task_util.h for what "root" and "joints" mean.
+/* tasks/locomotion.c - run forward on the floor at a commanded speed, with
+ * DiffRL's shaping; docs/design.md section 8.4 and tasks/README.md give the
+ * observation and every reward term with its key.
  *
- * Observation (tu_proprio, 13 + 2 nj + nu):
- *   [0]      root height (world z of the root body origin, m)
- *   [1..6]   root orientation 6D: first two columns of Hi R (heading frame;
- *            world frame without a free root)
- *   [7..9]   root linear velocity (heading frame)
- *   [10..12] root angular velocity (heading frame)
- *   then     nj joint positions, nj joint velocities, nu previous action
- *
- * Reward of the transition ending in x under action a:
- *   w_progress * c * tanh(d vx / c)                        vx: root x velocity,
- *                                                          d = sign(target_speed),
- *                                                          c = max(|target_speed|, 0.5)
- * + w_speed * exp(-speed_scale * (vx - target_speed)^2)
- * + w_upright * Rz_z                                       root z axis, world z
- * + w_alive
- * - w_heading * (1 - cos psi)                               psi: the root's heading (yaw of
- *                                                          its x axis about world z)
- * - w_lateral * vy^2                                       vy: root y velocity
- * - w_low * min(h - fall_height - low_margin, 0)^2       h: root height
- * - w_self * sum max(0, r1 + r2 - d)^2                   overlap of the robot's own capsules
- * - w_limit * sum_j violation_j^2                          joints beyond their ranges
- * - w_action * |a|^2
- * - w_action_rate * |a - prev_a|^2                         prev_a: 0 after a reset
- * - w_energy * sum_i |a_i * qvel[dof_i]|                   actuator i's dof
- * The energy term is a power proxy: under actuation = motor it is |torque *
- * velocity| / gear; under pd it weighs targets by velocities (set it to 0).
- * The progress term is DiffRL's linear forward-velocity reward made to
- * saturate near the commanded speed: its slope is w_progress at rest, where
- * the Gaussian speed term's is ~0 (without it SHAC settles for standing:
- * docs/learning.md, rung 0).
- * The low-root penalty is DiffRL's height shaping: the fall ends an episode,
- * which no gradient sees, so without it the only differentiable signal
- * against falling is the critic at the horizon's end; the penalty grows
- * (C1) as the root sinks into the last low_margin above fall_height.
- * The heading and lateral terms keep the gait pointed along +x: without them
- * the progress term rewards only vx, and a policy ran diagonally (as far
- * along y as along x in 10 s), a direction that drifted and turned round in
- * MuJoCo (docs/learning.md, rung 0). Both are 0 on a gait straight along +x,
- * so neither pays for standing (as the alive bonus w_alive does); without a
- * free root the heading term is 0.
- * The self-collision term (task_util.h: tu_self_penalty) stands in for the
- * body-body contacts bcg does not simulate and MuJoCo does: without it the
- * running gait learned in bcg crossed its feet, which trip it in MuJoCo
- * (docs/learning.md, rung 0).
- * Done: 1 when the root height < fall_height, 2 at episode_seconds.
- * The action-rate term (as the imitation task's) penalises a policy that
- * chatters: a PD target that jumps every control step is a torque spike that
- * each simulator's contact answers differently (docs/learning.md, rung 0).
- * The clock's phase is 0 (only its step count is used).
- *
- * Reset: the model's qpos0 with seeded Gaussian noise (reset_noise) on joint
- * positions and all velocities, then the root is lowered or raised so that
- * the lowest contact point touches the floor (free root: qpos z; planar
- * root: its slide joint along z, if any). */
+ * Observation: the proprioception of task_util.h (root height, orientation
+ * and velocities in the heading frame, joint positions and velocities, the
+ * previous action). Reward: a saturating progress term and a Gaussian speed
+ * term on the root's forward velocity, uprightness, an optional alive bonus,
+ * heading and lateral-velocity penalties, DiffRL's low-root shaping, the
+ * self-collision, joint-limit, action, action-rate and energy penalties.
+ * Done: 1 below fall_height, 2 at episode_seconds. Reset: qpos0 with seeded
+ * noise, the lowest contact point placed on the floor. Observation and
+ * reward VJPs are exact (test_tasks: FD). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
