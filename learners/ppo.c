@@ -1,36 +1,20 @@
-/* learners/ppo.c - clipped PPO as used in legged robotics (rsl_rl's PPO:
- * rsl_rl/algorithms/ppo.py, modules/actor_critic.py, storage/rollout_storage.py),
+/* learners/ppo.c - clipped PPO as used in legged robotics (rsl_rl's
+ * algorithms/ppo.py, modules/actor_critic.py, storage/rollout_storage.py);
  * docs/design.md section 7.2. Forward only: the estimator is created with
  * horizon 0.
  *
- * One iteration:
- *  1. Rollout of steps_per_env steps of every environment from where the last
- *     iteration ended: obs normalised (optional running normaliser, updated
- *     as observations arrive), a ~ N(mu(obs), exp(log_std)^2) (Philox ACTION
- *     stream keyed by env and global step), the env gets squash(a), value
- *     V(obs), log-prob. At a time limit (done = 2) the reward gets
- *     gamma V(x_terminal) (rsl_rl bootstraps time-outs the same way, with the
- *     value of the pre-step observation; the terminal observation is exact).
- *     The task's reward and observation get the previous env action (zero
- *     after a reset) and the env's clock (bcg_task_clock, owned and
- *     checkpointed here, advanced after each step).
- *  2. GAE(lambda) returns and advantages; advantages normalised over the batch.
- *  3. epochs x minibatches over one random permutation (MINIBATCH stream,
- *     keyed by iteration): adaptive-KL learning rate (KL(old || new) > 2
- *     desired -> lr / 1.5, < desired / 2 -> lr * 1.5, clamped to [1e-5,
- *     1e-2]), clipped surrogate, clipped value loss, entropy bonus; one
- *     gradient-norm clip over actor and critic together, then Adam.
+ * One iteration, in stage functions: a rollout of steps_per_env steps with
+ * sampled actions (Philox ACTION stream), values and log-probabilities, time
+ * limits bootstrapped with gamma V; GAE(lambda) and batch-normalised
+ * advantages; epochs x minibatches of one permutation (MINIBATCH stream) with
+ * the clipped surrogate, the clipped value loss, the entropy bonus, one
+ * gradient-norm clip and Adam, the learning rate adapted to the KL.
  *
- * The std is a learned state-independent log-std (rsl_rl learns the std
- * itself; the initial value is the same). NaN/Inf in a state, reward or
- * observation: the environment is reset, counted, and its transition is
- * treated as a termination with reward 0; a non-finite minibatch gradient is
- * skipped and counted.
- *
- * Domain randomisation ([sim] dr_*): a reset re-draws the environment's
- * friction, masses and com offsets at once, with the reset's task draw
- * counter as the draw index; the draw indices and push clocks are
- * checkpointed (lu_save_domain). */
+ * Guarantees: reproducible from the seed (every draw counter-based); NaN/Inf
+ * resets the environment, counts it and treats the transition as a
+ * termination with reward 0; a non-finite minibatch gradient is skipped and
+ * counted; a reset re-draws the environment's domain randomisation, and the
+ * draw indices and push clocks are checkpointed. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
