@@ -55,7 +55,7 @@ typedef struct step_rec {
 } step_rec;
 
 typedef struct bcg_est {
-  uint64_t logged_starts, branch_samples, logged_branch; /* log_values: counts since the last call */
+  uint64_t it_starts, it_branch; /* log_values: bundles started and branch samples since begin() */
   bcg_env *env;
   const bcg_mdata *m;
   int nenv, nq, nv, nu, nx, ns;
@@ -424,6 +424,7 @@ static int bcg_begin(void *p) {
   }
   s->nrec = 0;
   s->last_bwd = -1;
+  s->it_starts = s->it_branch = 0;
   for (int t = 0; t < s->horizon; t++) {
     s->rec[t].recorded = 0;
     if (!s->fixed) memset(s->rec[t].pert_ok, 0, (size_t)s->nenv);
@@ -487,6 +488,7 @@ static int forward_nominal(bcg_est *s, step_rec *r, const bcg_real *x, const bcg
   }
   s->st.samples += (uint64_t)nF; /* discarded nominal steps of bundle starts included */
   s->st.triggered += (uint64_t)nstart;
+  s->it_starts += (uint64_t)nstart;
   int nkeep = 0;
   for (int i = 0; i < nF; i++) {
     int e = s->flist[i];
@@ -555,7 +557,7 @@ static int forward_bundles(bcg_est *s, step_rec *r, const bcg_real *x, const bcg
     bcg_env_set_envmap(s->benv, s->bmap);
     if ((rc = bcg_env_control_step(s->benv, (int)nB, s->XB, s->AB, xout, tape_br))) return rc;
     s->st.samples += (uint64_t)nB;
-    s->branch_samples += (uint64_t)nB;
+    s->it_branch += (uint64_t)nB;
     for (int j = 0; j < nb; j++) {
       int e = s->blist[j];
       const bcg_real *Xe = xout + (size_t)j * B * nx;
@@ -755,13 +757,14 @@ static const bcg_key_spec keys[] = {
 };
 
 /* per iteration: bundles started and branch control steps simulated since
- * the last call (log.h5 curves est_bundle_starts, est_branch_samples) */
+ * the horizon's begin() (log.h5 curves est_bundle_starts, est_branch_samples);
+ * counted from begin(), not from the last call, so a resumed run logs what an
+ * uninterrupted one does */
 static int bcg_log_values(void *p, const char **names, double *values, int cap) {
   bcg_est *s = p;
   if (cap < 2) return 0;
-  names[0] = "bundle_starts", values[0] = (double)(s->st.triggered - s->logged_starts);
-  names[1] = "branch_samples", values[1] = (double)(s->branch_samples - s->logged_branch);
-  s->logged_starts = s->st.triggered, s->logged_branch = s->branch_samples;
+  names[0] = "bundle_starts", values[0] = (double)s->it_starts;
+  names[1] = "branch_samples", values[1] = (double)s->it_branch;
   return 2;
 }
 

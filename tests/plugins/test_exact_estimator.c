@@ -17,7 +17,7 @@
 #include "bcg/plugin.h"
 
 typedef struct self {
-  long backward_calls; /* since the last log_values */
+  long backward_calls; /* since begin() */
   const bcg_services *svc;
   long fail_at;
   bcg_env *env;
@@ -60,7 +60,10 @@ static void *create(const bcg_services *svc, const bcg_params *params, bcg_env *
   return s;
 }
 
-static int begin(void *p) { return 0; }
+static int begin(void *p) {
+  ((self *)p)->backward_calls = 0;
+  return 0;
+}
 
 static int forward(void *p, int t, const bcg_real *x, const bcg_real *a, bcg_real *xn) {
   self *s = p;
@@ -92,12 +95,11 @@ static int backward(void *p, int t, const bcg_real *xn_bar, bcg_real *x_bar, bcg
 static int reset_envs(void *p, const int *envs, int n) { return 0; }
 static void stats(const void *p, bcg_estimator_stats *out) { *out = ((const self *)p)->st; }
 
-/* per iteration: backward calls since the last call (curve est_backward_calls) */
+/* per iteration: backward calls since begin() (curve est_backward_calls) */
 static int log_values(void *p, const char **names, double *values, int cap) {
   self *s = p;
   if (cap < 1) return 0;
   names[0] = "backward_calls", values[0] = (double)s->backward_calls;
-  s->backward_calls = 0;
   return 1;
 }
 

@@ -199,7 +199,10 @@ typedef struct bcg_estimator_ops {
    * per-iteration values, asked once after every learner iteration: up to cap
    * (name, value) pairs into names[] and values[] (names [a-z0-9_]+, at most
    * 27 characters, the same set every iteration); the core logs each as the
-   * curve "est_<name>" of log.h5. Returns how many, or -1 on failure. */
+   * curve "est_<name>" of log.h5. Returns how many, or -1 on failure. The
+   * values must follow from the run's state (e.g. counts since begin()), not
+   * from the process's history, so that a resumed run logs what an
+   * uninterrupted one does (test_crash compares them). */
   int (*log_values)(void *self, const char **names, double *values, int cap);
 } bcg_estimator_ops;
 
