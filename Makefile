@@ -185,7 +185,7 @@ motions: $(BUILD)/motiongen
 
 DEBIAN_PACKAGES := libmujoco-samples python3-pip libiniparser-dev libhdf5-dev hdf5-tools \
   libcunit1-dev libopenblas-dev pkg-config valgrind clang libclang-rt-14-dev libomp-dev \
-  python3-matplotlib python3-h5py
+  python3-matplotlib python3-h5py slurm-wlm munge ffmpeg libosmesa6-dev
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \

@@ -60,13 +60,15 @@
 #include "bcg/train.h"
 #include "cmd.h"
 #include "clock.h"
+#include "sweep_slurm.h"
 #include "util.h"
 
 #define MAXK 16
 #define MANIFEST "sweep.manifest"
 
-enum { ST_PENDING, ST_RUNNING, ST_FINISHED, ST_FAILED, ST_INTERRUPTED, NST };
-static const char *const st_name[NST] = {"pending", "running", "finished", "failed", "interrupted"};
+/* queued: waiting in the scheduler's queue (--slurm) */
+enum { ST_PENDING, ST_RUNNING, ST_FINISHED, ST_FAILED, ST_INTERRUPTED, ST_QUEUED, NST };
+static const char *const st_name[NST] = {"pending", "running", "finished", "failed", "interrupted", "queued"};
 
 typedef struct srun {
   char name[256];
@@ -83,6 +85,8 @@ typedef struct srun {
   char buf[4096];
   size_t nbuf;
   char it[48], samples[32], ret[32], trk[32], eta[32], msg[300];
+  char job[48];            /* --slurm: "JOBID_TASK" of its latest submission, "" when never submitted */
+  char sched[24], why[64]; /* the scheduler's state of that task and reason, "" when unknown */
 } srun;
 
 typedef struct sweep {
@@ -106,6 +110,8 @@ typedef struct sweep {
   int have_budget;
   long budget_it;
   double budget_samples, budget_s;
+  int task;  /* --task: the index of the one run this process trains (a Slurm array task) */
+  int slurm; /* --slurm: submits the runs as a job array instead of running them */
 } sweep;
 
 static volatile sig_atomic_t stop_count;
@@ -272,7 +278,7 @@ static void budget_overrides(const sweep *S, const srun *r, char ov[3][64]) {
 
 /* ---- the manifest --------------------------------------------------------------------- */
 
-static int write_manifest(const sweep *S) {
+static int write_manifest_file(const sweep *S) {
   char p[PATH_MAX + 32], tmp[PATH_MAX + 40];
   snprintf(p, sizeof p, "%s/" MANIFEST, S->dir);
   snprintf(tmp, sizeof tmp, "%s.tmp", p);
@@ -281,7 +287,8 @@ static int write_manifest(const sweep *S) {
   fprintf(f, "# bcg sweep manifest: written by bcg sweep, read by bcg sweep and bcg sweep --status.\n"
              "# run lines (tab-separated): state, name, run directory relative to this one (- before it\n"
              "# has one), the run's [sweep] values. The states of the runs themselves (their train.lock,\n"
-             "# log.h5 and checkpoints) take precedence over the one written here.\n"
+             "# log.h5 and checkpoints) take precedence over the one written here. slurm lines (--slurm):\n"
+             "# run name, the Slurm array task (JOBID_TASK) of its latest submission.\n"
              "config\t%s\nconfig_hash\t%s\n",
           S->config, S->hash);
   for (int i = 0; i < S->n; i++) {
@@ -290,6 +297,8 @@ static int write_manifest(const sweep *S) {
     for (int k = 0; k < r->nov; k++) fprintf(f, "\t%s", r->ov[k]);
     fprintf(f, "\n");
   }
+  for (int i = 0; i < S->n; i++)
+    if (S->r[i].job[0]) fprintf(f, "slurm\t%s\t%s\n", S->r[i].name, S->r[i].job);
   int bad = fflush(f) || fsync(fileno(f));
   if (fclose(f) || bad || rename(tmp, p)) {
     unlink(tmp);
@@ -342,6 +351,9 @@ static int read_manifest(sweep *S, int *cap, char *cfgpath, size_t cplen, char *
       for (int k = 4; k < nf; k++) r->ov[r->nov++] = strdup(field[k]);
       r->ident = make_ident(r->ov, r->nov);
       r->index = S->n;
+    } else if (!strcmp(field[0], "slurm") && nf == 3) {
+      for (int i = 0; i < S->n; i++)
+        if (!strcmp(S->r[i].name, field[1])) snprintf(S->r[i].job, sizeof S->r[i].job, "%s", field[2]);
     } else {
       rc = -1;
       bcg_cli_error("%s:%d: not a line of a sweep manifest", p, lineno);
@@ -350,6 +362,39 @@ static int read_manifest(sweep *S, int *cap, char *cfgpath, size_t cplen, char *
   }
   free(line);
   fclose(f);
+  return rc;
+}
+
+/* Writes the manifest under DIR/sweep.manifest.lock, the lock of every
+ * writer: a local sweep, a --slurm submission and the array tasks, which run
+ * at the same time. An array task (S->task) rewrites only its own run's
+ * line of the manifest as it is now, so that tasks ending together do not
+ * undo each other's states. */
+static int write_manifest(const sweep *S) {
+  char lp[PATH_MAX + 32];
+  snprintf(lp, sizeof lp, "%s/" MANIFEST ".lock", S->dir);
+  int lk = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lk >= 0)
+    while (flock(lk, LOCK_EX) && errno == EINTR) {
+    }
+  int rc;
+  if (!S->task) rc = write_manifest_file(S);
+  else {
+    sweep M;
+    memset(&M, 0, sizeof M);
+    snprintf(M.dir, sizeof M.dir, "%s", S->dir);
+    int cap = 0;
+    rc = read_manifest(&M, &cap, M.config, sizeof M.config, M.hash, sizeof M.hash) ? -1 : 0;
+    const srun *own = &S->r[S->task - 1];
+    for (int i = 0; !rc && i < M.n; i++)
+      if (!strcmp(M.r[i].name, own->name)) {
+        M.r[i].state = own->state;
+        snprintf(M.r[i].rundir, sizeof M.r[i].rundir, "%s", own->rundir);
+      }
+    if (!rc) rc = write_manifest_file(&M);
+    free_runs(&M);
+  }
+  if (lk >= 0) close(lk);
   return rc;
 }
 
@@ -490,6 +535,36 @@ static int derive(const sweep *S, srun *r, int *has_ck) {
   return r->state == ST_FAILED ? ST_FAILED : ST_INTERRUPTED;
 }
 
+/* --slurm: the scheduler's view of each submitted run merged into the state
+ * derived from the run itself. A task waiting in the queue is queued; one
+ * the scheduler runs is running (on another node its train.lock cannot be
+ * seen from here), whatever its files say (it was submitted because it had
+ * more to do: a larger budget); one that ended in a failure there (out of
+ * memory, node failure, an error exit) failed unless it finished. A task
+ * cancelled or timed out leaves its run interrupted (it checkpointed). */
+static void slurm_merge(sweep *S) {
+  for (int i = 0; i < S->n; i++) {
+    srun *r = &S->r[i];
+    r->sched[0] = r->why[0] = 0;
+    if (!r->listed || !r->job[0] || !bcg_slurm_task_state(r->job, r->sched, sizeof r->sched, r->why, sizeof r->why))
+      continue;
+    if (!strcmp(r->sched, "PENDING") || !strncmp(r->sched, "REQUEUE", 7)) r->state = ST_QUEUED;
+    else if (bcg_slurm_active(r->sched)) r->state = ST_RUNNING;
+    else if (bcg_slurm_failed(r->sched) && r->state != ST_FINISHED) {
+      r->state = ST_FAILED;
+      if (!r->msg[0]) snprintf(r->msg, sizeof r->msg, "Slurm task %s ended %s", r->job, r->sched);
+    }
+  }
+}
+
+/* runs of the sweep that Slurm may still run */
+static int slurm_active_runs(const sweep *S) {
+  int n = 0;
+  for (int i = 0; i < S->n; i++)
+    n += S->r[i].listed && S->r[i].sched[0] && bcg_slurm_active(S->r[i].sched);
+  return n;
+}
+
 /* ---- the view ----------------------------------------------------------------------------- */
 
 static void term_size(int *rows, int *cols) {
@@ -511,7 +586,7 @@ static void summary_line(const sweep *S, char *b, size_t len) {
   int c[NST];
   count_states(S, c);
   size_t at = (size_t)snprintf(b, len, "%d runs:", S->nlisted);
-  const int order[NST] = {ST_FINISHED, ST_RUNNING, ST_INTERRUPTED, ST_FAILED, ST_PENDING};
+  const int order[NST] = {ST_FINISHED, ST_RUNNING, ST_QUEUED, ST_INTERRUPTED, ST_FAILED, ST_PENDING};
   int first = 1;
   for (int k = 0; k < NST && at < len; k++)
     if (c[order[k]]) {
@@ -522,9 +597,14 @@ static void summary_line(const sweep *S, char *b, size_t len) {
 
 static void row_line(const srun *r, int total, FILE *o) {
   const char *state = st_name[r->state];
-  fprintf(o, "%*d/%d %-12s %-11s %8s %10s %10s %7s  %s\n", total >= 100 ? 3 : total >= 10 ? 2 : 1, r->index, total,
+  char sched[160] = "";
+  int why = r->why[0] && strcmp(r->why, "None") && !strcmp(r->sched, "PENDING");
+  if (r->job[0]) /* the scheduler's word on it, and why it waits */
+    snprintf(sched, sizeof sched, "  [slurm %s %s%s%s%s]", r->job, r->sched[0] ? r->sched : "unknown",
+             why ? " (" : "", why ? r->why : "", why ? ")" : "");
+  fprintf(o, "%*d/%d %-12s %-11s %8s %10s %10s %7s  %s%s\n", total >= 100 ? 3 : total >= 10 ? 2 : 1, r->index, total,
           state, r->it[0] ? r->it : "-", r->samples[0] ? r->samples : "-", r->ret[0] ? r->ret : "-",
-          r->trk[0] ? r->trk : "-", r->state == ST_RUNNING && r->eta[0] ? r->eta : "-", r->name);
+          r->trk[0] ? r->trk : "-", r->state == ST_RUNNING && r->eta[0] ? r->eta : "-", r->name, sched);
 }
 
 /* the table; at most max_rows run lines (running, failed and interrupted runs first), 0: all */
@@ -535,7 +615,7 @@ static int print_table(const sweep *S, FILE *o, int max_rows) {
   lines++;
   char *show = calloc((size_t)S->n + 1, 1);
   int nshow = 0;
-  const int prio[NST] = {ST_RUNNING, ST_FAILED, ST_INTERRUPTED, ST_PENDING, ST_FINISHED};
+  const int prio[NST] = {ST_RUNNING, ST_FAILED, ST_INTERRUPTED, ST_QUEUED, ST_PENDING, ST_FINISHED};
   for (int k = 0; k < NST; k++)
     for (int i = 0; i < S->n; i++)
       if (show && S->r[i].listed && S->r[i].state == prio[k] && (!max_rows || nshow < max_rows - 1 || S->nlisted <= max_rows))
@@ -724,7 +804,10 @@ static int start_run(sweep *S, srun *r, int resume) {
     return -1;
   }
   if (pid == 0) {
-    setpgid(0, 0); /* a Ctrl-C on the terminal reaches the sweep only, which stops the runs once */
+    /* a Ctrl-C on the terminal reaches the sweep only, which stops the runs
+     * once; an array task (--task) leaves the signals of the scheduler or
+     * the terminal to its run */
+    if (!S->task) setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* a sweep killed outright: its runs checkpoint and stop */
     if (getppid() != parent) _exit(1);
     struct sigaction dfl;
@@ -741,7 +824,7 @@ static int start_run(sweep *S, srun *r, int resume) {
     execv(S->self, args);
     _exit(127);
   }
-  setpgid(pid, pid);
+  if (!S->task) setpgid(pid, pid);
   close(wfd);
   r->pid = pid;
   r->state = ST_RUNNING;
@@ -799,6 +882,7 @@ static int sweep_status(const char *dir) {
     S.r[i].state = derive(&S, &S.r[i], &ck);
   }
   S.nlisted = S.n;
+  slurm_merge(&S);
   char lk[PATH_MAX + 32], sum[256];
   snprintf(lk, sizeof lk, "%s/sweep.lock", dir);
   long owner = lock_holder(lk);
@@ -1069,6 +1153,7 @@ static int expand_runs(sweep *S, int *cap, sweep *M, const bcg_config *cfg, int 
         M->r[j].listed = 1; /* taken */
         snprintf(r->name, sizeof r->name, "%s", M->r[j].name);
         snprintf(r->rundir, sizeof r->rundir, "%s", M->r[j].rundir);
+        snprintf(r->job, sizeof r->job, "%s", M->r[j].job);
         r->state = M->r[j].state;
       }
   }
@@ -1125,26 +1210,208 @@ static void print_dry_run(const sweep *S, int total, const char *path, char **us
   }
 }
 
+/* ---- --task N and --slurm ------------------------------------------------------------------ */
+
+/* --task N: trains run N of the sweep in a child process as a local sweep
+ * would (its output appended to DIR/NAME/train.out, resumed from its
+ * checkpoint when it has one, started afresh when it has none) and records
+ * how it ended in the manifest: what each Slurm array task runs. SIGINT,
+ * SIGTERM and SIGHUP are left to the run: the scheduler (scancel, the time
+ * limit) and a terminal's Ctrl-C signal every process of the job or the
+ * process group, and a run checkpoints at its first signal and dies at its
+ * second, so this process ignores them and waits. */
+static int run_task(sweep *S) {
+  srun *r = &S->r[S->task - 1];
+  int ck;
+  r->state = derive(S, r, &ck);
+  if (r->other)
+    return bcg_cli_error("%s: run %d (%s) is being trained by process %ld already", S->dir, S->task, r->name, r->other);
+  if (r->state == ST_FINISHED) {
+    printf("bcg: sweep: run %d/%d %s has finished already: nothing to do\n", r->index, S->nlisted, r->name);
+    return BCG_EXIT_OK;
+  }
+  if (!ck && r->rundir[0]) { /* it never wrote a checkpoint: start it again */
+    char p[2 * PATH_MAX];
+    full_path(S, r, p, sizeof p);
+    nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    r->rundir[0] = 0;
+  }
+  struct sigaction ign, old[3];
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+  for (int k = 0; k < 3; k++) sigaction(sigs[k], &ign, &old[k]);
+  int rc = start_run(S, r, ck);
+  if (rc == 0) {
+    printf("bcg: sweep: run %d/%d %s: %s, threads %d; output in %s/%s/train.out\n", r->index, S->nlisted, r->name,
+           ck ? "resumed from its checkpoint" : "started", S->threads, S->dir, r->name);
+    fflush(stdout);
+    int st = 0;
+    while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    drain(S, r);
+    r->pid = 0;
+    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    r->state = derive(S, r, &ck);
+    if (!ok) {
+      r->state = ST_FAILED;
+      if (!r->msg[0]) snprintf(r->msg, sizeof r->msg, WIFEXITED(st) ? "exit status %d" : "killed by signal %d",
+                               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    }
+    describe_end(S, r, now_s() - r->t0);
+    rc = ok ? BCG_EXIT_OK : BCG_EXIT_ERROR;
+  } else {
+    r->state = ST_FAILED;
+    rc = bcg_cli_error("%s", r->msg);
+  }
+  for (int k = 0; k < 3; k++) sigaction(sigs[k], &old[k], NULL);
+  write_manifest(S);
+  return rc;
+}
+
+/* the runs --slurm submits: not finished, not trained by a process here,
+ * not queued or running in Slurm already (their 1-based indices) */
+static int slurm_todo(const sweep *S, int *tasks) {
+  int nt = 0;
+  for (int i = 0; i < S->nlisted; i++) {
+    const srun *r = &S->r[i];
+    if (r->state == ST_FINISHED || r->other || (r->sched[0] && bcg_slurm_active(r->sched))) continue;
+    tasks[nt++] = r->index;
+  }
+  return nt;
+}
+
+/* --slurm: one job array of the runs that need training, each array task
+ * running `bcg sweep CONFIG <overrides> --dir DIR --task N`; the script in
+ * DIR/slurm/, each task's scheduler output in DIR/slurm/JOBID_TASK.out, the
+ * tasks in the manifest. With --dry-run the script is printed instead. */
+static int submit_slurm(sweep *S, bcg_slurm_opts *so, int dry) {
+  int *tasks = malloc(sizeof(int) * ((size_t)S->nlisted + 1)), rc = BCG_EXIT_OK, nt;
+  if (!tasks) return bcg_cli_error("out of memory");
+  if ((nt = slurm_todo(S, tasks)) == 0) {
+    printf("nothing to submit: every run has finished or is queued or running (bcg sweep --status %s)\n", S->dir);
+    goto out;
+  }
+  char dir[PATH_MAX], cwd[PATH_MAX], logdir[PATH_MAX + 16], script[PATH_MAX + 64], stamp[32], err[PATH_MAX + 600];
+  if (!getcwd(cwd, sizeof cwd)) {
+    rc = bcg_cli_error("cannot read the current directory: %s", strerror(errno));
+    goto out;
+  }
+  if (S->dir[0] == '/') snprintf(dir, sizeof dir, "%s", S->dir);
+  else snprintf(dir, sizeof dir, "%.2000s/%.2000s", cwd, S->dir);
+  snprintf(logdir, sizeof logdir, "%s/slurm", dir);
+  if (!dry && mkdir_p(logdir)) {
+    rc = bcg_cli_error("%s: cannot create: %s", logdir, strerror(errno));
+    goto out;
+  }
+  stamp_now(stamp, sizeof stamp);
+  snprintf(script, sizeof script, "%s/array-%s.sbatch", logdir, stamp);
+  char *argv[220], chdir_opt[PATH_MAX + 16];
+  int na = 0;
+  argv[na++] = S->self;
+  argv[na++] = "sweep";
+  argv[na++] = S->config;
+  for (int i = 0; i < S->nuser; i++) argv[na++] = S->user_ov[i];
+  argv[na++] = "--dir";
+  argv[na++] = dir;
+  argv[na++] = "--task";
+  snprintf(chdir_opt, sizeof chdir_opt, "--chdir=%s", cwd); /* relative paths of the overrides */
+  if (so->nextra < BCG_SLURM_MAX_EXTRA) so->extra[so->nextra++] = chdir_opt;
+  const char *base = strrchr(dir, '/');
+  char name[300];
+  snprintf(name, sizeof name, "bcg-%.200s", base ? base + 1 : dir);
+  if (dry) {
+    printf("would submit %d run%s as the job array of %s:\n", nt, nt == 1 ? "" : "s", script);
+    if (bcg_slurm_write_script(stdout, so, name, logdir, tasks, nt, argv, na)) rc = bcg_cli_error("stdout: write failed");
+    goto out;
+  }
+  FILE *f = fopen(script, "w");
+  int bad = !f || bcg_slurm_write_script(f, so, name, logdir, tasks, nt, argv, na);
+  if ((f && fclose(f)) || bad) {
+    rc = bcg_cli_error("%s: cannot write: %s", script, strerror(errno));
+    goto out;
+  }
+  char job[40];
+  if (bcg_slurm_submit(script, job, sizeof job, err, sizeof err)) {
+    rc = bcg_cli_error("%s", err);
+    goto out;
+  }
+  for (int k = 0; k < nt; k++) {
+    srun *r = &S->r[tasks[k] - 1];
+    snprintf(r->job, sizeof r->job, "%s_%d", job, tasks[k]);
+    snprintf(r->sched, sizeof r->sched, "PENDING");
+    r->state = ST_QUEUED;
+  }
+  if (write_manifest(S)) rc = bcg_cli_error("%s/" MANIFEST ": cannot write: %s", S->dir, strerror(errno));
+  printf("submitted Slurm job array %s: %d run%s (script %s)\nfollow it: bcg sweep --status %s\n", job, nt,
+         nt == 1 ? "" : "s", script, S->dir);
+out:
+  free(tasks);
+  return rc;
+}
+
 /* the command line of bcg sweep */
 typedef struct sweep_args {
   const char *path, *dir_opt, *status_dir;
-  int dry, jobs;
+  int dry, jobs, jobs_given, slurm, task;
+  bcg_slurm_opts so;
   char *user_ov[200];
   int nuser;
 } sweep_args;
+
+/* --slurm's options (--partition P, --gpus-per-run=G, ...) into A->so: 1
+ * when argv[*i] is one (*i moved past its value), 0 when not, -1 after a
+ * usage error printed */
+static int slurm_option(int argc, char **argv, int *i, sweep_args *A) {
+  static const char *const str[] = {"--partition", "--time", "--mem", "--account", "--qos", "--constraint",
+                                    "--sbatch-arg", "--cpus-per-run", "--gpus-per-run"};
+  const char *a = argv[*i];
+  for (int k = 0; k < 9; k++) {
+    size_t l = strlen(str[k]);
+    if (strncmp(a, str[k], l) || (a[l] && a[l] != '=')) continue;
+    const char *v = a[l] == '=' ? a + l + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (!v || !v[0]) return bcg_cli_usage("sweep", "%s needs a value", str[k]), -1;
+    const char **slot[] = {&A->so.partition, &A->so.time, &A->so.mem, &A->so.account, &A->so.qos, &A->so.constraint};
+    if (k < 6) *slot[k] = v;
+    else if (k == 6) {
+      if (A->so.nextra >= BCG_SLURM_MAX_EXTRA) return bcg_cli_usage("sweep", "at most %d --sbatch-arg", BCG_SLURM_MAX_EXTRA), -1;
+      if (v[0] != '-') return bcg_cli_usage("sweep", "--sbatch-arg '%s': give an sbatch option such as --exclusive", v), -1;
+      A->so.extra[A->so.nextra++] = v;
+    } else {
+      char *e;
+      long n = strtol(v, &e, 10);
+      if (*e || n < (k == 7 ? 1 : 0) || n > 4096) return bcg_cli_usage("sweep", "%s '%s': a whole number %d to 4096", str[k], v, k == 7), -1;
+      *(k == 7 ? &A->so.cpus_per_run : &A->so.gpus_per_run) = (int)n;
+    }
+    return 1;
+  }
+  return 0;
+}
 
 /* argv into A; -1 when complete, else the exit status of the usage error printed */
 static int sweep_parse(int argc, char **argv, sweep_args *A) {
   memset(A, 0, sizeof *A);
   A->jobs = 1;
+  int slurm_only = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--dry-run")) A->dry = 1;
-    else if (!strcmp(argv[i], "--jobs") || !strcmp(argv[i], "-j")) {
+    int so = slurm_option(argc, argv, &i, A);
+    if (so < 0) return BCG_EXIT_USAGE;
+    if (so) slurm_only = 1;
+    else if (!strcmp(argv[i], "--dry-run")) A->dry = 1;
+    else if (!strcmp(argv[i], "--slurm")) A->slurm = 1;
+    else if (!strcmp(argv[i], "--task") || !strncmp(argv[i], "--task=", 7)) {
+      const char *v = argv[i][6] == '=' ? argv[i] + 7 : (i + 1 < argc ? argv[++i] : "");
+      char *e;
+      long n = strtol(v, &e, 10);
+      if (!v[0] || *e || n < 1 || n > 1000000) return bcg_cli_usage("sweep", "--task needs the run's index (1, 2, ...)");
+      A->task = (int)n;
+    } else if (!strcmp(argv[i], "--jobs") || !strcmp(argv[i], "-j")) {
       if (i + 1 >= argc || parse_jobs(argv[i + 1], &A->jobs))
         return bcg_cli_usage("sweep", "%s needs a number of runs at a time, 1 to 1024", argv[i]);
-      i++;
+      i++, A->jobs_given = 1;
     } else if (!strncmp(argv[i], "--jobs=", 7)) {
       if (parse_jobs(argv[i] + 7, &A->jobs)) return bcg_cli_usage("sweep", "--jobs needs a number of runs at a time, 1 to 1024");
+      A->jobs_given = 1;
     } else if (!strcmp(argv[i], "--dir") || !strcmp(argv[i], "--status")) {
       if (i + 1 >= argc || !argv[i + 1][0]) return bcg_cli_usage("sweep", "%s needs DIR", argv[i]);
       if (argv[i][2] == 'd') A->dir_opt = argv[++i];
@@ -1156,6 +1423,10 @@ static int sweep_parse(int argc, char **argv, sweep_args *A) {
     } else if (!A->path) A->path = argv[i];
     else return bcg_cli_usage("sweep", "unexpected argument '%s'", argv[i]);
   }
+  if (slurm_only && !A->slurm) return bcg_cli_usage("sweep", "--partition, --time, --gpus-per-run, ... go with --slurm");
+  if (A->slurm && A->task) return bcg_cli_usage("sweep", "--task is what each Slurm array task runs; not with --slurm");
+  if (A->task && (A->dry || A->jobs_given)) return bcg_cli_usage("sweep", "--task N trains one run: no --dry-run or --jobs");
+  if (A->slurm) A->so.max_running = A->jobs_given ? A->jobs : 0;
   return -1;
 }
 
@@ -1199,6 +1470,15 @@ static int sweep_init(sweep *S, const bcg_config *cfg, sweep_args *A, int nk, ch
   }
   *cores = usable_cores();
   S->threads = fixed_threads ? 0 : (*cores / S->jobs > 1 ? *cores / S->jobs : 1);
+  S->task = A->task, S->slurm = A->slurm;
+  if (S->task && !fixed_threads) { /* an array task: the cores Slurm gave it */
+    const char *c = getenv("SLURM_CPUS_PER_TASK");
+    S->threads = c && atoi(c) > 0 ? atoi(c) : *cores;
+  }
+  if (S->slurm && A->so.cpus_per_run == 0) { /* one core per run unless the config asks for more */
+    int t = fixed_threads ? (int)bcg_config_get_int(cfg, "run", "threads") : 1;
+    A->so.cpus_per_run = t > 0 ? t : 1;
+  }
   find_gpus(S);
   return 0;
 }
@@ -1208,23 +1488,32 @@ static int sweep_init(sweep *S, const bcg_config *cfg, sweep_args *A, int nk, ch
 static void sweep_print_states(sweep *S, int have, int zip, int cores, int dry) {
   int total = S->nlisted;
   int c[NST] = {0}, resumable = 0;
+  char *ck = calloc((size_t)S->n + 1, 1);
   for (int i = 0; i < S->n; i++) {
-    int ck;
-    S->r[i].state = derive(S, &S->r[i], &ck);
-    if (S->r[i].listed) {
-      c[S->r[i].state]++;
-      resumable += ck && S->r[i].state != ST_FINISHED && !S->r[i].other;
-    }
+    int has;
+    S->r[i].state = derive(S, &S->r[i], &has);
+    if (ck) ck[i] = (char)has;
   }
+  slurm_merge(S); /* runs queued or running in Slurm are not resumed here */
+  for (int i = 0; i < S->n; i++) {
+    const srun *r = &S->r[i];
+    if (!r->listed) continue;
+    c[r->state]++;
+    resumable += ck && ck[i] && (r->state == ST_INTERRUPTED || r->state == ST_FAILED || r->state == ST_PENDING);
+  }
+  free(ck);
   char thr[64] = "";
   if (S->threads > 0) snprintf(thr, sizeof thr, ", run.threads = %d each (%d cores)", S->threads, cores);
-  printf("sweep %s: %d runs (%s), %d at a time%s; directory %s\n", S->path, total, zip ? "zip" : "grid", S->jobs, thr,
-         S->dir);
+  if (S->slurm) printf("sweep %s: %d runs (%s) through Slurm; directory %s\n", S->path, total, zip ? "zip" : "grid", S->dir);
+  else
+    printf("sweep %s: %d runs (%s), %d at a time%s; directory %s\n", S->path, total, zip ? "zip" : "grid", S->jobs, thr,
+           S->dir);
   if (have == 0)
     printf("earlier sessions: %d finished (skipped), %d to resume, %d failed (tried again), %d running elsewhere, "
-           "%d to start\n",
-           c[ST_FINISHED], resumable, c[ST_FAILED], c[ST_RUNNING],
-           total - c[ST_FINISHED] - resumable - c[ST_FAILED] - c[ST_RUNNING]);
+           "%d to start%s\n",
+           c[ST_FINISHED], resumable, c[ST_FAILED], c[ST_RUNNING] + c[ST_QUEUED],
+           total - c[ST_FINISHED] - resumable - c[ST_FAILED] - c[ST_RUNNING] - c[ST_QUEUED],
+           c[ST_QUEUED] ? " (queued in Slurm: counted as running elsewhere)" : "");
   for (int i = 0; i < total; i++)
     if (S->r[i].other)
       printf("[%d/%d] %s is being trained by process %ld, not by this sweep: %s\n", i + 1, total, S->r[i].name,
@@ -1296,7 +1585,29 @@ int bcg_cmd_sweep(int argc, char **argv) {
   if (rc >= 0) goto out;
   rc = BCG_EXIT_OK;
   int total = S.nlisted;
+  if (S.task) {
+    if (have != 0) {
+      rc = bcg_cli_error("%s: no %s: --task trains a run of a sweep that bcg sweep --slurm submitted", S.dir, MANIFEST);
+      goto out;
+    }
+    if (S.task > total) {
+      rc = bcg_cli_error("--task %d: the sweep has %d runs", S.task, total);
+      goto out;
+    }
+    rc = run_task(&S);
+    goto out;
+  }
   sweep_print_states(&S, have, zip, cores, dry);
+  if (S.slurm && dry) {
+    rc = submit_slurm(&S, &A.so, 1);
+    goto out;
+  }
+  if (!S.slurm && slurm_active_runs(&S)) {
+    rc = bcg_cli_error("%s: %d runs of this sweep are queued or running in Slurm (bcg sweep --status %s): wait for "
+                       "them or scancel them before running it here",
+                       S.dir, slurm_active_runs(&S), S.dir);
+    goto out;
+  }
   if (dry) {
     print_dry_run(&S, total, path, user_ov, nuser);
     goto out;
@@ -1310,7 +1621,7 @@ int bcg_cmd_sweep(int argc, char **argv) {
     rc = bcg_cli_error("%s/" MANIFEST ": cannot write: %s", S.dir, strerror(errno));
     goto out;
   }
-  rc = run_sweep(&S);
+  rc = S.slurm ? submit_slurm(&S, &A.so, 0) : run_sweep(&S);
 out:
   if (lockfd >= 0) close(lockfd);
   free_runs(&S);

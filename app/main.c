@@ -70,7 +70,8 @@ static const struct command {
      "and bcg with its branches (bundled), 16 draws each; writes gradstats.h5.\n"
      "--per-rollout prints every rollout's variance, norm and bundled fraction (the variance is heavy-tailed:\n"
      "one environment can carry most of it); --no-sensitivity skips the sensitivity part."},
-    {"sweep", bcg_cmd_sweep, "CONFIG [--jobs N] [--dir DIR] [--dry-run] [section.key=value ...] | --status DIR",
+    {"sweep", bcg_cmd_sweep,
+     "CONFIG [--jobs N] [--dir DIR] [--dry-run] [--slurm [SLURM OPTIONS]] [section.key=value ...] | --status DIR",
      "train the runs of [sweep], N at a time; restartable",
      "Expands the [sweep] section (section.key = v1, v2, ...; mode = grid: every combination, zip: the i-th values\n"
      "together) into runs named <[run] name>-<key>_<value>..., each `bcg train CONFIG overrides <its values>` in a\n"
@@ -80,8 +81,15 @@ static const struct command {
      "the runs, their output (NAME/train.out) and sweep.manifest; the same command again skips the finished runs,\n"
      "resumes the interrupted ones and tries the failed ones again. Ctrl-C or SIGTERM: every run checkpoints and\n"
      "stops (twice: at once). One line per run shows its state, iteration, samples, return and tracking error.\n"
-     "--status DIR lists each run's state (pending, running, finished, failed, interrupted); --dry-run prints\n"
-     "what would run."},
+     "--status DIR lists each run's state (pending, running, finished, failed, interrupted, queued); --dry-run\n"
+     "prints what would run.\n"
+     "--slurm submits the runs that need training as one Slurm job array instead (sbatch; one array task per run,\n"
+     "each running `bcg sweep CONFIG --dir DIR --task N`, which trains run N or resumes it from its checkpoint);\n"
+     "the same command again submits only what is neither finished nor queued or running; --status adds the\n"
+     "scheduler's state of each task (squeue, else sacct). Options: --partition P, --time T, --mem M, --account A,\n"
+     "--qos Q, --constraint C, --cpus-per-run N (run.threads; default 1 or the config's run.threads),\n"
+     "--gpus-per-run G (--gres=gpu:G), --jobs N (at most N tasks at a time: the array's %N), --sbatch-arg ARG\n"
+     "(any other sbatch option, repeatable). The batch script and each task's output are in DIR/slurm/."},
     {"report", bcg_cmd_report, "RUN_DIR|DIR ... [--csv] [--runs] [--plots OUTDIR] [--paper]",
      "compare training runs: mean +- std per configuration",
      "Groups the runs found (a DIR that is not a run is searched three levels deep, e.g. a sweep directory) by\n"
