@@ -81,6 +81,15 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
          "task %.1f s, estimator %.1f s, the rest (learner bookkeeping, optimiser, logging, checkpoints) %.1f s\n",
          res.time_sim, res.time_sim_vjp, res.time_nn, res.time_task, res.time_est, fmax(0, res.session_wall - sess));
   fflush(stdout);
+  if (!res.stopped && bcg_config_get_bool(cfg, "eval", "after_train")) {
+    /* [eval] after_train: the finished run's policy evaluated as `bcg eval
+     * RUN_DIR` would (eval.h5 in the run directory; bcg report reads it) */
+    printf("bcg: train: [eval] after_train: bcg eval %s\n", dir);
+    fflush(stdout);
+    char *av[] = {"eval", (char *)dir, NULL};
+    int erc = bcg_cmd_eval(2, av);
+    if (erc) return bcg_cli_error("%s: the training finished, its evaluation ([eval] after_train) failed", dir);
+  }
   return BCG_EXIT_OK;
 }
 

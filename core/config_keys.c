@@ -112,6 +112,8 @@ static const bcg_key_spec eval_keys[] = {
     {"seed", BCG_KEY_INT, "1", 0, 2147483647.0, NULL, "seed of the initial-state noise"},
     {"noise_q", BCG_KEY_REAL, "0.01", 0, 1, NULL, "std of the joint-angle noise added to each initial state (rad)"},
     {"noise_u", BCG_KEY_REAL, "0.05", 0, 10, NULL, "std of the velocity noise added to each initial state"},
+    {"after_train", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "bcg train evaluates the final policy (bcg eval RUN_DIR, eval.h5) when a training reaches its budget"},
 };
 
 static const bcg_key_spec sweep_keys[] = {

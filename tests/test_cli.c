@@ -748,7 +748,8 @@ static void test_sweep_eval_gradstats(void) {
            "[run]\nname = sw\nnum_envs = 4\niterations = 1\nthreads = 1\nout_dir = %s/runs\n"
            "[model]\npath = tests/models/pendulum.xml\n[estimator]\nplugin = test_exact_estimator\n"
            "[learner]\nplugin = shac\nhorizon = 8\nactor_layers = 8\ncritic_layers = 8\n"
-           "[task]\nplugin = learn_task\n[sweep]\nlearner.gamma = 0.9, 0.99\n",
+           "[task]\nplugin = learn_task\n[eval]\nafter_train = true\nepisodes = 2\nseconds = 0.5\nfall_height = 0\n"
+           "[sweep]\nlearner.gamma = 0.9, 0.99\n",
            tmpdir);
   const char *p = write_ini("sweep.ini", text);
   CU_ASSERT_EQUAL(run("sweep %s --dry-run", p), 0);
@@ -761,6 +762,13 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_EQUAL(access(dir, X_OK), 0);
   snprintf(dir, sizeof dir, "%s/runs/sw/sw-learner.gamma_0.99", tmpdir);
   CU_ASSERT_EQUAL_FATAL(access(dir, X_OK), 0);
+  /* [eval] after_train: each finished run evaluated into its eval.h5 */
+  char chk[3 * PATH_MAX];
+  snprintf(chk, sizeof chk,
+           "test $(ls %s/runs/sw/*/*/eval.h5 | wc -l) = 2 && grep -q '^bcg: train: \\[eval\\] after_train: bcg eval ' "
+           "%s/train.out && grep -q 'Delta d' %s/train.out",
+           tmpdir, dir, dir);
+  CU_ASSERT_EQUAL(system(chk), 0);
   /* a sweep without [sweep] keys is an error */
   const char *q = write_ini("nosweep.ini", "[run]\nname = x\n");
   CU_ASSERT_EQUAL(run("sweep %s", q), 1);

@@ -148,6 +148,8 @@ def g1_configs():
         body = run_section(name, "shac_bcg").replace("seed = 0\n", "")
         body += G1_COMMON + "\n" + CONTACT["kappa"] + "\n" + EST["shac_bcg"] + "\n" + SHAC + "\n"
         body += G1_TASK.format(clip=G1_CLIP.format(motion=motion), start=start, end=end)
+        body += "\n[eval]\n# each run evaluated once trained (eval.h5): bcg report --paper builds Table 1 from them\n"
+        body += "after_train = true\n"
         body += "\n[sweep]\n# Table 1 of the BCG paper: falls after transfer and Delta d per kappa\n"
         body += "contact.kappa = 50, 100, 300\n"
         write("configs/sweeps", name, body)
