@@ -24,6 +24,7 @@ int bcg_cmd_gradstats(int argc, char **argv);
 int bcg_cmd_sweep(int argc, char **argv);
 int bcg_cmd_report(int argc, char **argv);
 int bcg_cmd_feasibility(int argc, char **argv);
+int bcg_cmd_render(int argc, char **argv);
 
 /* Shared helpers (cli.c). */
 

@@ -15,6 +15,7 @@
 #include "bcg/eval.h"
 #include "bcg/loader.h"
 #include "cmd.h"
+#include "evalrun.h"
 
 
 typedef struct ckpt_name {
@@ -82,24 +83,6 @@ done:
   return rc;
 }
 
-/* Strict option values: the whole argument is the number and it lies in
- * [lo, hi] (so 0, negatives, nan, inf and "10s" are refused, not ignored). */
-static int opt_int(const char *s, long lo, long hi, int *v) {
-  char *e;
-  errno = 0;
-  long x = strtol(s, &e, 10);
-  if (e == s || *e || errno || x < lo || x > hi) return -1;
-  *v = (int)x;
-  return 0;
-}
-static int opt_real(const char *s, double lo, double hi, double *v) {
-  char *e;
-  double x = strtod(s, &e);
-  if (e == s || *e || !(x >= lo && x <= hi)) return -1;
-  *v = x;
-  return 0;
-}
-
 /* the command line of bcg eval */
 typedef struct eval_args {
   const char *target, *sim, *outpath, *trace;
@@ -117,14 +100,14 @@ static int parse_args(int argc, char **argv, eval_args *A) {
     const char *a = argv[i];
     if (!strcmp(a, "--sim") && i + 1 < argc) A->sim = argv[++i];
     else if (!strcmp(a, "--runs") && i + 1 < argc) {
-      if (opt_int(argv[++i], 1, BCG_EVAL_MAX_RUNS, &A->runs))
+      if (bcg_cli_opt_int(argv[++i], 1, BCG_EVAL_MAX_RUNS, &A->runs))
         return bcg_cli_usage("eval", "--runs '%s': must be a whole number of episodes in [1, %d]", argv[i],
                              BCG_EVAL_MAX_RUNS);
     } else if (!strcmp(a, "--seconds") && i + 1 < argc) {
-      if (opt_real(argv[++i], 0.01, 1e6, &A->seconds))
+      if (bcg_cli_opt_real(argv[++i], 0.01, 1e6, &A->seconds))
         return bcg_cli_usage("eval", "--seconds '%s': must be a number of seconds in [0.01, 1e6]", argv[i]);
     } else if (!strcmp(a, "--fall-penalty") && i + 1 < argc) {
-      if (opt_real(argv[++i], 1e-9, 1e6, &A->penalty) || !(A->penalty > 0))
+      if (bcg_cli_opt_real(argv[++i], 1e-9, 1e6, &A->penalty) || !(A->penalty > 0))
         return bcg_cli_usage("eval", "--fall-penalty '%s': must be a positive error in m (at most 1e6)", argv[i]);
     } else if ((!strcmp(a, "--runs") || !strcmp(a, "--seconds") || !strcmp(a, "--fall-penalty") ||
                 !strcmp(a, "--sim") || !strcmp(a, "--out") || !strcmp(a, "--trace")) && i + 1 == argc)
@@ -147,65 +130,6 @@ static int parse_args(int argc, char **argv, eval_args *A) {
   if (A->select && (!bcg_cli_is_dir(A->target) || A->initial))
     return bcg_cli_usage("eval", "--select-best needs a RUN_DIR (and no --initial)");
   return -1;
-}
-
-/* the run directory, the checkpoint (unless --initial) and the run's
- * config.ini of the target; returns -1 when found, else the exit status of
- * the error it printed */
-static int resolve_target(const eval_args *A, char *run_dir, size_t rdlen, char *ckpt, size_t cklen, char *cfgpath,
-                          size_t cflen) {
-  const char *target = A->target;
-  if (bcg_cli_is_dir(target)) {
-    snprintf(run_dir, rdlen, "%s", target);
-    if (!A->initial && bcg_train_latest_checkpoint(run_dir, ckpt, cklen) < 0)
-      return bcg_cli_error("%s: no checkpoint in %s/checkpoints (train first, or --initial)", target, target);
-  } else {
-    snprintf(ckpt, cklen, "%s", target);
-    char tmp[PATH_MAX - 8];
-    snprintf(tmp, sizeof tmp, "%s", target);
-    char *s = strrchr(tmp, '/');
-    if (s) *s = 0; else snprintf(tmp, sizeof tmp, ".");
-    snprintf(run_dir, rdlen, "%s/..", tmp); /* RUN/checkpoints/ckpt_*.h5 */
-  }
-  snprintf(cfgpath, cflen, "%s/config.ini", run_dir);
-  if (!bcg_cli_is_dir(target) && access(cfgpath, R_OK) != 0) {
-    if (access(target, R_OK) != 0)
-      return bcg_cli_error("%s: cannot read: %s", target, strerror(errno));
-    const char *base = strrchr(target, '/');
-    base = base ? base + 1 : target;
-    if (bcg_train_checkpoint_iteration(base) < 0)
-      return bcg_cli_error("%s: not a checkpoint (RUN_DIR/checkpoints/ckpt_NNNNNNNNN.h5) nor a run directory", target);
-    return bcg_cli_error("%s: a checkpoint outside its run directory: its configuration %s is missing (keep the "
-                         "checkpoint in RUN_DIR/checkpoints/, or copy the whole run directory)",
-                         target, cfgpath);
-  }
-  return -1;
-}
-
-/* the run's configuration as the evaluation runs it: the nominal model (no
- * domain randomisation, no pushes: the MuJoCo side runs the plain MJCF) from
- * the beginning of the clip (no random phase); NULL after printing the error */
-static bcg_config *eval_config(eval_args *A, const char *cfgpath) {
-  static char *nominal[] = {"sim.dr_friction_min=-1", "sim.dr_friction_max=-1", "sim.dr_mass_scale=0",
-                            "sim.dr_com_offset=0", "sim.dr_push_interval=0", "sim.dr_push_velocity=0"};
-  for (int i = 0; i < 6; i++) A->ov[A->nov++] = nominal[i];
-  char err[4096];
-  bcg_config *cfg = NULL;
-  if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, A->nov, A->ov, err, sizeof err)) {
-    bcg_cli_error("%s", err);
-    return NULL;
-  }
-  const bcg_params *tp = bcg_config_section(cfg, "task");
-  if (tp && bcg_params_value(tp, "rsi") && bcg_params_get_bool(tp, "rsi")) {
-    bcg_config_free(cfg);
-    cfg = NULL;
-    A->ov[A->nov++] = "task.rsi=false";
-    if (bcg_config_load_with(&cfg, bcg_registry_global(), cfgpath, A->nov, A->ov, err, sizeof err)) {
-      bcg_cli_error("%s", err);
-      return NULL;
-    }
-  }
-  return cfg;
 }
 
 /* the evaluation's options: the command line's where given, else [eval]'s */
@@ -267,9 +191,10 @@ int bcg_cmd_eval(int argc, char **argv) {
   int rc = parse_args(argc, argv, &A);
   if (rc >= 0) return rc;
   char run_dir[PATH_MAX + 8], ckpt[PATH_MAX + 64], cfgpath[PATH_MAX + 32];
-  rc = resolve_target(&A, run_dir, sizeof run_dir, ckpt, sizeof ckpt, cfgpath, sizeof cfgpath);
+  rc = bcg_cli_resolve_run(A.target, A.initial, "(train first, or --initial)", run_dir, sizeof run_dir, ckpt,
+                           sizeof ckpt, cfgpath, sizeof cfgpath);
   if (rc >= 0) return rc;
-  bcg_config *cfg = eval_config(&A, cfgpath);
+  bcg_config *cfg = bcg_cli_eval_config(cfgpath, A.ov, &A.nov);
   if (!cfg) return BCG_EXIT_ERROR;
   bcg_eval_opts o = eval_opts(&A, cfg);
   char err[4096];
@@ -278,27 +203,13 @@ int bcg_cmd_eval(int argc, char **argv) {
     bcg_config_free(cfg);
     return bcg_cli_error("%s", err);
   }
-  /* The simulators of the evaluation need only `runs` environments, but the
-   * task observes and rewards all num_envs of its env every step (4096 for
-   * PPO: most of the time of an evaluation). So the env and the task come
-   * from a second session of the same configuration with num_envs = runs
-   * (the same model, initial states and noise), the policy from the
-   * session that loads the checkpoint. The same when the run had fewer
-   * environments than episodes asked for. If that session cannot be built
-   * (a learner that needs more environments), the full one is used. */
-  bcg_session Ssmall, *E = &S;
+  /* The simulators of the evaluation need only `runs` environments: the env
+   * and the task come from a session with num_envs = runs (evalrun.h), the
+   * policy from the session that loads the checkpoint. The same when the run
+   * had fewer environments than episodes asked for. */
+  bcg_session Ssmall;
   bcg_config *cfg_small = NULL;
-  memset(&Ssmall, 0, sizeof Ssmall);
-  if (bcg_config_get_int(cfg, "run", "num_envs") != o.runs && A.nov < 268) {
-    char nenv_ov[64];
-    snprintf(nenv_ov, sizeof nenv_ov, "run.num_envs=%d", o.runs);
-    A.ov[A.nov++] = nenv_ov;
-    char e2[4096];
-    if (!bcg_config_load_with(&cfg_small, bcg_registry_global(), cfgpath, A.nov, A.ov, e2, sizeof e2) &&
-        !bcg_session_open(&Ssmall, cfg_small, e2, sizeof e2))
-      E = &Ssmall;
-    A.nov--;
-  }
+  bcg_session *E = bcg_cli_eval_session(&S, cfg, cfgpath, A.ov, A.nov, o.runs, &Ssmall, &cfg_small);
   rc = BCG_EXIT_OK;
   bcg_eval_result *before = NULL, *res = calloc(1, sizeof *res);
   if (A.compare || A.initial) {

@@ -117,6 +117,18 @@ static const struct command {
      "the reasons (a joint over its limit; residual force above --residual-tol x m g, default 0.05; residual torque\n"
      "above m g x --arm-tol, default 0.02 m). --out FILE (one MOTION): the per-frame values as CSV.\n"
      "docs/feasibility.md explains the method and the shipped clips' results."},
+    {"render", bcg_cmd_render,
+     "RUN_DIR|CHECKPOINT [--sim mujoco|bcg] [--out FILE.mp4|FILE.gif|FILE.png] [--seconds S] [--width W --height H] [--fps F] [--frames N] [--no-ghost] [section.key=value ...]",
+     "draw the policy's rollout into a video (MuJoCo's renderer, headless)",
+     "Runs the policy (mean action) of the latest checkpoint of RUN_DIR (or of CHECKPOINT) for one episode from the\n"
+     "start of the task's reference, without noise, in MuJoCo (--sim mujoco, the default) or in bcg (the rollout of bcg\n"
+     "eval, --trace), and draws every frame with MuJoCo's renderer offscreen on the CPU (OSMesa) with a camera that\n"
+     "follows the root; the task's reference motion, where it tracks one, is drawn as a translucent blue ghost\n"
+     "(--no-ghost: not). Frames at --fps (default 30) show the nearest control step; --seconds defaults to 5 s or the\n"
+     "task's episode_seconds if shorter; --width/--height default 640x480. ffmpeg encodes --out by its extension\n"
+     "(default RUN_DIR/render-<sim>.mp4): .mp4 (H.264; even width and height), .gif, or .png: one image of --frames\n"
+     "frames (default 6) evenly spaced from 0 to --seconds, side by side. Needs ffmpeg and libOSMesa (Debian packages\n"
+     "ffmpeg and libosmesa6; make deps installs them). Overrides apply as in bcg eval (task.motion=...: another clip)."},
 };
 #define NCMD ((int)(sizeof commands / sizeof commands[0]))
 

@@ -87,7 +87,7 @@ static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
 
 static int write_trace(const char *path, const bcg_eval_result *res, int N, int steps, int nx, int nu, double **tr_x,
                        double **tr_a, double **tr_r, const double *tr_self, const double *tr_pred,
-                       int tr_len[2][BCG_EVAL_MAX_RUNS],
+                       int tr_len[2][BCG_EVAL_MAX_RUNS], const bcg_task_clock *clk0,
                        char *err, size_t errlen) {
   bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, errlen);
   if (!ck) return -1;
@@ -101,13 +101,15 @@ static int write_trace(const char *path, const bcg_eval_result *res, int N, int 
     size_t sx[3] = {(size_t)N, (size_t)steps + 1, (size_t)nx}, sa[3] = {(size_t)N, (size_t)steps, (size_t)nu};
     size_t sr[2] = {(size_t)N, (size_t)steps}, sa2[3] = {(size_t)N, (size_t)steps, (size_t)nx};
     int64_t len[BCG_EVAL_MAX_RUNS];
-    for (int r = 0; r < N; r++) len[r] = tr_len[s][r];
+    double phase[BCG_EVAL_MAX_RUNS]; /* the clock of x[r][t] is {t, 0, phase[r]} */
+    for (int r = 0; r < N; r++) len[r] = tr_len[s][r], phase[r] = clk0[r].phase;
     rc = bcg_h5_write_doubles_nd(g, "x", tr_x[s], 3, sx, err, errlen) ||
          bcg_h5_write_doubles_nd(g, "action", tr_a[s], 3, sa, err, errlen) ||
          bcg_h5_write_doubles_nd(g, "reward", tr_r[s], 2, sr, err, errlen) ||
          (s == 1 && bcg_h5_write_doubles_nd(g, "self_contact", tr_self, 2, sr, err, errlen)) ||
          (s == 1 && bcg_h5_write_doubles_nd(g, "bcg_next", tr_pred, 3, sa2, err, errlen)) ||
-         bcg_h5_write_i64(g, "length", len, N, err, errlen);
+         bcg_h5_write_i64(g, "length", len, N, err, errlen) ||
+         bcg_h5_write_doubles(g, "phase", phase, N, err, errlen);
     bcg_h5_group_close(g);
   }
   if (rc) {
@@ -432,7 +434,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     ev_results(E, si, which);
   }
   if (o->trace && write_trace(o->trace, res, N, E->steps, E->nx, E->nu, E->tr_x, E->tr_a, E->tr_r, E->tr_self,
-                              E->tr_pred, E->tr_len, err, errlen))
+                              E->tr_pred, E->tr_len, E->clk0, err, errlen))
     goto out;
   rc = 0;
 out:

@@ -98,6 +98,9 @@ static int t_update(void *p, int64_t it) { TIMED_TASK(TT(p)->in->update(TT(p)->s
 static int t_tracking_error(void *p, const bcg_real *x, const bcg_task_clock *clk, bcg_real *err) {
   TIMED_TASK(TT(p)->in->tracking_error(TT(p)->self, x, clk, err), "tracking_error");
 }
+static int t_reference_qpos(void *p, const bcg_task_clock *clk, int n, bcg_real *qpos) {
+  return TT(p)->in->reference_qpos(TT(p)->self, clk, n, qpos); /* for drawing: not timed */
+}
 static int t_save(void *p, int64_t g) { return TT(p)->in->save(TT(p)->self, g); }
 static int t_load(void *p, int64_t g) { return TT(p)->in->load(TT(p)->self, g); }
 
@@ -160,6 +163,7 @@ int bcg_session_time_wrap(bcg_session *S) {
   WRAP(to, ti, bcg_task_ops, tracking_error, t_tracking_error);
   WRAP(to, ti, bcg_task_ops, save, t_save);
   WRAP(to, ti, bcg_task_ops, load, t_load);
+  WRAP(to, ti, bcg_task_ops, reference_qpos, t_reference_qpos);
   w->task.in = ti;
   w->task.self = S->task;
   w->task.name = S->ptask->desc->name;

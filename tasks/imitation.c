@@ -686,8 +686,21 @@ static int load(void *p, int64_t g) {
   return s->add ? add_load(&s->disc, g) : 0;
 }
 
+/* the clip's pose at each clock: the one the reward compares with (ref_at's
+ * interpolation at tau = phase + t * control_dt), for bcg render's ghost */
+static int reference_qpos(void *p, const bcg_task_clock *clk, int n, bcg_real *qpos) {
+  const imit *s = p;
+  for (int i = 0; i < n; i++) {
+    double q[BCG_MAX_Q];
+    bcg_motion_qpos(&s->mo, s->m, clk[i].phase + clk[i].t * s->dt, s->loop, q);
+    for (int c = 0; c < s->nq; c++) qpos[(size_t)i * s->nq + c] = (bcg_real)q[c];
+  }
+  return 0;
+}
+
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
-                                 observe_vjp, reward, reward_vjp, update, tracking_error, save, load};
+                                 observe_vjp, reward, reward_vjp, update, tracking_error, save, load,
+                                 reference_qpos};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "imitation", "track a reference motion (CSV/HDF5 qpos frames)"),

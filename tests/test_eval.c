@@ -223,6 +223,17 @@ static void test_trace(void) {
     if (len < T) /* held after the fall */
       CU_ASSERT(memcmp(xm + ((size_t)r * (T + 1) + len) * nx, xm + ((size_t)r * (T + 1) + T) * nx, sizeof(double) * nx) == 0);
   }
+  /* phase [runs]: the clock of x[r][t] is {t, 0, phase[r]}, the task's reset's (the eval's seed as the draw) */
+  hsize_t dph[1], dpm[1];
+  double *phb = read_all(f, "bcg/phase", 1, dph), *phm = read_all(f, "mujoco/phase", 1, dpm);
+  CU_ASSERT_FATAL(phb && phm && dph[0] == 3 && dpm[0] == 3);
+  int envs[3] = {0, 1, 2};
+  bcg_task_clock clk[64];
+  bcg_real *x0 = calloc((size_t)S.env->nenv * nx, sizeof *x0);
+  CU_ASSERT_FATAL(S.env->nenv <= 64 && x0);
+  CU_ASSERT_EQUAL(S.task_ops->reset(S.task, envs, 3, o.seed, x0, clk), 0);
+  for (int r = 0; r < 3; r++) CU_ASSERT(phb[r] == clk[r].phase && phm[r] == clk[r].phase);
+  free(phb), free(phm), free(x0);
   printf("\n  trace: initial states differ by %.3g, bcg's first step from MuJoCo's state vs bcg's own by %.3g", d0, d1);
   CU_ASSERT_EQUAL(d0, 0);
   CU_ASSERT_EQUAL(d1, 0);

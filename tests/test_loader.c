@@ -234,6 +234,7 @@ static void test_old_ops_sizes(void) {
   memcpy(&to.reward, &f, sizeof f);
   memcpy(&to.reward_vjp, &f, sizeof f);
   memcpy(&to.save, &f, sizeof f); /* beyond the size: must not be seen */
+  memcpy(&to.reference_qpos, &f, sizeof f);
   bcg_plugin_desc t = {BCG_PLUGIN_HEADER(BCG_KIND_TASK, "old_task", "a task of the older table"), NULL, 0, 0, &to};
   to.size = (uint32_t)(offsetof(bcg_task_ops, reward_vjp) + sizeof to.reward_vjp);
   bcg_registry *r = bcg_registry_new();
@@ -244,6 +245,7 @@ static void test_old_ops_sizes(void) {
   CU_ASSERT_EQUAL(seen->size, to.size);
   CU_ASSERT(seen->reward_vjp == to.reward_vjp);
   CU_ASSERT(seen->update == NULL && seen->tracking_error == NULL && seen->save == NULL && seen->load == NULL);
+  CU_ASSERT(seen->reference_qpos == NULL); /* appended after save/load: absent from an older table */
   bcg_registry_free(r);
   /* a plugin file built that way (old_abi_task.so: poison past its table) */
   r = bcg_registry_new();
@@ -253,6 +255,7 @@ static void test_old_ops_sizes(void) {
   seen = pl->desc->ops;
   CU_ASSERT_EQUAL(seen->size, offsetof(bcg_task_ops, reward_vjp) + sizeof seen->reward_vjp);
   CU_ASSERT(seen->update == NULL && seen->tracking_error == NULL && seen->save == NULL && seen->load == NULL);
+  CU_ASSERT(seen->reference_qpos == NULL); /* appended after save/load: absent from an older table */
   bcg_registry_free(r);
 }
 

@@ -913,6 +913,65 @@ static void test_replay(void) {
   inst_free(&I);
 }
 
+/* reference_qpos (bcg render's ghost): at clocks whose time phase + t *
+ * control_dt falls on a frame of the clip, that frame; past the end of a
+ * clip that does not loop, its last frame; and the pose the reward compares
+ * with (replayed with the clip's velocity it scores the maximum). Locomotion
+ * has no reference: NULL. */
+static void test_reference_qpos(void) {
+  inst I;
+  char lines[1024];
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\nrsi = true\nw_self = 0\nepisode_seconds = 100\n",
+           motion_file("walk.csv"));
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines, 3), 0);
+  CU_ASSERT_FATAL(I.ops->size >= offsetof(bcg_task_ops, reference_qpos) + sizeof I.ops->reference_qpos);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(I.ops->reference_qpos);
+  bcg_model *model = load_model(HUMANOID);
+  bcg_motion mo;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, model, motion_file("walk.csv"), 0, 0, err, sizeof err), 0);
+  bcg_env *env = I.env;
+  const int nq = env->nq, nx = env->nx, nf = mo.nframes;
+  const double dt = env->control_dt;
+  static const int frames[3] = {0, 17, 40};
+  bcg_task_clock clk[3];
+  bcg_real q[3 * BCG_MAX_Q], x[3 * (BCG_MAX_Q + BCG_MAX_DOF)], a[3 * BCG_MAX_ACT] = {0}, rew[3];
+  int done[3];
+  double worst = 0;
+  for (int k = 0; k < 3; k++) {
+    CU_ASSERT_FATAL(frames[k] < nf);
+    clk[k].t = 3 * k + 1, clk[k].flags = 0;
+    clk[k].phase = frames[k] / mo.fps - clk[k].t * dt;
+  }
+  CU_ASSERT_EQUAL_FATAL(I.ops->reference_qpos(I.task, clk, 3, q), 0);
+  for (int k = 0; k < 3; k++)
+    for (int c = 0; c < nq; c++) worst = fmax(worst, fabs(q[k * nq + c] - mo.qpos[(size_t)frames[k] * nq + c]));
+  /* past the end of the clip (loop = false): the last frame */
+  clk[0].t = 1000, clk[0].phase = 0;
+  CU_ASSERT_EQUAL(I.ops->reference_qpos(I.task, clk, 1, q), 0);
+  for (int c = 0; c < nq; c++) worst = fmax(worst, fabs(q[c] - mo.qpos[(size_t)(nf - 1) * nq + c]));
+  bcg_test_report("reference_qpos vs the clip's frames (abs)", worst);
+  CU_ASSERT(worst < 1e-9);
+  /* between frames, as the reward sees it: the returned pose with the clip's
+   * velocity there scores the maximum (the weights sum to 1) */
+  for (int k = 0; k < 3; k++) clk[k].t = 5 + 11 * k, clk[k].phase = 0.013 * k;
+  CU_ASSERT_EQUAL(I.ops->reference_qpos(I.task, clk, 3, q), 0);
+  for (int k = 0; k < 3; k++) {
+    double qm[BCG_MAX_Q], um[BCG_MAX_DOF];
+    bcg_motion_state(&mo, &model->m, clk[k].phase + clk[k].t * dt, 0, qm, um);
+    for (int c = 0; c < nq; c++) x[k * nx + c] = q[k * nq + c];
+    for (int d = 0; d < env->nv; d++) x[k * nx + nq + d] = um[d];
+  }
+  CU_ASSERT_EQUAL(I.ops->reward(I.task, x, a, a, clk, rew, done), 0);
+  for (int k = 0; k < 3; k++) CU_ASSERT(fabs(rew[k] - 1.0) < 1e-9);
+  bcg_motion_free(&mo);
+  bcg_model_free(model);
+  inst_free(&I);
+  CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, "plugin = locomotion\n", 1), 0);
+  CU_ASSERT_PTR_NULL(I.ops->reference_qpos);
+  inst_free(&I);
+}
+
 /* ---- VJPs vs central FD ---------------------------------------------------------------------- */
 
 static double fd_task(inst *I, int which, const char *label) {
@@ -1776,7 +1835,7 @@ BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_m
           {"floor_required", test_floor_required},
           {"hdf5_attributes", test_hdf5_attributes}, {"motion_declared_sizes", test_motion_declared_sizes},
           {"motion_messages_one_line", test_motion_messages_one_line},
-          {"interpolation", test_interpolation}, {"replay", test_replay}, {"imitation_vjp", test_imitation_vjp}, {"imitation_self", test_imitation_self},
+          {"interpolation", test_interpolation}, {"replay", test_replay}, {"reference_qpos", test_reference_qpos}, {"imitation_vjp", test_imitation_vjp}, {"imitation_self", test_imitation_self},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
           {"termination", test_termination}, {"shipped_motions", test_shipped_motions},

@@ -93,6 +93,9 @@ typedef struct bcg_eval_result {
  *   bcg_next [runs][steps][nq + nv]    (mujoco) bcg's step from MuJoCo's state under the same action:
  *                                      with x[:, 1:] the one-step mismatch of the two simulators
  *   length  [runs]                     steps simulated before the end or the fall
+ *   phase   [runs]                     the task clock's phase of each run (its reset's, the same in both
+ *                                      simulators): x[r][t] was reached at the clock {t, 0, phase[r]},
+ *                                      e.g. for the task's reference_qpos (bcg render's ghost)
  * steps = the evaluation's window; after a fall or the end the state is held. */
 int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opts *opts, bcg_eval_result *res,
              char *err, size_t errlen);

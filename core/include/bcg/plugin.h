@@ -284,6 +284,14 @@ typedef struct bcg_task_ops {
    * as int64), the checkpoint's group "task" */
   int (*save)(void *self, int64_t group);
   int (*load)(void *self, int64_t group);
+  /* (appended in SDK 1.0; optional, may be NULL; check size first) the
+   * reference pose the task tracks: for each of the n clocks clk[i], the
+   * reference's generalized positions (MuJoCo's qpos layout, nq numbers) at
+   * that clock into qpos [n][nq], the same pose the reward compares the state
+   * with at that clock (imitation: the clip at phase + t * control_dt).
+   * Returns 0, or -1 when there is none to give. For drawing (bcg render's
+   * ghost); tasks without a reference leave it NULL. */
+  int (*reference_qpos)(void *self, const bcg_task_clock *clk, int n, bcg_real *qpos);
 } bcg_task_ops;
 
 /* ---- the descriptor ----------------------------------------------------------- */
