@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <hdf5.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -23,6 +24,28 @@ typedef struct ckpt_name {
   char name[NAME_MAX + 1];
 } ckpt_name;
 
+/* the checkpoints of run_dir (the names bcg_train_latest_checkpoint
+ * recognises) in iteration order into *out (free it); -1 with err */
+static int list_checkpoints(const char *run_dir, ckpt_name **out, size_t *n, char *err, size_t errlen) {
+  int64_t *its; /* ascending (core/train.c) */
+  *n = 0;
+  if (bcg_train_checkpoints(run_dir, &its, n))
+    return snprintf(err, errlen, "%.1000s/checkpoints: cannot open", run_dir), -1;
+  ckpt_name *ck = calloc(*n ? *n : 1, sizeof *ck);
+  for (size_t i = 0; ck && i < *n; i++) {
+    ck[i].it = its[i];
+    snprintf(ck[i].name, sizeof ck[i].name, "ckpt_%09lld.h5", (long long)its[i]);
+  }
+  free(its);
+  if (!ck) return snprintf(err, errlen, "out of memory"), -1;
+  if (*n == 0) {
+    free(ck);
+    return snprintf(err, errlen, "%.1000s/checkpoints: no checkpoint", run_dir), -1;
+  }
+  *out = ck;
+  return 0;
+}
+
 /* --select-best: every checkpoint of run_dir/checkpoints (the names
  * bcg_train_latest_checkpoint recognises), in iteration order, evaluated in
  * bcg only (the training simulator: MuJoCo plays no part in the choice); the
@@ -31,22 +54,11 @@ static int select_best(bcg_session *E, bcg_session *S, const bcg_eval_opts *o0, 
                        size_t ckptlen, char *err, size_t errlen) {
   char dir[2 * PATH_MAX];
   snprintf(dir, sizeof dir, "%.*s/checkpoints", PATH_MAX, run_dir);
-  int64_t *its; /* ascending (core/train.c) */
-  size_t n = 0;
-  if (bcg_train_checkpoints(run_dir, &its, &n)) return snprintf(err, errlen, "%.1000s: cannot open", dir), -1;
-  ckpt_name *ck = calloc(n ? n : 1, sizeof *ck);
-  for (size_t i = 0; ck && i < n; i++) {
-    ck[i].it = its[i];
-    snprintf(ck[i].name, sizeof ck[i].name, "ckpt_%09lld.h5", (long long)its[i]);
-  }
-  free(its);
-  if (!ck) return snprintf(err, errlen, "out of memory"), -1;
+  ckpt_name *ck;
+  size_t n;
+  if (list_checkpoints(run_dir, &ck, &n, err, errlen)) return -1;
   int rc = -1;
   bcg_eval_result *r = NULL;
-  if (n == 0) {
-    snprintf(err, errlen, "%.1000s: no checkpoint", dir);
-    goto done;
-  }
   bcg_eval_opts o = *o0;
   o.sims = BCG_EVAL_BCG;
   double best = INFINITY, best_travel = -INFINITY;
@@ -83,10 +95,86 @@ done:
   return rc;
 }
 
+/* one column of eval_curve.h5 */
+static int write_column(hid_t f, const char *name, const double *v, size_t n) {
+  hsize_t dims[1] = {n};
+  hid_t sp = H5Screate_simple(1, dims, NULL);
+  hid_t d = sp < 0 ? -1 : H5Dcreate2(f, name, H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  int bad = d < 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0;
+  if (d >= 0) H5Dclose(d);
+  if (sp >= 0) H5Sclose(sp);
+  return bad ? -1 : 0;
+}
+
+enum { CV_IT, CV_SAMPLES, CV_WALL, CV_EF_BCG, CV_EF_MJ, CV_FALLS_BCG, CV_FALLS_MJ, CV_UP_BCG, CV_UP_MJ, NCV };
+static const char *const cv_name[NCV] = {"iteration",    "samples",      "wall_time", "efixed_bcg_cm", "efixed_mujoco_cm",
+                                         "falls_bcg",    "falls_mujoco", "up_bcg",    "up_mujoco"};
+
+/* the columns of the curve into path (replaced atomically) */
+static int write_curve(const char *path, double *const *col, size_t n, const bcg_eval_opts *o, const bcg_eval_result *r,
+                       char *err, size_t errlen) {
+  char tmp[PATH_MAX + 16];
+  snprintf(tmp, sizeof tmp, "%.*s.tmp", PATH_MAX, path);
+  hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (f < 0) return snprintf(err, errlen, "%.1000s: cannot create", tmp), -1;
+  int bad = 0;
+  for (int c = 0; c < NCV; c++) bad |= write_column(f, cv_name[c], col[c], n);
+  const double attr[3] = {o->runs, r->window_s, r->penalty_m};
+  bad |= write_column(f, "episodes_window_s_penalty_m", attr, 3);
+  if (H5Fclose(f) < 0 || bad || rename(tmp, path)) {
+    unlink(tmp);
+    return snprintf(err, errlen, "%.1000s: cannot write", path), -1;
+  }
+  return 0;
+}
+
+/* --curve: every checkpoint of run_dir evaluated as the final policy is (the
+ * same episodes, simulators and window), the learning curve of E_fixed and
+ * falls against samples and wall time written to run_dir/eval_curve.h5
+ * (bcg report --plots draws it) */
+static int eval_curve(bcg_session *E, bcg_session *S, const bcg_eval_opts *o, const char *run_dir, char *err,
+                      size_t errlen) {
+  ckpt_name *ck;
+  size_t n;
+  if (list_checkpoints(run_dir, &ck, &n, err, errlen)) return -1;
+  double *col[NCV] = {0};
+  bcg_eval_result *r = calloc(1, sizeof *r);
+  int rc = r ? 0 : -1;
+  for (int c = 0; c < NCV && !rc; c++) rc = (col[c] = malloc(sizeof(double) * n)) ? 0 : -1;
+  if (rc) snprintf(err, errlen, "out of memory");
+  printf("--curve: %zu checkpoints, each %d episodes of up to %g s:\n", n, o->runs, o->seconds);
+  for (size_t i = 0; i < n && !rc; i++) {
+    char path[3 * PATH_MAX];
+    int64_t it = 0;
+    uint64_t samples = 0;
+    double wall = 0;
+    snprintf(path, sizeof path, "%.*s/checkpoints/%.*s", PATH_MAX, run_dir, NAME_MAX, ck[i].name);
+    if (bcg_session_load(S, path, &it, &samples, &wall, NULL, err, errlen) ||
+        bcg_eval(E, bcg_eval_learner_policy, S, o, r, err, errlen)) {
+      rc = -1;
+      break;
+    }
+    const double v[NCV] = {(double)it, (double)samples, wall,
+                           r->have[0] ? r->stats[0].efixed_mean : NAN, r->have[1] ? r->stats[1].efixed_mean : NAN,
+                           r->have[0] ? r->stats[0].falls : NAN, r->have[1] ? r->stats[1].falls : NAN,
+                           r->have[0] ? r->stats[0].up_mean : NAN, r->have[1] ? r->stats[1].up_mean : NAN};
+    for (int c = 0; c < NCV; c++) col[c][i] = v[c];
+    printf("  iteration %8lld  samples %12llu  wall %8.0f s  E_fixed bcg %7.2f cm  MuJoCo %7.2f cm  falls %g / %g\n",
+           (long long)it, (unsigned long long)samples, wall, v[CV_EF_BCG], v[CV_EF_MJ], v[CV_FALLS_BCG], v[CV_FALLS_MJ]);
+  }
+  char out[PATH_MAX + 32];
+  snprintf(out, sizeof out, "%.*s/eval_curve.h5", PATH_MAX, run_dir);
+  if (!rc && !(rc = write_curve(out, col, n, o, r, err, errlen))) printf("written: %s\n", out);
+  for (int c = 0; c < NCV; c++) free(col[c]);
+  free(r);
+  free(ck);
+  return rc;
+}
+
 /* the command line of bcg eval */
 typedef struct eval_args {
   const char *target, *sim, *outpath, *trace;
-  int runs, initial, compare, select;
+  int runs, initial, compare, select, curve;
   double seconds, penalty;
   char *ov[270]; /* overrides, then the evaluation's own (nominal model, no RSI, num_envs) */
   int nov;
@@ -117,6 +205,7 @@ static int parse_args(int argc, char **argv, eval_args *A) {
     else if (!strcmp(a, "--initial")) A->initial = 1;
     else if (!strcmp(a, "--compare-initial")) A->compare = 1;
     else if (!strcmp(a, "--select-best")) A->select = 1;
+    else if (!strcmp(a, "--curve")) A->curve = 1;
     else if (a[0] == '-') return bcg_cli_usage("eval", "unknown option '%s'", a);
     else if (strchr(a, '=')) {
       if (A->nov >= 250) return bcg_cli_usage("eval", "too many overrides");
@@ -129,6 +218,8 @@ static int parse_args(int argc, char **argv, eval_args *A) {
     return bcg_cli_usage("eval", "--sim must be mujoco, bcg or both");
   if (A->select && (!bcg_cli_is_dir(A->target) || A->initial))
     return bcg_cli_usage("eval", "--select-best needs a RUN_DIR (and no --initial)");
+  if (A->curve && (!bcg_cli_is_dir(A->target) || A->initial))
+    return bcg_cli_usage("eval", "--curve needs a RUN_DIR (and no --initial)");
   return -1;
 }
 
@@ -221,6 +312,11 @@ int bcg_cmd_eval(int argc, char **argv) {
     printf("initial policy (untrained), %d episodes of up to %g s:\n", o.runs, o.seconds);
     bcg_eval_print(before, stdout);
     if (A.initial) goto out;
+  }
+  if ((A.curve || bcg_config_get_bool(cfg, "eval", "curve")) && !A.initial && bcg_cli_is_dir(A.target) &&
+      eval_curve(E, &S, &o, run_dir, err, sizeof err)) {
+    rc = bcg_cli_error("--curve: %s", err);
+    goto out;
   }
   if (A.select && select_best(E, &S, &o, run_dir, ckpt, sizeof ckpt, err, sizeof err)) {
     rc = bcg_cli_error("--select-best: %s", err);

@@ -28,7 +28,7 @@ static const struct command {
      "--resume RUN_DIR continues a run from its latest checkpoint (bit for bit on the CPU);\n"
      "overrides may extend run.iterations, run.samples, run.seconds or change\n"
      "run.checkpoint_every, run.keep_last, run.keep_every and run.threads."},
-    {"eval", bcg_cmd_eval, "RUN_DIR|CHECKPOINT [--sim mujoco|bcg|both] [--runs N] [--seconds S] [--fall-penalty M] [--out FILE|-] [--trace FILE] [--initial|--compare-initial] [--select-best] [section.key=value ...]",
+    {"eval", bcg_cmd_eval, "RUN_DIR|CHECKPOINT [--sim mujoco|bcg|both] [--runs N] [--seconds S] [--fall-penalty M] [--out FILE|-] [--trace FILE] [--initial|--compare-initial] [--select-best] [--curve] [section.key=value ...]",
      "evaluate a trained policy in MuJoCo and bcg",
      "Runs the policy (mean action) of the latest checkpoint of RUN_DIR (or of CHECKPOINT) from the start of\n"
      "the task's reference with small seeded noise, in MuJoCo (libmujoco, PD servos with bcg's law, its own\n"
@@ -40,6 +40,8 @@ static const struct command {
      "--initial evaluates the untrained policy; --compare-initial both, with a one-line result and a verdict.\n"
      "--select-best (RUN_DIR): evaluates every checkpoint in bcg only and reports the one with the lowest E_fixed\n"
      "(learning is not monotone; MuJoCo plays no part in the choice).\n"
+     "--curve (RUN_DIR; or [eval] curve = true): first evaluates every checkpoint the same way and writes E_fixed\n"
+     "and falls per simulator against samples and wall time to RUN_DIR/eval_curve.h5 (bcg report --plots).\n"
      "--trace FILE: also writes every step of every episode (state, action, reward; MuJoCo's self-contacts) to\n"
      "the HDF5 FILE, per simulator, to see where and how the two simulators part."},
     {"bench", bcg_cmd_bench,
@@ -98,8 +100,9 @@ static const struct command {
      "with mean +- std over its runs: iterations, samples and wall time logged, the final mean return, the last\n"
      "tracking error (track_err), and E_fixed and falls per simulator from eval.h5 (bcg eval). A Markdown table;\n"
      "--csv for spreadsheets. --runs: one row per run instead (plugins, return first -> last and best, ...).\n"
-     "--plots OUTDIR: learning curves (return and track_err against samples and wall time, mean and +-1 std per\n"
-     "group) as PNG files, drawn by bcg_plots.py with python3, matplotlib and h5py ($BCG_PYTHON: another python).\n"
+     "--plots OUTDIR: learning curves (return and track_err against samples and wall time, and E_fixed per\n"
+     "simulator of runs with an eval_curve.h5 of bcg eval --curve; mean and +-1 std per group) as PNG files,\n"
+     "drawn by bcg_plots.py with python3, matplotlib and h5py ($BCG_PYTHON: another python).\n"
      "--paper: the BCG paper's Table 1 (SHAC+BCG per kappa and motion: falls in MuJoCo, Delta d) and Table 2 (per\n"
      "motion, SHAC+BCG against PPO: E_track, E_fixed, falls in MuJoCo) from the evaluated runs, the paper's\n"
      "numbers beside them for reference (docs/usage.md section 9).\n"

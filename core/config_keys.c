@@ -114,6 +114,9 @@ static const bcg_key_spec eval_keys[] = {
     {"noise_u", BCG_KEY_REAL, "0.05", 0, 10, NULL, "std of the velocity noise added to each initial state"},
     {"after_train", BCG_KEY_BOOL, "false", 0, 0, NULL,
      "bcg train evaluates the final policy (bcg eval RUN_DIR, eval.h5) when a training reaches its budget"},
+    {"curve", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "bcg eval RUN_DIR (and after_train) also evaluates every checkpoint: E_fixed and falls against samples and "
+     "wall time in eval_curve.h5, drawn by bcg report --plots"},
 };
 
 static const bcg_key_spec sweep_keys[] = {

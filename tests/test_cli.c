@@ -19,6 +19,23 @@
 #include "testutil.h"
 
 static char out[1 << 16];
+
+/* a 1-d double dataset of an HDF5 file: read whole (< 0 on failure), written */
+static int h5_read(hid_t f, const char *name, double *v) {
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  if (d < 0) return -1;
+  herr_t e = H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+  H5Dclose(d);
+  return e < 0 ? -1 : 0;
+}
+static void h5_write(hid_t f, const char *name, int n, const double *v) {
+  hsize_t dims[1] = {(hsize_t)n};
+  hid_t sp = H5Screate_simple(1, dims, NULL);
+  hid_t d = H5Dcreate2(f, name, H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+  H5Dclose(d);
+  H5Sclose(sp);
+}
 static char tmpdir[256];
 static char extra_plugin_dir[512]; /* searched before the test plugins when set */
 
@@ -357,10 +374,24 @@ static void test_report_plots(void) {
   snprintf(plots, sizeof plots, "%s/plots", tmpdir);
   snprintf(mpl, sizeof mpl, "%s/mplconfig", tmpdir); /* matplotlib's cache stays in the suite's directory */
   setenv("MPLCONFIGDIR", mpl, 1);
+  /* two runs with an E_fixed curve (eval_curve.h5 of bcg eval --curve) */
+  for (int k = 0; k < 2; k++) {
+    char ecp[800];
+    snprintf(ecp, sizeof ecp, "%s/k50-s%d/20260101T000000Z/eval_curve.h5", fixture_root, k);
+    hid_t ef = H5Fcreate(ecp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const double smp[3] = {0, 1000, 3000}, wall[3] = {0, 2, 7}, e[3] = {90, 40 + 5 * k, 10 + k}, eb[3] = {80, 30, 8};
+    const int n3 = 3;
+    h5_write(ef, "samples", n3, smp);
+    h5_write(ef, "wall_time", n3, wall);
+    h5_write(ef, "efixed_mujoco_cm", n3, e);
+    h5_write(ef, "efixed_bcg_cm", n3, eb);
+    H5Fclose(ef);
+  }
   CU_ASSERT_EQUAL(run("report %s --plots %s", fixture_root, plots), 0);
   if (!strstr(out, "wrote ")) fprintf(stderr, "%s", out);
-  static const char *names[4] = {"return_vs_samples", "return_vs_wall", "track_err_vs_samples", "track_err_vs_wall"};
-  for (int i = 0; i < 4; i++) {
+  static const char *names[6] = {"return_vs_samples",         "return_vs_wall",         "track_err_vs_samples",
+                                 "track_err_vs_wall",         "efixed_mujoco_vs_samples", "efixed_bcg_vs_wall"};
+  for (int i = 0; i < 6; i++) {
     char p[800];
     snprintf(p, sizeof p, "%s/%s.png", plots, names[i]);
     unsigned char h[24] = {0};
@@ -788,6 +819,22 @@ static void test_sweep_eval_gradstats(void) {
   char f[PATH_MAX + 32];
   snprintf(f, sizeof f, "%s/eval.h5", rd);
   CU_ASSERT_EQUAL(access(f, R_OK), 0);
+  /* --curve: every checkpoint evaluated the same way, the curve in eval_curve.h5 */
+  CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --curve --out - eval.fall_height=0", rd), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--curve: 1 checkpoints, each 2 episodes of up to 0.5 s:\n  iteration        1 "));
+  snprintf(f, sizeof f, "%s/eval_curve.h5", rd);
+  hid_t ec = H5Fopen(f, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CU_ASSERT_FATAL(ec >= 0);
+  double itv[1] = {0}, smp[1] = {0}, fl[1] = {-1}, ew[3] = {0};
+  CU_ASSERT(h5_read(ec, "iteration", itv) >= 0 && h5_read(ec, "samples", smp) >= 0 &&
+            h5_read(ec, "falls_mujoco", fl) >= 0 &&
+            h5_read(ec, "episodes_window_s_penalty_m", ew) >= 0);
+  H5Fclose(ec);
+  CU_ASSERT_EQUAL(itv[0], 1);
+  CU_ASSERT_EQUAL(smp[0], 32); /* 4 environments x horizon 8 */
+  CU_ASSERT(fl[0] >= 0 && fl[0] <= 2);
+  CU_ASSERT_EQUAL(ew[0], 2);
+  CU_ASSERT_EQUAL(run("eval %s --curve --initial", rd), 2);
   /* --compare-initial ends with a verdict line */
   CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --compare-initial --out - eval.fall_height=0", rd), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "result: bcg:"));

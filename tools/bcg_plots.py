@@ -17,6 +17,11 @@ that all of the group's runs reached (iterations whose value is not finite,
 such as a return before the first episode ended, are skipped). A group of one
 run is its curve.
 
+Runs whose directory has an eval_curve.h5 (`bcg eval RUN_DIR --curve`, or
+[eval] curve = true) add the same figures of E_fixed in MuJoCo and in bcg,
+one point per checkpoint (efixed_mujoco_vs_samples.png, ...): the paper's
+Figure 5, measured as bcg eval measures it rather than during training.
+
 Runs evaluated by `bcg eval` (eval.h5) whose config.ini names a contact
 model with a kappa add OUTDIR/kappa_penetration.png: the mean foot
 penetration of the evaluation's episodes in bcg and in MuJoCo, and their
@@ -37,9 +42,12 @@ import sys
 
 FIGSIZE = (7.0, 4.5)  # inches, at DPI: 700 x 450 pixels
 DPI = 100
+# (key, file name, y label, scale, prefix of the x keys: "" log.h5, "ec_" eval_curve.h5)
 CURVES = [
-    ("mean_return", "return", "mean episode return", 1.0),
-    ("track_err", "track_err", "tracking error track_err (cm)", 100.0),
+    ("mean_return", "return", "mean episode return", 1.0, ""),
+    ("track_err", "track_err", "tracking error track_err (cm)", 100.0, ""),
+    ("efixed_mujoco_cm", "efixed_mujoco", "E_fixed in MuJoCo (cm; bcg eval of each checkpoint)", 1.0, "ec_"),
+    ("efixed_bcg_cm", "efixed_bcg", "E_fixed in bcg (cm; bcg eval of each checkpoint)", 1.0, "ec_"),
 ]
 XAXES = [("samples", "samples", "samples (simulated control steps)"), ("wall_time", "wall", "wall time (s)")]
 
@@ -61,14 +69,26 @@ def read_groups(stream):
 
 
 def read_run(h5py, np, run):
-    """the run's curves as float arrays, {} when its log cannot be read"""
+    """the run's curves as float arrays, {} when its log cannot be read; its
+    eval_curve.h5's with them, the x keys prefixed ec_"""
     try:
         with h5py.File(os.path.join(run, "log.h5"), "r") as f:
-            return {k: np.asarray(f[k][()], dtype=float) for k in ("samples", "wall_time", "mean_return", "track_err")
-                    if k in f and getattr(f[k], "ndim", 0) == 1}
+            c = {k: np.asarray(f[k][()], dtype=float) for k in ("samples", "wall_time", "mean_return", "track_err")
+                 if k in f and getattr(f[k], "ndim", 0) == 1}
     except (OSError, KeyError) as e:
         sys.stderr.write("bcg: warning: bcg_plots.py: %s/log.h5: %s (left out)\n" % (run, e))
         return {}
+    path = os.path.join(run, "eval_curve.h5")
+    if os.path.isfile(path):
+        try:
+            with h5py.File(path, "r") as f:
+                for k, dest in (("samples", "ec_samples"), ("wall_time", "ec_wall_time"),
+                                ("efixed_mujoco_cm", "efixed_mujoco_cm"), ("efixed_bcg_cm", "efixed_bcg_cm")):
+                    if k in f and getattr(f[k], "ndim", 0) == 1:
+                        c[dest] = np.asarray(f[k][()], dtype=float)
+        except (OSError, KeyError) as e:
+            sys.stderr.write("bcg: warning: bcg_plots.py: %s: %s (left out)\n" % (path, e))
+    return c
 
 
 def xy(np, c, x, y, scale):
@@ -223,8 +243,9 @@ def main():
     groups = read_groups(sys.stdin)
     runs = {r: read_run(h5py, np, r) for _, rs in groups for r in rs}
     written = 0
-    for key, short, ylabel, scale in CURVES:
+    for key, short, ylabel, scale, xprefix in CURVES:
         for xkey, xshort, xlabel in XAXES:
+            xkey = xprefix + xkey
             fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
             lines = 0
             for label, rs in groups:
