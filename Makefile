@@ -235,13 +235,16 @@ fuzz-ci: fuzz-build
 
 # make demo: train SHAC+BCG to stand on humanoid.xml (configs/demo.ini, about
 # 7 min on 2 cores), then evaluate the untrained and the trained policy in
-# MuJoCo and bcg (a verdict line with the numbers), then the same for the
-# shipped policy of models/policies/stand_shac_bcg.
+# MuJoCo and bcg (a verdict line with the numbers), draw the trained one into
+# RUN/render-mujoco.mp4 (bcg render), then evaluate the shipped policy of
+# models/policies/stand_shac_bcg the same way.
 demo: deps
 	$(MAKE) all
 	$(BIN) train configs/demo.ini
 	@echo "== the policy trained now, against the untrained one =="
 	$(BIN) eval "$$(ls -td runs/demo/*/ | head -n 1)" --compare-initial
+	@echo "== what it does: 5 s in MuJoCo, drawn by bcg render (the reference pose as a translucent ghost) =="
+	$(BIN) render "$$(ls -td runs/demo/*/ | head -n 1)"
 	@echo "== the shipped policy (models/policies/stand_shac_bcg/README.md: how it was made) =="
 	$(BIN) eval models/policies/stand_shac_bcg --compare-initial --out -
 

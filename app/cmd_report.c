@@ -177,8 +177,31 @@ static int bookkeeping(const char *key) {
   return !strncmp(key, "sweep.", 6);
 }
 
+/* a core key at its default value: left out, so that a run whose config.ini
+ * lists it (made by a bcg that has the key) and one that does not (made
+ * before the key existed, so trained as its default says) group together */
+static const bcg_key_spec *core_spec(const char *name) {
+  const char *dot = strchr(name, '.');
+  if (!dot || dot - name >= 64) return NULL;
+  char sec[64];
+  snprintf(sec, sizeof sec, "%.*s", (int)(dot - name), name);
+  int nk = 0;
+  const bcg_key_spec *ks = bcg_core_keys(sec, &nk);
+  for (int k = 0; ks && k < nk; k++)
+    if (!strcmp(ks[k].name, dot + 1) && ks[k].def) return &ks[k];
+  return NULL;
+}
+static int at_core_default(const char *name, const char *v) {
+  const bcg_key_spec *ks = core_spec(name);
+  if (!ks) return 0;
+  if (!strcmp(ks->def, v)) return 1;
+  char *e1, *e2;
+  double a = strtod(ks->def, &e1), b = strtod(v, &e2);
+  return (ks->type == BCG_KEY_INT || ks->type == BCG_KEY_REAL) && e1 != ks->def && !*e1 && e2 != v && !*e2 && a == b;
+}
+
 /* config.ini as sorted "section.key=value" lines without the bookkeeping
- * keys (malloc'd; NULL without a readable config.ini); its run.seed into seed */
+ * keys and the core keys at their defaults (malloc'd; NULL without a readable config.ini); its run.seed into seed */
 static char *config_key(const char *dir, char *seed, size_t seedlen) {
   char p[PATH_MAX + 16];
   snprintf(p, sizeof p, "%s/config.ini", dir);
@@ -205,7 +228,7 @@ static char *config_key(const char *dir, char *seed, size_t seedlen) {
       char *c = strchr(name, ':');
       if (c) *c = '.';
       if (!strcmp(name, "run.seed")) snprintf(seed, seedlen, "%s", v);
-      if (bookkeeping(name)) continue;
+      if (bookkeeping(name) || at_core_default(name, v)) continue;
       if (n == cap) {
         cap = cap ? 2 * cap : 64;
         char **nl = realloc(lines, sizeof(char *) * cap);
@@ -469,7 +492,12 @@ static void label_groups(groups *G, const rows *R) {
     for (int i = 0; i < nn && differs; i++) {
       size_t l;
       const char *v;
-      if (!differs[i] || !(v = key_value(gr->key, names[i], &l))) continue;
+      if (!differs[i]) continue;
+      if (!(v = key_value(gr->key, names[i], &l))) { /* a core key at its default (left out of the key) */
+        const bcg_key_spec *ks = core_spec(names[i]);
+        if (!ks) continue;
+        v = ks->def, l = strlen(v);
+      }
       size_t need = at + strlen(names[i]) + l + 3;
       if (need > cap2) {
         while (cap2 < need) cap2 *= 2;

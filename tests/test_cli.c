@@ -261,6 +261,22 @@ static void test_report_groups(void) {
   CU_ASSERT_EQUAL(run_out("report %s --runs", fixture_root), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "k300-s2/20260101T000000Z"));
   CU_ASSERT_EQUAL(run("report %s --plots", fixture_root), 2);
+  /* a core key at its default is the same experiment whether config.ini
+   * lists it (a newer bcg) or not (a run made before the key existed);
+   * another value of it is another configuration */
+  char root[700], d[800], cmd[2000];
+  snprintf(root, sizeof root, "%s/defaultruns", tmpdir);
+  for (int k = 0; k < 3; k++) {
+    snprintf(d, sizeof d, "%s/r%d/20260101T000000Z", root, k);
+    fixture_run(d, k, 1, "50", 6, 2, 0.125, NULL, NULL);
+    snprintf(cmd, sizeof cmd, "printf '[eval]\\ncurve = %s\\nfall_height = 0.30\\n' >> %s/config.ini",
+             k == 2 ? "true" : "false", d);
+    if (k) CU_ASSERT_EQUAL(system(cmd), 0);
+  }
+  CU_ASSERT_EQUAL(run_out("report %s", root), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "3 runs in 2 configurations\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| eval.curve=false | 2 | 0 1 |"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| eval.curve=true | 1 | 2 |"));
 }
 
 /* A run for --paper: fixture_run's files with this config (motion, method,
