@@ -128,7 +128,8 @@ static int write_curve(const char *path, double *const *col, size_t n, const bcg
   return 0;
 }
 
-/* --curve: every checkpoint of run_dir evaluated as the final policy is (the
+/* --curve: the untrained policy (S as opened: the run's seed, iteration 0)
+ * and every checkpoint of run_dir evaluated as the final policy is (the
  * same episodes, simulators and window), the learning curve of E_fixed and
  * falls against samples and wall time written to run_dir/eval_curve.h5
  * (bcg report --plots draws it) */
@@ -140,16 +141,17 @@ static int eval_curve(bcg_session *E, bcg_session *S, const bcg_eval_opts *o, co
   double *col[NCV] = {0};
   bcg_eval_result *r = calloc(1, sizeof *r);
   int rc = r ? 0 : -1;
-  for (int c = 0; c < NCV && !rc; c++) rc = (col[c] = malloc(sizeof(double) * n)) ? 0 : -1;
+  for (int c = 0; c < NCV && !rc; c++) rc = (col[c] = malloc(sizeof(double) * (n + 1))) ? 0 : -1;
   if (rc) snprintf(err, errlen, "out of memory");
-  printf("--curve: %zu checkpoints, each %d episodes of up to %g s:\n", n, o->runs, o->seconds);
-  for (size_t i = 0; i < n && !rc; i++) {
+  printf("--curve: the untrained policy and %zu checkpoints, each %d episodes of up to %g s:\n", n, o->runs,
+         o->seconds);
+  for (size_t i = 0; i <= n && !rc; i++) {
     char path[3 * PATH_MAX];
     int64_t it = 0;
     uint64_t samples = 0;
     double wall = 0;
-    snprintf(path, sizeof path, "%.*s/checkpoints/%.*s", PATH_MAX, run_dir, NAME_MAX, ck[i].name);
-    if (bcg_session_load(S, path, &it, &samples, &wall, NULL, err, errlen) ||
+    if (i) snprintf(path, sizeof path, "%.*s/checkpoints/%.*s", PATH_MAX, run_dir, NAME_MAX, ck[i - 1].name);
+    if ((i && bcg_session_load(S, path, &it, &samples, &wall, NULL, err, errlen)) ||
         bcg_eval(E, bcg_eval_learner_policy, S, o, r, err, errlen)) {
       rc = -1;
       break;
@@ -164,7 +166,7 @@ static int eval_curve(bcg_session *E, bcg_session *S, const bcg_eval_opts *o, co
   }
   char out[PATH_MAX + 32];
   snprintf(out, sizeof out, "%.*s/eval_curve.h5", PATH_MAX, run_dir);
-  if (!rc && !(rc = write_curve(out, col, n, o, r, err, errlen))) printf("written: %s\n", out);
+  if (!rc && !(rc = write_curve(out, col, n + 1, o, r, err, errlen))) printf("written: %s\n", out);
   for (int c = 0; c < NCV; c++) free(col[c]);
   free(r);
   free(ck);

@@ -40,8 +40,8 @@ static const struct command {
      "--initial evaluates the untrained policy; --compare-initial both, with a one-line result and a verdict.\n"
      "--select-best (RUN_DIR): evaluates every checkpoint in bcg only and reports the one with the lowest E_fixed\n"
      "(learning is not monotone; MuJoCo plays no part in the choice).\n"
-     "--curve (RUN_DIR; or [eval] curve = true): first evaluates every checkpoint the same way and writes E_fixed\n"
-     "and falls per simulator against samples and wall time to RUN_DIR/eval_curve.h5 (bcg report --plots).\n"
+     "--curve (RUN_DIR; or [eval] curve = true): first evaluates the untrained policy and every checkpoint the same\n"
+     "way and writes E_fixed and falls per simulator against samples and wall time to RUN_DIR/eval_curve.h5.\n"
      "--trace FILE: also writes every step of every episode (state, action, reward; MuJoCo's self-contacts) to\n"
      "the HDF5 FILE, per simulator, to see where and how the two simulators part."},
     {"bench", bcg_cmd_bench,

@@ -837,18 +837,22 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_EQUAL(access(f, R_OK), 0);
   /* --curve: every checkpoint evaluated the same way, the curve in eval_curve.h5 */
   CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --curve --out - eval.fall_height=0", rd), 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--curve: 1 checkpoints, each 2 episodes of up to 0.5 s:\n  iteration        1 "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--curve: the untrained policy and 1 checkpoints, each 2 episodes of up to 0.5 s:\n"
+                                     "  iteration        0  samples            0  wall        0 s"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n  iteration        1 "));
   snprintf(f, sizeof f, "%s/eval_curve.h5", rd);
   hid_t ec = H5Fopen(f, H5F_ACC_RDONLY, H5P_DEFAULT);
   CU_ASSERT_FATAL(ec >= 0);
-  double itv[1] = {0}, smp[1] = {0}, fl[1] = {-1}, ew[3] = {0};
+  double itv[2] = {0}, smp[2] = {0}, fl[2] = {-1, -1}, ew[3] = {0};
   CU_ASSERT(h5_read(ec, "iteration", itv) >= 0 && h5_read(ec, "samples", smp) >= 0 &&
             h5_read(ec, "falls_mujoco", fl) >= 0 &&
             h5_read(ec, "episodes_window_s_penalty_m", ew) >= 0);
   H5Fclose(ec);
-  CU_ASSERT_EQUAL(itv[0], 1);
-  CU_ASSERT_EQUAL(smp[0], 32); /* 4 environments x horizon 8 */
-  CU_ASSERT(fl[0] >= 0 && fl[0] <= 2);
+  CU_ASSERT_EQUAL(itv[0], 0);
+  CU_ASSERT_EQUAL(itv[1], 1);
+  CU_ASSERT_EQUAL(smp[0], 0);
+  CU_ASSERT_EQUAL(smp[1], 32); /* 4 environments x horizon 8 */
+  CU_ASSERT(fl[0] >= 0 && fl[0] <= 2 && fl[1] >= 0 && fl[1] <= 2);
   CU_ASSERT_EQUAL(ew[0], 2);
   CU_ASSERT_EQUAL(run("eval %s --curve --initial", rd), 2);
   /* --compare-initial ends with a verdict line */

@@ -19,8 +19,9 @@ run is its curve.
 
 Runs whose directory has an eval_curve.h5 (`bcg eval RUN_DIR --curve`, or
 [eval] curve = true) add the same figures of E_fixed in MuJoCo and in bcg,
-one point per checkpoint (efixed_mujoco_vs_samples.png, ...): the paper's
-Figure 5, measured as bcg eval measures it rather than during training.
+one point for the untrained policy and one per checkpoint
+(efixed_mujoco_vs_samples.png, ...): the paper's Figure 5, measured as bcg
+eval measures it rather than during training.
 
 Runs evaluated by `bcg eval` (eval.h5) whose config.ini names a contact
 model with a kappa add OUTDIR/kappa_penetration.png: the mean foot
@@ -260,8 +261,9 @@ def main():
                 grid, mean, std = agg
                 (ln,) = ax.plot(grid, mean, lw=1.5, label="%s (%d run%s)" % (label, len(curves),
                                                                             "" if len(curves) == 1 else "s"))
-                if std is not None:
-                    ax.fill_between(grid, mean - std, mean + std, color=ln.get_color(), alpha=0.2, lw=0)
+                if std is not None:  # E_fixed and track_err are never negative: the band stops at 0
+                    lo = mean - std if key in ("mean_return",) else np.maximum(mean - std, 0.0)
+                    ax.fill_between(grid, lo, mean + std, color=ln.get_color(), alpha=0.2, lw=0)
                 lines += 1
             if lines == 0:
                 plt.close(fig)
