@@ -29,6 +29,7 @@
 #include "bcg/config.h"
 #include "bcg/env.h"
 #include "bcg/loader.h"
+#include "h5same.h"
 #include "testutil.h"
 #include "testrng.h"
 
@@ -125,6 +126,7 @@ static void test_build_example(void) {
   CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -s -C plugins/example OUT='%s/example'", env, tmp), 0);
   CU_ASSERT_FATAL(exists("example/clip_autodiff.so"));
   CU_ASSERT_FATAL(exists("example/hold_height.so"));
+  CU_ASSERT_FATAL(exists("example/ars.so"));
   /* the installed template compiles as is (its build output goes elsewhere) */
   CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -s -C '%s/share/bcg/sdk/template' OUT='%s/template'", env, tmp, tmp),
                         0);
@@ -499,6 +501,60 @@ static void test_example_task(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: train: finished after 2 iterations"));
 }
 
+/* The example learner (plugins/example/ars.c, Augmented Random Search with a
+ * linear policy), built from the installed SDK, through the installed bcg on
+ * the learners' pendulum task started near upright (balancing, which a
+ * linear policy can do): it learns (mean episode return from below 0 to
+ * above 90 of at most 100 within 40 iterations), a run stopped at 20 and
+ * resumed equals the uninterrupted one bit for bit (log and checkpoint),
+ * bcg eval runs its act(), and an odd num_envs is refused with a message. */
+static void test_example_learner(void) {
+  CU_ASSERT_FATAL(built);
+  char ini[700], b[512], pp[1400];
+  CU_ASSERT_FATAL(realpath(bcg_test_build_dir(), b) != NULL);
+  snprintf(pp, sizeof pp, "BCG_PLUGIN_PATH='%s/example:%s/tests/plugins' '%s/bin/bcg'", tmp, b, tmp);
+  snprintf(ini, sizeof ini, "%s/ars.ini", tmp);
+  FILE *f = fopen(ini, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "[run]\nname = ars\nnum_envs = 16\niterations = 40\nthreads = 1\ncheckpoint_every = 10\nout_dir = %s/arsruns\n"
+             "[model]\npath = tests/models/pendulum.xml\n[estimator]\nplugin = autodiff\n[learner]\nplugin = ars\n"
+             "[task]\nplugin = learn_task\ninit_angle = 0.3\ninit_speed = 0.3\n", tmp);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(sh("%s train '%s' run.name=full", pp, ini), 0);
+  double r1 = NAN, r40 = NAN;
+  const char *l1 = strstr(out, "\nit 1/40 "), *l40 = strstr(out, "\nit 40/40 ");
+  if (!l1) l1 = strncmp(out, "it 1/40 ", 8) ? NULL : out - 1;
+  if (l1 && strstr(l1, "return ")) r1 = atof(strstr(l1, "return ") + 7);
+  if (l40 && strstr(l40, "return ")) r40 = atof(strstr(l40, "return ") + 7);
+  CU_ASSERT(r1 < 0);
+  CU_ASSERT(r40 > 90);
+  if (!(r1 < 0 && r40 > 90)) fprintf(stderr, "ars: return %g -> %g\n%s\n", r1, r40, out);
+  /* stopped at 20, resumed to 40: the same run */
+  CU_ASSERT_EQUAL_FATAL(sh("%s train '%s' run.name=half run.iterations=20 && %s train --resume %s/arsruns/half/* "
+                           "run.iterations=40",
+                           pp, ini, pp, tmp),
+                        0);
+  char la[1200], lb[1200], ca[1200], cb[1200], name[64];
+  CU_ASSERT_EQUAL_FATAL(sh("ls -d %s/arsruns/full/* | head -n 1", tmp), 0);
+  out[strcspn(out, "\n")] = 0;
+  snprintf(la, sizeof la, "%.1000s/log.h5", out);
+  snprintf(ca, sizeof ca, "%.1000s/checkpoints/ckpt_000000040.h5", out);
+  CU_ASSERT_EQUAL_FATAL(sh("ls -d %s/arsruns/half/* | head -n 1", tmp), 0);
+  out[strcspn(out, "\n")] = 0;
+  snprintf(lb, sizeof lb, "%.1000s/log.h5", out);
+  snprintf(cb, sizeof cb, "%.1000s/checkpoints/ckpt_000000040.h5", out);
+  int nc = 0;
+  CU_ASSERT_EQUAL(h5same(la, lb, h5same_skip_log, name, &nc), 0);
+  CU_ASSERT(nc > 5);
+  CU_ASSERT_EQUAL(h5same(ca, cb, h5same_skip_ckpt, name, &nc), 0);
+  /* its act() in bcg eval */
+  CU_ASSERT_EQUAL(sh("%s eval %s/arsruns/full/* --sim bcg --runs 2 --seconds 1 --out - eval.fall_height=0", pp, tmp), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg  "));
+  /* an odd number of environments has no antithetic pairs */
+  CU_ASSERT_EQUAL(sh("%s train '%s' run.num_envs=5", pp, ini), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[run] num_envs must be even (a + and a - episode per direction), not 5"));
+}
+
 static void test_teardown(void) {
   if (env) bcg_env_free(env);
   env = NULL;
@@ -516,5 +572,7 @@ BCG_TESTS({"install into a temporary prefix: lib, bin, headers, bcg.pc, SDK", te
           {"clip_autodiff off / template at 1 equal autodiff bit for bit", test_exact_when_off},
           {"clip_autodiff: l2 and value clipping of the state adjoint, action clip", test_clip_semantics},
           {"clip_autodiff backward matches central finite differences", test_fd},
-          {"hold_height example task: VJPs vs FD, training", test_example_task}, {"teardown", test_teardown});
+          {"hold_height example task: VJPs vs FD, training", test_example_task},
+          {"ars example learner: learns, resumes bit for bit, evaluates", test_example_learner},
+          {"teardown", test_teardown});
 BCG_RUN("sdk")
