@@ -127,6 +127,7 @@ static void test_build_example(void) {
   CU_ASSERT_FATAL(exists("example/clip_autodiff.so"));
   CU_ASSERT_FATAL(exists("example/hold_height.so"));
   CU_ASSERT_FATAL(exists("example/ars.so"));
+  CU_ASSERT_FATAL(exists("example/hunt_crossley.so"));
   /* the installed template compiles as is (its build output goes elsewhere) */
   CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -s -C '%s/share/bcg/sdk/template' OUT='%s/template'", env, tmp, tmp),
                         0);
@@ -363,19 +364,20 @@ static double loss(est *E, const bcg_real *x, const bcg_real *a, const bcg_real 
   return L;
 }
 
-static void test_fd(void) {
-  setup_env();
+/* E's backward at (x, acts) against central finite differences of its
+ * forward, along a random direction of the actions (*ea) and of the tangent
+ * state (*ex), relative errors */
+static void fd_check(est *E, const bcg_real *x, double *ea, double *ex) {
   int dbl = sizeof(bcg_real) == 8;
-  const double h = dbl ? 1e-6 : 1e-2, tol = dbl ? 1e-5 : 5e-2;
-  est E = make_est(env, "plugin = clip_autodiff", 1);
+  const double h = dbl ? 1e-6 : 1e-2;
   bcg_real w[NENV * BCG_MAX_DOF], xnb[NENV * 2 * BCG_MAX_DOF] = {0}, xb[NENV * 2 * BCG_MAX_DOF];
   bcg_real ab[NENV * BCG_MAX_ACT] = {0}, xn[NENV * (BCG_MAX_Q + BCG_MAX_DOF)];
   for (int i = 0; i < NENV * nv; i++) w[i] = (bcg_real)(2 * urand() - 1);
   for (int e = 0; e < NENV; e++)
     for (int i = 0; i < nv; i++) xnb[(size_t)e * 2 * nv + nv + i] = w[e * nv + i];
-  E.ops->begin(E.self);
-  CU_ASSERT_EQUAL(E.ops->forward(E.self, 0, x0, acts, xn), 0);
-  CU_ASSERT_EQUAL(E.ops->backward(E.self, 0, xnb, xb, ab), 0);
+  E->ops->begin(E->self);
+  CU_ASSERT_EQUAL(E->ops->forward(E->self, 0, x, acts, xn), 0);
+  CU_ASSERT_EQUAL(E->ops->backward(E->self, 0, xnb, xb, ab), 0);
 
   /* actions */
   bcg_real d[NENV * BCG_MAX_ACT], ap[NENV * BCG_MAX_ACT], am[NENV * BCG_MAX_ACT];
@@ -386,8 +388,8 @@ static void test_fd(void) {
     am[i] = acts[i] - (bcg_real)h * d[i];
     an += (double)ab[i] * d[i];
   }
-  double fd = (loss(&E, x0, ap, w) - loss(&E, x0, am, w)) / (2 * h);
-  double ea = bcg_relerr(an, fd, 1e-8);
+  double fd = (loss(E, x, ap, w) - loss(E, x, am, w)) / (2 * h);
+  *ea = bcg_relerr(an, fd, 1e-8);
   /* tangent state */
   bcg_real dq[NENV * BCG_MAX_DOF], du[NENV * BCG_MAX_DOF], dqh[NENV * BCG_MAX_DOF], duh[NENV * BCG_MAX_DOF];
   bcg_real xp[NENV * (BCG_MAX_Q + BCG_MAX_DOF)], xm[NENV * (BCG_MAX_Q + BCG_MAX_DOF)];
@@ -402,16 +404,102 @@ static void test_fd(void) {
     double sg = s ? -h : h;
     for (int i = 0; i < NENV * nv; i++) dqh[i] = (bcg_real)(sg * dq[i]), duh[i] = (bcg_real)(sg * du[i]);
     for (int e = 0; e < NENV; e++) /* one environment per call */
-      bcg_env_perturb(env, x0 + (size_t)e * nx, dqh + e * nv, duh + e * nv, (s ? xm : xp) + (size_t)e * nx);
+      bcg_env_perturb(env, x + (size_t)e * nx, dqh + e * nv, duh + e * nv, (s ? xm : xp) + (size_t)e * nx);
   }
-  double fdx = (loss(&E, xp, acts, w) - loss(&E, xm, acts, w)) / (2 * h);
-  double ex = bcg_relerr(xnum, fdx, 1e-8);
+  double fdx = (loss(E, xp, acts, w) - loss(E, xm, acts, w)) / (2 * h);
+  *ex = bcg_relerr(xnum, fdx, 1e-8);
+  if (*ea > 1e-5 || *ex > 1e-5) fprintf(stderr, "FD: actions %g vs %g, state %g vs %g\n", an, fd, xnum, fdx);
+}
+
+static void test_fd(void) {
+  setup_env();
+  const double tol = sizeof(bcg_real) == 8 ? 1e-5 : 5e-2;
+  est E = make_est(env, "plugin = clip_autodiff", 1);
+  double ea, ex;
+  fd_check(&E, x0, &ea, &ex);
   free_est(&E);
   bcg_test_report("clip_autodiff backward vs FD, actions (rel)", ea);
   bcg_test_report("clip_autodiff backward vs FD, tangent state (rel)", ex);
-  if (ea > tol || ex > tol) fprintf(stderr, "FD: actions %g vs %g, state %g vs %g\n", an, fd, xnum, fdx);
   CU_ASSERT(ea <= tol);
   CU_ASSERT(ex <= tol);
+}
+
+/* The example contact model (plugins/example/hunt_crossley.c), built from
+ * the installed SDK: its CUDA entries and capability exactly where nvcc was
+ * found (the entries themselves run on the device machine); the control step
+ * of humanoid.xml with it (autodiff; 1 ms substeps, as an explicit law
+ * needs: at 5 ms the light feet blow up on impact) against central finite differences on
+ * real states: in contact (dropped onto the floor, a few steps after the
+ * first contact force), near contact (the same lifted just clear of the
+ * floor: listed contacts, no force) and airborne; the dropped humanoid comes
+ * to rest on the floor instead of falling through it. */
+static void test_example_contact(void) {
+  setup_env();
+  char path[700], err[1024];
+  snprintf(path, sizeof path, "%s/example/hunt_crossley.so", tmp);
+  if (!bcg_registry_find(reg, BCG_KIND_CONTACT, "hunt_crossley") && bcg_registry_load_file(reg, path, err, sizeof err))
+    fprintf(stderr, "%s\n", err);
+  const bcg_plugin *pl = bcg_registry_find(reg, BCG_KIND_CONTACT, "hunt_crossley");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  const bcg_contact_ops *co = pl->desc->ops;
+  const int nvcc = system("command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc") == 0;
+  CU_ASSERT_EQUAL(!!(pl->desc->caps & BCG_CAP_CUDA), nvcc);
+  CU_ASSERT_EQUAL(co->solve_cuda != NULL && co->solve_vjp_cuda != NULL, nvcc);
+  bcg_config *cfg = load_cfg("plugin = autodiff\n[contact]\nplugin = hunt_crossley\n[sim]\nsubsteps = 20");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  bcg_env *ce = bcg_env_create(cfg, NENV, err, sizeof err);
+  if (!ce) fprintf(stderr, "env: %s\n", err);
+  bcg_config_free(cfg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ce);
+  est E = make_est(ce, "plugin = autodiff\n[contact]\nplugin = hunt_crossley\n[sim]\nsubsteps = 20", 1);
+  /* drop from qpos0, zero actions, until both environments feel the floor, then 3 steps more */
+  const bcg_mdata *m = &ce->model->m;
+  bcg_real xc[NENV * (BCG_MAX_Q + BCG_MAX_DOF)], xn[NENV * (BCG_MAX_Q + BCG_MAX_DOF)] = {0};
+  bcg_real zero[NENV * BCG_MAX_ACT] = {0};
+  for (int e = 0; e < NENV; e++) {
+    for (int i = 0; i < nq; i++) xc[(size_t)e * nx + i] = m->qpos0[i] - (i >= 7 ? (bcg_real)(0.02 * e) : 0);
+    for (int i = 0; i < nv; i++) xc[(size_t)e * nx + nq + i] = 0;
+  }
+  int steps = 0, touched = -1;
+  double zmin = 1e9;
+  for (; steps < 300 && (touched < 0 || steps < touched + 3); steps++) {
+    E.ops->begin(E.self);
+    CU_ASSERT_EQUAL_FATAL(E.ops->forward(E.self, 0, xc, zero, xn), 0);
+    memcpy(xc, xn, sizeof(bcg_real) * NENV * nx);
+    bcg_env_diag dg = bcg_env_diagnostics(ce);
+    if (touched < 0 && dg.maxfn[0] > 0 && dg.maxfn[1] > 0) touched = steps;
+  }
+  CU_ASSERT_FATAL(touched >= 0);
+  bcg_env_diag dg = bcg_env_diagnostics(ce);
+  const double pen = fmax(dg.maxpen[0], dg.maxpen[1]);
+  CU_ASSERT(pen > 0 && pen < 0.05);
+  /* near contact: lifted 0.2 mm clear of its deepest point */
+  bcg_real xnear[NENV * (BCG_MAX_Q + BCG_MAX_DOF)];
+  memcpy(xnear, xc, sizeof xnear);
+  for (int e = 0; e < NENV; e++) xnear[(size_t)e * nx + 2] += (bcg_real)(pen + 2e-4);
+  const double tol = sizeof(bcg_real) == 8 ? 1e-5 : 5e-2;
+  const bcg_real *states[3] = {xc, xnear, x0};
+  const char *what[3] = {"in contact", "near contact", "airborne"};
+  for (int k = 0; k < 3; k++) {
+    double ea, ex;
+    fd_check(&E, states[k], &ea, &ex);
+    char label[160];
+    snprintf(label, sizeof label, "hunt_crossley step vs FD, %s: actions / tangent state (rel, worse)", what[k]);
+    bcg_test_report(label, fmax(ea, ex));
+    CU_ASSERT(ea <= tol);
+    CU_ASSERT(ex <= tol);
+  }
+  /* it holds the body up: 2 s more, the root stays above the floor */
+  for (int s = 0; s < 100; s++) {
+    E.ops->begin(E.self);
+    CU_ASSERT_EQUAL_FATAL(E.ops->forward(E.self, 0, xc, zero, xn), 0);
+    memcpy(xc, xn, sizeof(bcg_real) * NENV * nx);
+    for (int e = 0; e < NENV; e++) zmin = fmin(zmin, xc[(size_t)e * nx + 2]);
+  }
+  bcg_test_report("hunt_crossley: lowest root height over 2 s after the drop (m)", zmin);
+  CU_ASSERT(zmin > 0.05);
+  free_est(&E);
+  bcg_env_free(ce);
 }
 
 /* The example task (plugins/example/hold_height.c, built from the installed
@@ -574,5 +662,7 @@ BCG_TESTS({"install into a temporary prefix: lib, bin, headers, bcg.pc, SDK", te
           {"clip_autodiff backward matches central finite differences", test_fd},
           {"hold_height example task: VJPs vs FD, training", test_example_task},
           {"ars example learner: learns, resumes bit for bit, evaluates", test_example_learner},
+          {"hunt_crossley example contact model: CUDA entries, step vs FD in contact, near it, airborne",
+           test_example_contact},
           {"teardown", test_teardown});
 BCG_RUN("sdk")
