@@ -127,6 +127,15 @@ static void test_sweep_slurm(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n#SBATCH --time=10\n#SBATCH --requeue\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "' '--task' \"$SLURM_ARRAY_TASK_ID\"\n"));
   CU_ASSERT_NOT_EQUAL(access(dir, F_OK), 0); /* a dry run makes nothing */
+  /* GPUs per run, a throttle, the other options */
+  CU_ASSERT_EQUAL(sh("$bcg sweep %s --slurm --dry-run --gpus-per-run 2 --jobs 3 --cpus-per-run 4 --partition gpu "
+                     "--mem 8G --account lab --qos high --constraint h100",
+                     p),
+                  0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n#SBATCH --array=1-4%3\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n#SBATCH --cpus-per-task=4\n#SBATCH --gres=gpu:2\n#SBATCH --partition=gpu\n"
+                                     "#SBATCH --mem=8G\n#SBATCH --account=lab\n#SBATCH --qos=high\n"
+                                     "#SBATCH --constraint=h100\n"));
 
   CU_ASSERT_EQUAL_FATAL(sh("touch %s && $bcg sweep %s --slurm --time 10", hold, p), 0);
   job_of(job, sizeof job);
