@@ -241,8 +241,8 @@ fuzz-ci: fuzz-build
 demo: deps
 	$(MAKE) all
 	$(BIN) train configs/demo.ini
-	@echo "== the policy trained now, against the untrained one =="
-	$(BIN) eval "$$(ls -td runs/demo/*/ | head -n 1)" --compare-initial
+	@echo "== the policy trained now, against the untrained one (--curve: every checkpoint on the way) =="
+	$(BIN) eval "$$(ls -td runs/demo/*/ | head -n 1)" --compare-initial --curve
 	@echo "== what it does: 5 s in MuJoCo, drawn by bcg render (the reference pose as a translucent ghost) =="
 	$(BIN) render "$$(ls -td runs/demo/*/ | head -n 1)"
 	@echo "== the shipped policy (models/policies/stand_shac_bcg/README.md: how it was made) =="
