@@ -484,6 +484,50 @@ BCG_HD void bcg_chol_solve(const bcg_real *L, int n, bcg_real *x) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Tree-sparse L^T D L factorisation of the joint-space inertia matrix         */
+/* ------------------------------------------------------------------------ */
+
+/* H = L^T D L for the mass matrix of a kinematic tree (Featherstone, "Rigid
+ * Body Dynamics Algorithms", section 6.5, the factorisation MuJoCo's
+ * mj_factorM uses): L unit lower triangular with L[i][j] != 0 only where
+ * dof j is an ancestor of dof i (parent[], -1 at the root, parent[i] < i),
+ * so nothing fills in and the work is O(n d^2) for a tree of depth d, where
+ * a dense Cholesky is O(n^3). In place on the dense n x n matrix H (row
+ * major, the lower triangle read): afterwards H's strictly lower ancestor
+ * entries hold L and its diagonal D; every other entry is left as it was and
+ * is never read. -1 when a pivot D_k is not positive (H not SPD). */
+BCG_HD int bcg_ltdl(bcg_real *H, int n, const int *parent) {
+  for (int k = n - 1; k >= 0; k--) {
+    const bcg_real dk = H[k * n + k];
+    if (!(dk > 0)) return -1;
+    for (int i = parent[k]; i >= 0; i = parent[i]) {
+      const bcg_real a = H[k * n + i] / dk;
+      for (int j = i; j >= 0; j = parent[j]) H[i * n + j] -= a * H[k * n + j];
+      H[k * n + i] = a;
+    }
+  }
+  return 0;
+}
+
+/* x = H^-1 x = L^-1 D^-1 L^-T x for the factor of bcg_ltdl, in place,
+ * O(n d). A zero of x skips its ancestor chain in the first pass (exactly:
+ * nothing is subtracted), so a right-hand side supported on one branch,
+ * such as a contact Jacobian's row, costs its chain there. */
+BCG_HD void bcg_ltdl_solve(const bcg_real *LD, int n, const int *parent, bcg_real *x) {
+  for (int k = n - 1; k >= 0; k--) {
+    const bcg_real xk = x[k];
+    if (xk == 0) continue;
+    for (int j = parent[k]; j >= 0; j = parent[j]) x[j] -= LD[k * n + j] * xk;
+  }
+  for (int k = 0; k < n; k++) x[k] /= LD[k * n + k];
+  for (int k = 0; k < n; k++) {
+    bcg_real s = x[k];
+    for (int j = parent[k]; j >= 0; j = parent[j]) s -= LD[k * n + j] * x[j];
+    x[k] = s;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Position integration q' = q (+) h u and its adjoint                       */
 /* ------------------------------------------------------------------------ */
 

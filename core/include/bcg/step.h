@@ -58,7 +58,9 @@ typedef struct bcg_stepws {
   int cid[BCG_MAX_CONTACT];                 /* contact point slot of each active contact */
   bcg_real cpos[BCG_MAX_CONTACT][3];          /* contact point relative to o */
   bcg_real J[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows (n, t1, t2) per contact */
-  bcg_real K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows of (H^-1 J^T)^T, if need_G */
+  bcg_real K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows of (H^-1 J^T)^T, if need_G; while k_half:
+                                                 the rows of Y = L^-T J^T (bcg_ltdl) */
+  int k_half;                                   /* K holds Y: bcg_substep_pre_vjp finishes it */
   int status;                               /* 0 ok, else a BCG_STEP_* error */
 } bcg_stepws;
 
@@ -75,38 +77,60 @@ typedef struct bcg_stepadj {
   bcg_crba_ws cb;
 } bcg_stepadj;
 
-/* bcg_chol_solve of nrhs right-hand sides at once, the rows of X (stride
- * BCG_MAX_DOF), at most 3 BCG_MAX_CONTACT of them: each row gets exactly the
- * operations bcg_chol_solve would apply to it, in the same order (so the same
- * bits). On the CPU the rows are solved together on a transposed copy, so
- * that the inner loop runs over independent rows (vectorised, no dependent
- * chain); on the GPU (one thread per environment, little local memory) one
- * row after the other. */
-BCG_HD void bcg_chol_solve_rows(const bcg_real *L, int n, bcg_real (*X)[BCG_MAX_DOF], int nrhs) {
+/* bcg_ltdl_solve (dyn.h) of nrhs right-hand sides at once, the rows of X
+ * (stride BCG_MAX_DOF), at most 3 BCG_MAX_CONTACT of them, in two halves:
+ * bcg_ltdl_rows_half applies L^-T (X becomes Y = L^-T X: a row supported on
+ * one chain of dofs stays on it), bcg_ltdl_rows_rest D^-1 and L^-1. On the
+ * CPU on a transposed copy, so that the inner loop runs over independent rows
+ * (vectorised); on the GPU one row after the other. The two agree to the
+ * sign of a zero (the one-row pass skips the chain of a zero entry). */
+BCG_HD void bcg_ltdl_rows_half(const bcg_real *LD, int n, const int *parent, bcg_real (*X)[BCG_MAX_DOF], int nrhs) {
 #ifdef __CUDA_ARCH__
-  for (int r = 0; r < nrhs; r++) bcg_chol_solve(L, n, X[r]);
+  for (int r = 0; r < nrhs; r++)
+    for (int k = n - 1; k >= 0; k--) {
+      const bcg_real xk = X[r][k];
+      if (xk == 0) continue;
+      for (int j = parent[k]; j >= 0; j = parent[j]) X[r][j] -= LD[k * n + j] * xk;
+    }
 #else
   enum { R = 3 * BCG_MAX_CONTACT };
   bcg_real T[BCG_MAX_DOF][R];
   for (int r = 0; r < nrhs; r++)
     for (int i = 0; i < n; i++) T[i][r] = X[r][i];
-  for (int i = 0; i < n; i++) {
-    bcg_real *Ti = T[i];
-    for (int l = 0; l < i; l++) {
-      const bcg_real Lil = L[i * n + l], *Tl = T[l];
-      for (int r = 0; r < nrhs; r++) Ti[r] -= Lil * Tl[r];
+  for (int k = n - 1; k >= 0; k--) {
+    const bcg_real *Tk = T[k];
+    for (int j = parent[k]; j >= 0; j = parent[j]) {
+      const bcg_real l = LD[k * n + j];
+      bcg_real *Tj = T[j];
+      for (int r = 0; r < nrhs; r++) Tj[r] -= l * Tk[r];
     }
-    const bcg_real d = L[i * n + i];
-    for (int r = 0; r < nrhs; r++) Ti[r] /= d;
   }
-  for (int i = n - 1; i >= 0; i--) {
-    bcg_real *Ti = T[i];
-    for (int l = i + 1; l < n; l++) {
-      const bcg_real Lli = L[l * n + i], *Tl = T[l];
-      for (int r = 0; r < nrhs; r++) Ti[r] -= Lli * Tl[r];
+  for (int r = 0; r < nrhs; r++)
+    for (int i = 0; i < n; i++) X[r][i] = T[i][r];
+#endif
+}
+
+BCG_HD void bcg_ltdl_rows_rest(const bcg_real *LD, int n, const int *parent, bcg_real (*X)[BCG_MAX_DOF], int nrhs) {
+#ifdef __CUDA_ARCH__
+  for (int r = 0; r < nrhs; r++)
+    for (int k = 0; k < n; k++) {
+      bcg_real s = X[r][k] / LD[k * n + k];
+      for (int j = parent[k]; j >= 0; j = parent[j]) s -= LD[k * n + j] * X[r][j];
+      X[r][k] = s;
     }
-    const bcg_real d = L[i * n + i];
-    for (int r = 0; r < nrhs; r++) Ti[r] /= d;
+#else
+  enum { R = 3 * BCG_MAX_CONTACT };
+  bcg_real T[BCG_MAX_DOF][R];
+  for (int r = 0; r < nrhs; r++)
+    for (int i = 0; i < n; i++) T[i][r] = X[r][i];
+  for (int k = 0; k < n; k++) {
+    const bcg_real d = LD[k * n + k];
+    bcg_real *Tk = T[k];
+    for (int r = 0; r < nrhs; r++) Tk[r] /= d;
+    for (int j = parent[k]; j >= 0; j = parent[j]) {
+      const bcg_real l = LD[k * n + j], *Tj = T[j];
+      for (int r = 0; r < nrhs; r++) Tk[r] -= l * Tj[r];
+    }
   }
   for (int r = 0; r < nrhs; r++)
     for (int i = 0; i < n; i++) X[r][i] = T[i][r];
@@ -362,12 +386,12 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
   bcg_kinematics(m, w->qM, &w->k);
   bcg_crba(m, &w->k, w->L, &w->cw);
   for (int d = 0; d < nv; d++) w->L[d * nv + d] += m->dof_armature[d] + bcg_implicit_diag(m, sp, uS, d);
-  if (bcg_chol(w->L, nv)) w->status = BCG_STEP_NOT_SPD;
+  if (bcg_ltdl(w->L, nv, m->dof_parent)) w->status = BCG_STEP_NOT_SPD;
   bcg_rnea(m, &w->k, uS, 0, sp->gravity, w->b, &w->rw);
   for (int d = 0; d < nv; d++) w->tau[d] = 0;
   bcg_joint_forces(m, sp, w->qM, uS, a, w->tau);
   for (int d = 0; d < nv; d++) w->y[d] = w->tau[d] - w->b[d];
-  if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, w->y);
+  if (w->status == BCG_STEP_OK) bcg_ltdl_solve(w->L, nv, m->dof_parent, w->y);
   for (int d = 0; d < nv; d++) w->ufree[d] = uS[d] + h * w->y[d];
 
   /* active contacts: gap <= margin, at most ncmax (the deepest ones) */
@@ -416,25 +440,43 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
       c[3 * r + t] = s1;
     }
   }
-  /* K (needed by the adjoint of G) also when G itself is not wanted: a
-   * recompute for the adjoint passes G = NULL */
+  /* G = J H^-1 J^T = Y^T D^-1 Y with Y = L^-T J^T (H = L^T D L, bcg_ltdl):
+   * a row of Y stays on its contact body's chain of dofs, so each entry
+   * of G sums over one chain, and only the first pass of the solve runs
+   * here. w->K keeps Y (k_half) also when G itself is not wanted (a
+   * recompute for the adjoint passes G = NULL); bcg_substep_pre_vjp, which
+   * needs K = H^-1 J^T for the adjoint of G, finishes it. */
+  w->k_half = 0;
   if (G || sp->need_G) {
     for (int r = 0; r < 3 * na; r++)
       for (int d = 0; d < nv; d++) w->K[r][d] = w->J[r][d];
-    if (w->status == BCG_STEP_OK) bcg_chol_solve_rows(w->L, nv, w->K, 3 * na);
+    if (w->status == BCG_STEP_OK) bcg_ltdl_rows_half(w->L, nv, m->dof_parent, w->K, 3 * na);
+    w->k_half = 1;
   }
   if (G) {
     int n3 = 3 * ncon;
     if (!sp->G_prezeroed)
       for (int i = 0; i < n3 * n3; i++) G[i] = 0;
     for (int r = 3 * na; r < n3; r++) G[r * n3 + r] = 1; /* keeps padded blocks invertible */
-    for (int r = 0; r < 3 * na; r++)
+    const int ok = w->status == BCG_STEP_OK;
+    for (int r = 0; r < 3 * na; r++) {
+      /* row r's chain of dofs from its deepest nonzero (Y[r] is 0 off it),
+       * and Y[r] / D along it */
+      int idx[BCG_MAX_DOF], len = 0, top = nv - 1;
+      bcg_real yd[BCG_MAX_DOF];
+      while (top >= 0 && w->K[r][top] == 0) top--;
+      for (int d = top; d >= 0; d = m->dof_parent[d]) {
+        idx[len] = d;
+        yd[len++] = ok ? w->K[r][d] / w->L[d * nv + d] : w->K[r][d];
+      }
       for (int s = 0; s <= r; s++) {
+        const bcg_real *ys = w->K[s];
         bcg_real v = 0;
-        for (int d = 0; d < nv; d++) v += w->J[r][d] * w->K[s][d];
+        for (int t = 0; t < len; t++) v += yd[t] * ys[idx[t]];
         G[r * n3 + s] = v;
         G[s * n3 + r] = v;
       }
+    }
   }
 }
 
@@ -447,13 +489,29 @@ BCG_HD void bcg_substep_post(const bcg_mdata *m, const bcg_simparams *sp, bcg_st
     for (int r = 0; r < 3 * w->nact; r++) s += w->J[r][d] * lam[r];
     w->x[d] = s;
   }
-  if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, w->x);
+  if (w->status == BCG_STEP_OK) bcg_ltdl_solve(w->L, nv, m->dof_parent, w->x);
   for (int d = 0; d < nv; d++) w->uE[d] = uE[d] = w->ufree[d] + w->x[d];
   bcg_integrate(m, w->qM, w->uE, sp->dt / 2, qE);
   int bad = 0;
   for (int i = 0; i < m->nq; i++) bad |= !isfinite(qE[i]);
   for (int d = 0; d < nv; d++) bad |= !isfinite(uE[d]);
   if (bad && w->status == BCG_STEP_OK) w->status = BCG_STEP_NONFINITE;
+}
+
+/* Hb -= u v^T on the entries of the mass matrix's adjoint that anything reads:
+ * (i, j) and (j, i) for j an ancestor-or-self of dof i, the pairs the CRBA
+ * adjoint visits (dyn.h, bcg_crba_vjp; the implicit diagonal's adjoint reads
+ * the diagonal). The other entries of H are structurally zero and their
+ * adjoints are never read, so they are left alone: O(nv d) instead of nv^2. */
+BCG_HD void bcg_hb_sub_outer(const bcg_mdata *m, bcg_real *Hb, const bcg_real *u, const bcg_real *v) {
+  const int nv = m->nv;
+  for (int i = 0; i < nv; i++) {
+    Hb[i * nv + i] -= u[i] * v[i];
+    for (int j = m->dof_parent[i]; j >= 0; j = m->dof_parent[j]) {
+      Hb[i * nv + j] -= u[i] * v[j];
+      Hb[j * nv + i] -= u[j] * v[i];
+    }
+  }
 }
 
 /* Adjoint of the second half (w recomputed by pre + post for the same input).
@@ -470,9 +528,8 @@ BCG_HD void bcg_substep_post_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
     for (int d = 0; d < nv; d++) A->Jb[r][d] = 0;
   bcg_integrate_vjp(m, w->uE, sp->dt / 2, qEb, A->qMb, uEb);
   for (int d = 0; d < nv; d++) { A->ufreeb[d] = uEb[d]; sb[d] = uEb[d]; }
-  if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, sb);
-  for (int i = 0; i < nv; i++)
-    for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= sb[i] * w->x[j];
+  if (w->status == BCG_STEP_OK) bcg_ltdl_solve(w->L, nv, m->dof_parent, sb);
+  bcg_hb_sub_outer(m, A->Hb, sb, w->x);
   for (int r = 0; r < 3 * ncon; r++) lamb[r] = 0;
   for (int r = 0; r < n3; r++) {
     bcg_real s = 0;
@@ -485,7 +542,7 @@ BCG_HD void bcg_substep_post_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
  * cb, Gb; Gb may be NULL) and A from bcg_substep_post_vjp. Writes qSb
  * (tangent), accumulates uSb and ab. */
 BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *qS, const bcg_real *uS,
-                                const bcg_real *a, const bcg_stepws *w, int ncon, const bcg_real *gapb,
+                                const bcg_real *a, bcg_stepws *w, int ncon, const bcg_real *gapb,
                                 const bcg_real *v0b, const bcg_real *cb, const bcg_real *Gb, bcg_stepadj *A, bcg_real *qSb,
                                 bcg_real *uSb, bcg_real *ab) {
   int nv = m->nv, na = w->nact, n3 = 3 * na;
@@ -500,13 +557,17 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
   /* G = J K^T-rows:  Jb += (Gb + Gb^T) K ; Hb -= K^T Gb K */
   if (Gb && sp->need_G) {
     int N3 = 3 * ncon;
+    if (w->k_half) { /* K = H^-1 J^T from the Y that bcg_substep_pre left */
+      if (w->status == BCG_STEP_OK) bcg_ltdl_rows_rest(w->L, nv, m->dof_parent, w->K, n3);
+      w->k_half = 0;
+    }
     for (int r = 0; r < n3; r++)
       for (int s = 0; s < n3; s++) {
         bcg_real g = Gb[r * N3 + s] + Gb[s * N3 + r];
         if (g != 0)
           for (int d = 0; d < nv; d++) A->Jb[r][d] += g * w->K[s][d];
       }
-    /* Hb -= K^T (Gb K): one row of T = Gb K at a time (O(n3 nv (n3 + nv))) */
+    /* Hb -= K^T (Gb K): one row of T = Gb K at a time (O(n3 nv (n3 + d))) */
     for (int r = 0; r < n3; r++) {
       bcg_real T[BCG_MAX_DOF];
       for (int j = 0; j < nv; j++) T[j] = 0;
@@ -515,11 +576,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
         if (g != 0)
           for (int j = 0; j < nv; j++) T[j] += g * w->K[s][j];
       }
-      for (int i = 0; i < nv; i++) {
-        bcg_real ki = w->K[r][i];
-        if (ki != 0)
-          for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= ki * T[j];
-      }
+      bcg_hb_sub_outer(m, A->Hb, w->K[r], T);
     }
   }
   /* v0 = J uS, c = J ufree */
@@ -559,9 +616,8 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
   /* ufree = uS + h H^-1 (tau - b) */
   bcg_real rb[BCG_MAX_DOF];
   for (int d = 0; d < nv; d++) { uSb[d] += A->ufreeb[d]; rb[d] = h * A->ufreeb[d]; }
-  if (w->status == BCG_STEP_OK) bcg_chol_solve(w->L, nv, rb);
-  for (int i = 0; i < nv; i++)
-    for (int j = 0; j < nv; j++) A->Hb[i * nv + j] -= rb[i] * w->y[j];
+  if (w->status == BCG_STEP_OK) bcg_ltdl_solve(w->L, nv, m->dof_parent, rb);
+  bcg_hb_sub_outer(m, A->Hb, rb, w->y);
   bcg_joint_forces_vjp(m, sp, w->qM, uS, a, rb, A->qMb, uSb, ab);
   bcg_implicit_diag_vjp(m, sp, uS, A->Hb, uSb);
   bcg_real bb[BCG_MAX_DOF];
