@@ -939,6 +939,33 @@ static void describe_end(sweep *S, srun *r, double secs) {
 /* the children that ended: their output drained, their state derived
  * (handled: a stop was signalled, so a killed child was interrupted, not
  * failed), the manifest rewritten */
+/* The state of run r whose child ended with wait status st (handled: a stop
+ * was signalled, so a child killed by a signal was interrupted, not failed),
+ * derived from the run itself unless the child failed. */
+static void settle(sweep *S, srun *r, int st, int handled) {
+  int ck, ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  if (ok || (WIFSIGNALED(st) && handled)) {
+    r->state = ST_INTERRUPTED;
+    r->state = derive(S, r, &ck);
+  } else {
+    r->state = ST_FAILED;
+    derive(S, r, &ck);
+    r->state = ST_FAILED;
+    if (!r->msg[0]) {
+      if (WIFEXITED(st)) snprintf(r->msg, sizeof r->msg, "exit status %d", WEXITSTATUS(st));
+      else snprintf(r->msg, sizeof r->msg, "killed by signal %d", WTERMSIG(st));
+    }
+  }
+}
+
+/* A run directory without a checkpoint (the run died before its first one)
+ * removed, so that the run starts again; its path into p */
+static void discard_rundir(const sweep *S, srun *r, char *p, size_t len) {
+  full_path(S, r, p, len);
+  nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  r->rundir[0] = 0;
+}
+
 static void reap_children(sweep *S, int handled, int *nrun) {
   for (;;) {
     int st;
@@ -952,19 +979,7 @@ static void reap_children(sweep *S, int handled, int *nrun) {
     r->pid = 0;
     (*nrun)--;
     if (r->gpu >= 0) S->gpu_load[r->gpu]--;
-    int ck, ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    if (ok || (WIFSIGNALED(st) && handled)) {
-      r->state = ST_INTERRUPTED;
-      r->state = derive(S, r, &ck);
-    } else {
-      r->state = ST_FAILED;
-      derive(S, r, &ck);
-      r->state = ST_FAILED;
-      if (!r->msg[0]) {
-        if (WIFEXITED(st)) snprintf(r->msg, sizeof r->msg, "exit status %d", WEXITSTATUS(st));
-        else snprintf(r->msg, sizeof r->msg, "killed by signal %d", WTERMSIG(st));
-      }
-    }
+    settle(S, r, st, handled);
     describe_end(S, r, now_s() - r->t0);
     write_manifest(S);
   }
@@ -1000,11 +1015,9 @@ static int start_ready(sweep *S, int handled, int *nrun) {
     int resume = ck;
     if (!ck && r->rundir[0]) { /* it never wrote a checkpoint: start it again */
       char p[2 * PATH_MAX];
-      full_path(S, r, p, sizeof p);
+      discard_rundir(S, r, p, sizeof p);
       event(S, "[%d/%d] %s: %s has no checkpoint to resume from: removed, starting again", r->index, S->nlisted,
             r->name, p);
-      nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-      r->rundir[0] = 0;
     }
     char ckit[40] = "";
     if (resume) {
@@ -1232,9 +1245,7 @@ static int run_task(sweep *S) {
   }
   if (!ck && r->rundir[0]) { /* it never wrote a checkpoint: start it again */
     char p[2 * PATH_MAX];
-    full_path(S, r, p, sizeof p);
-    nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    r->rundir[0] = 0;
+    discard_rundir(S, r, p, sizeof p);
   }
   struct sigaction ign, old[3];
   memset(&ign, 0, sizeof ign);
@@ -1251,15 +1262,9 @@ static int run_task(sweep *S) {
     }
     drain(S, r);
     r->pid = 0;
-    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    r->state = derive(S, r, &ck);
-    if (!ok) {
-      r->state = ST_FAILED;
-      if (!r->msg[0]) snprintf(r->msg, sizeof r->msg, WIFEXITED(st) ? "exit status %d" : "killed by signal %d",
-                               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    }
+    settle(S, r, st, 0); /* this process ignores the signals: a signal that killed the run failed it */
     describe_end(S, r, now_s() - r->t0);
-    rc = ok ? BCG_EXIT_OK : BCG_EXIT_ERROR;
+    rc = r->state == ST_FAILED ? BCG_EXIT_ERROR : BCG_EXIT_OK;
   } else {
     r->state = ST_FAILED;
     rc = bcg_cli_error("%s", r->msg);

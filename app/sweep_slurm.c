@@ -158,10 +158,11 @@ static const char *job_lines(const char *job) {
     rc = capture(sa, out, sizeof out);
     if (rc != 0) out[0] = 0;
   }
-  if (ncache == 64) free(cache[--ncache].text);
-  snprintf(cache[ncache].job, sizeof cache[ncache].job, "%s", job);
-  cache[ncache].text = strdup(out);
-  return cache[ncache++].text ? cache[ncache - 1].text : "";
+  if (ncache == 64) free(cache[--ncache].text); /* full: the newest entry makes room */
+  job_cache *c = &cache[ncache++];
+  snprintf(c->job, sizeof c->job, "%s", job);
+  c->text = strdup(out);
+  return c->text ? c->text : "";
 }
 
 int bcg_slurm_task_state(const char *task, char *state, size_t slen, char *reason, size_t rlen) {
