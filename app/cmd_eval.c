@@ -15,6 +15,7 @@
 #include "bcg/config.h"
 #include "bcg/eval.h"
 #include "bcg/loader.h"
+#include "bcg/runlog.h"
 #include "cmd.h"
 #include "evalrun.h"
 
@@ -95,17 +96,6 @@ done:
   return rc;
 }
 
-/* one column of eval_curve.h5 */
-static int write_column(hid_t f, const char *name, const double *v, size_t n) {
-  hsize_t dims[1] = {n};
-  hid_t sp = H5Screate_simple(1, dims, NULL);
-  hid_t d = sp < 0 ? -1 : H5Dcreate2(f, name, H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  int bad = d < 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0;
-  if (d >= 0) H5Dclose(d);
-  if (sp >= 0) H5Sclose(sp);
-  return bad ? -1 : 0;
-}
-
 enum { CV_IT, CV_SAMPLES, CV_WALL, CV_EF_BCG, CV_EF_MJ, CV_FALLS_BCG, CV_FALLS_MJ, CV_UP_BCG, CV_UP_MJ, NCV };
 static const char *const cv_name[NCV] = {"iteration",    "samples",      "wall_time", "efixed_bcg_cm", "efixed_mujoco_cm",
                                          "falls_bcg",    "falls_mujoco", "up_bcg",    "up_mujoco"};
@@ -118,9 +108,10 @@ static int write_curve(const char *path, double *const *col, size_t n, const bcg
   hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (f < 0) return snprintf(err, errlen, "%.1000s: cannot create", tmp), -1;
   int bad = 0;
-  for (int c = 0; c < NCV; c++) bad |= write_column(f, cv_name[c], col[c], n);
+  char e2[256];
+  for (int c = 0; c < NCV; c++) bad |= bcg_h5_write_doubles(f, cv_name[c], col[c], n, e2, sizeof e2);
   const double attr[3] = {o->runs, r->window_s, r->penalty_m};
-  bad |= write_column(f, "episodes_window_s_penalty_m", attr, 3);
+  bad |= bcg_h5_write_doubles(f, "episodes_window_s_penalty_m", attr, 3, e2, sizeof e2);
   if (H5Fclose(f) < 0 || bad || rename(tmp, path)) {
     unlink(tmp);
     return snprintf(err, errlen, "%.1000s: cannot write", path), -1;

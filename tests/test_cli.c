@@ -20,22 +20,6 @@
 
 static char out[1 << 16];
 
-/* a 1-d double dataset of an HDF5 file: read whole (< 0 on failure), written */
-static int h5_read(hid_t f, const char *name, double *v) {
-  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-  if (d < 0) return -1;
-  herr_t e = H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
-  H5Dclose(d);
-  return e < 0 ? -1 : 0;
-}
-static void h5_write(hid_t f, const char *name, int n, const double *v) {
-  hsize_t dims[1] = {(hsize_t)n};
-  hid_t sp = H5Screate_simple(1, dims, NULL);
-  hid_t d = H5Dcreate2(f, name, H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
-  H5Dclose(d);
-  H5Sclose(sp);
-}
 static char tmpdir[256];
 static char extra_plugin_dir[512]; /* searched before the test plugins when set */
 
@@ -397,10 +381,11 @@ static void test_report_plots(void) {
     hid_t ef = H5Fcreate(ecp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     const double smp[3] = {0, 1000, 3000}, wall[3] = {0, 2, 7}, e[3] = {90, 40 + 5 * k, 10 + k}, eb[3] = {80, 30, 8};
     const int n3 = 3;
-    h5_write(ef, "samples", n3, smp);
-    h5_write(ef, "wall_time", n3, wall);
-    h5_write(ef, "efixed_mujoco_cm", n3, e);
-    h5_write(ef, "efixed_bcg_cm", n3, eb);
+    char e2[128];
+    CU_ASSERT(bcg_h5_write_doubles(ef, "samples", smp, n3, e2, sizeof e2) == 0 &&
+              bcg_h5_write_doubles(ef, "wall_time", wall, n3, e2, sizeof e2) == 0 &&
+              bcg_h5_write_doubles(ef, "efixed_mujoco_cm", e, n3, e2, sizeof e2) == 0 &&
+              bcg_h5_write_doubles(ef, "efixed_bcg_cm", eb, n3, e2, sizeof e2) == 0);
     H5Fclose(ef);
   }
   CU_ASSERT_EQUAL(run("report %s --plots %s", fixture_root, plots), 0);
@@ -844,9 +829,11 @@ static void test_sweep_eval_gradstats(void) {
   hid_t ec = H5Fopen(f, H5F_ACC_RDONLY, H5P_DEFAULT);
   CU_ASSERT_FATAL(ec >= 0);
   double itv[2] = {0}, smp[2] = {0}, fl[2] = {-1, -1}, ew[3] = {0};
-  CU_ASSERT(h5_read(ec, "iteration", itv) >= 0 && h5_read(ec, "samples", smp) >= 0 &&
-            h5_read(ec, "falls_mujoco", fl) >= 0 &&
-            h5_read(ec, "episodes_window_s_penalty_m", ew) >= 0);
+  char e2[128];
+  CU_ASSERT(bcg_h5_read_doubles(ec, "iteration", itv, 2, e2, sizeof e2) == 2 &&
+            bcg_h5_read_doubles(ec, "samples", smp, 2, e2, sizeof e2) == 2 &&
+            bcg_h5_read_doubles(ec, "falls_mujoco", fl, 2, e2, sizeof e2) == 2 &&
+            bcg_h5_read_doubles(ec, "episodes_window_s_penalty_m", ew, 3, e2, sizeof e2) == 3);
   H5Fclose(ec);
   CU_ASSERT_EQUAL(itv[0], 0);
   CU_ASSERT_EQUAL(itv[1], 1);
