@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-void bcg_sh_quote(const char *a, char *out, size_t len) {
+/* a single-quoted for sh into out (cut to len) */
+static void sh_quote(const char *a, char *out, size_t len) {
   size_t k = 0;
   if (len < 3) {
     if (len) out[0] = 0;
@@ -114,7 +115,7 @@ int bcg_slurm_write_script(FILE *f, const bcg_slurm_opts *o, const char *job_nam
   for (int k = 0; k < o->nextra; k++) fprintf(f, "#SBATCH %s\n", o->extra[k]);
   fprintf(f, "exec");
   for (int k = 0; k < nargv; k++) {
-    bcg_sh_quote(argv[k], q, sizeof q);
+    sh_quote(argv[k], q, sizeof q);
     fprintf(f, " %s", q);
   }
   fprintf(f, " \"$SLURM_ARRAY_TASK_ID\"\n");

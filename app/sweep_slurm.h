@@ -47,7 +47,4 @@ int bcg_slurm_active(const char *state);
  * TIMEOUT or PREEMPTED, after which the run checkpointed and can resume) */
 int bcg_slurm_failed(const char *state);
 
-/* sh-quoted a (single quotes) into out; out's size must be >= 4 * strlen(a) + 3 */
-void bcg_sh_quote(const char *a, char *out, size_t len);
-
 #endif
