@@ -17,6 +17,7 @@
  * loss); grad_var is the variance across environments of their own
  * gradients, recovered by replaying the policy's VJP row by row. */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +79,8 @@ typedef struct shac {
   int *done, *envs, *seg;
   double *g;
   bcg_real *cbuf_x, *cbuf_y, *cbuf_dy; /* critic minibatch */
-  int *perm;
+  int *perm;              /* [K][T*N] sample order per critic */
+  double *closs_mb;       /* [K][minibatches] the last pass's critic losses */
   bcg_real *gvar; /* [nparams] per-environment gradient (grad_var) */
   bcg_mlp_tape row; /* batch-1 tape (grad_var) */
   lu_track trk;     /* the rollout's tracking error (stats.track_err) */
@@ -108,7 +110,7 @@ static void destroy(void *p) {
                   s->DONE, s->live, s->CR,     s->CV,     s->NV,     s->TV,   s->ptape, s->vtape, s->obs,
                   s->obsn, s->mu,   s->rew,    s->v,      s->xb,     s->xbn,  s->ab,    s->pab,   s->dmu,
                   s->dobs, s->dobs2, s->dv,    s->lsb,    s->mub,    s->done, s->envs,  s->seg,   s->g,
-                  s->cbuf_x, s->cbuf_y, s->cbuf_dy, s->perm, s->gvar, s->pend};
+                  s->cbuf_x, s->cbuf_y, s->cbuf_dy, s->perm, s->closs_mb, s->gvar, s->pend};
   lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
 }
@@ -217,7 +219,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->ab, N * nu) || !ALLOC(s->pab, N * nu) || !ALLOC(s->dmu, N * nu) || !ALLOC(s->dobs, N * od) ||
       !ALLOC(s->dobs2, N * od) || !ALLOC(s->dv, N) || !ALLOC(s->lsb, N * nu) || !ALLOC(s->mub, T * N * nu) ||
       !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->seg, N) || !ALLOC(s->g, N) ||
-      !ALLOC(s->cbuf_x, bs * od) || !ALLOC(s->cbuf_y, bs) || !ALLOC(s->cbuf_dy, bs) || !ALLOC(s->perm, M) ||
+      !ALLOC(s->cbuf_x, K * bs * od) || !ALLOC(s->cbuf_y, K * bs) || !ALLOC(s->cbuf_dy, K * bs) ||
+      !ALLOC(s->perm, K * M) || !ALLOC(s->closs_mb, K * s->nbatch) ||
       !ALLOC(s->gvar, s->actor.nparams) || !ALLOC(s->pend, N) || lu_track_init(&s->trk, s->task_ops, N))
     goto oom;
   for (int e = 0; e < N; e++) s->pend[e] = -1;
@@ -569,61 +572,117 @@ static void critic_targets(shac *s) {
 }
 
 /* step 5: the critics' minibatch passes and the targets' Polyak update;
- * skipped counts the non-finite gradients, closs the last pass's mean loss */
+ * skipped counts the non-finite gradients, closs the last pass's mean loss.
+ *
+ * Each critic of the ensemble trains on its own (its passes read only the
+ * shared samples and targets), so with several OpenMP threads the critics are
+ * trained side by side, one thread per critic, in ONE parallel region for the
+ * whole update (a fork per minibatch GEMM costs more than the GEMM at these
+ * sizes when idle threads sleep). A critic's arithmetic is then the same as
+ * on one thread (its GEMMs are never split: bcg_mlp inside a parallel region
+ * runs on the calling thread), so the parameters do not depend on the thread
+ * count, and the loss is summed in the serial order afterwards. With one
+ * thread, one critic, or the networks on the GPU (whose calls are
+ * serialised), the critics take turns per minibatch and a GEMM may be split
+ * over the threads instead. */
+static void critic_pass_perm(shac *s, int j, int *perm, int M) {
+  if (!s->shuffle) return;
+  for (int i = M - 1; i > 0; i--) { /* Fisher-Yates from (MINIBATCH, iteration, pass) */
+    bcg_real u = bcg_rng_uniform(s->tr->seed, BCG_RNG_MINIBATCH, (uint32_t)j, (uint32_t)s->tr->iteration,
+                                 (uint32_t)i);
+    int k = (int)(u * (bcg_real)(i + 1));
+    if (k > i) k = i;
+    int tmp = perm[i];
+    perm[i] = perm[k];
+    perm[k] = tmp;
+  }
+}
+
+/* one minibatch step of critic k on samples perm[b0 .. b0+n) (x: their gathered
+ * observations); the mean squared error into *loss; 1 if the gradient was not finite */
+static int critic_step(shac *s, int k, const bcg_real *x, const int *perm, int b0, int n, bcg_real *y,
+                       bcg_real *dy, bcg_real clr, double *loss, int *rc) {
+  if (bcg_mlp_forward(&s->critic[k], NULL, x, n, y)) {
+    *rc = -1;
+    return 0;
+  }
+  double l = 0;
+  for (int i = 0; i < n; i++) {
+    double d = (double)y[i] - (double)s->TV[perm[b0 + i]];
+    l += d * d;
+    dy[i] = (bcg_real)(2 * d / n);
+  }
+  *loss = l / n;
+  bcg_mlp_zero_grad(&s->critic[k]);
+  if (bcg_mlp_backward(&s->critic[k], NULL, dy, s->critic[k].grad, NULL)) {
+    *rc = -1;
+    return 0;
+  }
+  bcg_real cn = bcg_clip_grad_norm(s->critic[k].grad, s->critic[k].nparams, (bcg_real)s->critic_clip);
+  if (!isfinite((double)cn)) return 1;
+  s->copt[k].lr = clr;
+  bcg_adam_step(&s->copt[k], s->critic[k].params, s->critic[k].grad);
+  return 0;
+}
+
+static void gather_rows(const shac *s, const int *perm, int b0, int n, bcg_real *x) {
+  for (int i = 0; i < n; i++)
+    memcpy(x + (size_t)i * s->od, s->OBSP + (size_t)perm[b0 + i] * s->od, sizeof(bcg_real) * s->od);
+}
+
 static int critic_update(shac *s, int *skipped, double *closs) {
   int N = s->N, T = s->T, od = s->od, K = s->K;
+  int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch, nb = (M + bs - 1) / bs;
+  bcg_real clr = lr_at(s, s->critic_lr);
+  double *lb = s->closs_mb; /* [K][nb]: the last pass's loss per critic and minibatch */
+  int nt = omp_get_max_threads(), minb = 0, rc = 0;
+  if (nt > K) nt = K;
+  if (bcg_nn_cuda_enabled(&minb) && bs >= minb) nt = 1;
   *closs = NAN;
-  {
-    int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch;
-    bcg_real clr = lr_at(s, s->critic_lr);
+  if (nt >= 2) {
+    int skip = 0;
+#pragma omp parallel for num_threads(nt) schedule(static, 1) reduction(+ : skip)
+    for (int k = 0; k < K; k++) {
+      int krc = 0;
+      int *perm = s->perm + (size_t)k * M;
+      bcg_real *x = s->cbuf_x + (size_t)k * bs * od, *y = s->cbuf_y + (size_t)k * bs, *dy = s->cbuf_dy + (size_t)k * bs;
+      for (int i = 0; i < M; i++) perm[i] = i;
+      for (int j = 0; j < s->critic_iters && !krc; j++) {
+        critic_pass_perm(s, j, perm, M);
+        for (int b = 0, b0 = 0; b0 < M && !krc; b++, b0 += bs) {
+          int n = M - b0 < bs ? M - b0 : bs;
+          gather_rows(s, perm, b0, n, x);
+          skip += critic_step(s, k, x, perm, b0, n, y, dy, clr, &lb[(size_t)k * nb + b], &krc);
+        }
+      }
+      if (krc) __atomic_store_n(&rc, krc, __ATOMIC_RELAXED);
+    }
+    if (rc) return -1;
+    *skipped += skip;
+  } else {
     for (int i = 0; i < M; i++) s->perm[i] = i;
     for (int j = 0; j < s->critic_iters; j++) {
-      if (s->shuffle) /* Fisher-Yates from (MINIBATCH, iteration, pass) */
-        for (int i = M - 1; i > 0; i--) {
-          bcg_real u = bcg_rng_uniform(s->tr->seed, BCG_RNG_MINIBATCH, (uint32_t)j, (uint32_t)s->tr->iteration,
-                                       (uint32_t)i);
-          int k = (int)(u * (bcg_real)(i + 1));
-          if (k > i) k = i;
-          int tmp = s->perm[i];
-          s->perm[i] = s->perm[k];
-          s->perm[k] = tmp;
-        }
-      double tot = 0;
-      int nbt = 0;
-      for (int b0 = 0; b0 < M; b0 += bs) {
+      critic_pass_perm(s, j, s->perm, M);
+      for (int b = 0, b0 = 0; b0 < M; b++, b0 += bs) {
         int n = M - b0 < bs ? M - b0 : bs;
-        for (int i = 0; i < n; i++) {
-          int src = s->perm[b0 + i];
-          memcpy(s->cbuf_x + (size_t)i * od, s->OBSP + (size_t)src * od, sizeof(bcg_real) * od);
-        }
-        double lsum = 0;
+        gather_rows(s, s->perm, b0, n, s->cbuf_x);
         for (int k = 0; k < K; k++) {
-          if (bcg_mlp_forward(&s->critic[k], NULL, s->cbuf_x, n, s->cbuf_y)) return -1;
-          double l = 0;
-          for (int i = 0; i < n; i++) {
-            double d = (double)s->cbuf_y[i] - (double)s->TV[s->perm[b0 + i]];
-            l += d * d;
-            s->cbuf_dy[i] = (bcg_real)(2 * d / n);
-          }
-          lsum += l / n;
-          bcg_mlp_zero_grad(&s->critic[k]);
-          if (bcg_mlp_backward(&s->critic[k], NULL, s->cbuf_dy, s->critic[k].grad, NULL)) return -1;
-          bcg_real cn = bcg_clip_grad_norm(s->critic[k].grad, s->critic[k].nparams, (bcg_real)s->critic_clip);
-          if (!isfinite((double)cn)) {
-            (*skipped)++;
-            continue;
-          }
-          s->copt[k].lr = clr;
-          bcg_adam_step(&s->copt[k], s->critic[k].params, s->critic[k].grad);
+          *skipped += critic_step(s, k, s->cbuf_x, s->perm, b0, n, s->cbuf_y, s->cbuf_dy, clr,
+                                  &lb[(size_t)k * nb + b], &rc);
+          if (rc) return -1;
         }
-        tot += lsum / K;
-        nbt++;
       }
-      *closs = tot / nbt;
     }
-    for (int k = 0; k < K; k++)
-      bcg_vec_polyak(s->target[k].params, s->critic[k].params, s->critic[k].nparams, (bcg_real)s->alpha);
   }
+  double tot = 0;
+  for (int b = 0; b < nb; b++) {
+    double lsum = 0;
+    for (int k = 0; k < K; k++) lsum += lb[(size_t)k * nb + b];
+    tot += lsum / K;
+  }
+  *closs = tot / nb;
+  for (int k = 0; k < K; k++)
+    bcg_vec_polyak(s->target[k].params, s->critic[k].params, s->critic[k].nparams, (bcg_real)s->alpha);
   return 0;
 }
 

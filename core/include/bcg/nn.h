@@ -308,9 +308,12 @@ int bcg_nn_set_cuda(int on, int min_batch, char *err, size_t errlen);
 int bcg_nn_cuda_enabled(int *min_batch);
 /* The message of the last BCG_NN_EDEVICE ("" if none). */
 const char *bcg_nn_cuda_error(void);
-/* Seconds (wall, summed over calling threads) spent in bcg_mlp_forward and
- * bcg_mlp_backward by every network of the process since it started, on
- * either device (the GPU path's copies included). */
+/* Seconds (wall) spent in bcg_mlp_forward and bcg_mlp_backward by every
+ * network of the process since it started, on either device (the GPU path's
+ * copies included). Calls made inside an OpenMP parallel region count on the
+ * region's master thread (thread 0) only, so networks trained side by side
+ * (SHAC's critic ensemble) add about their wall time, not thread-seconds;
+ * calls from distinct threads outside any parallel region all count. */
 void bcg_nn_time(double *fwd_s, double *bwd_s);
 
 /* y[batch][out] = mlp(x[batch][in]), recording the tape (NULL: the MLP-owned
