@@ -670,7 +670,7 @@ static const bcg_plugin_desc pgs_desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_CONTACT, PGS_NAME, PGS_DESCR),
     pgs_keys,
     BCG_NKEYS(pgs_keys),
-    BCG_CAP_NEEDS_DELASSUS | BCG_CAP_DIFFERENTIABLE
+    BCG_CAP_NEEDS_DELASSUS | BCG_CAP_DIFFERENTIABLE | BCG_CAP_SLICES
 #ifdef BCG_HAVE_CUDA
         | BCG_CAP_CUDA
 #endif

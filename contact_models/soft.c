@@ -530,7 +530,7 @@ static const bcg_plugin_desc soft_desc = {
                       "(implicit on the Delassus system, or explicit)"),
     soft_keys,
     BCG_NKEYS(soft_keys),
-    BCG_CAP_NEEDS_DELASSUS | BCG_CAP_DIFFERENTIABLE
+    BCG_CAP_NEEDS_DELASSUS | BCG_CAP_DIFFERENTIABLE | BCG_CAP_SLICES
 #ifdef BCG_HAVE_CUDA
         | BCG_CAP_CUDA
 #endif

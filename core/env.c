@@ -325,6 +325,7 @@ bcg_env *bcg_env_create(const bcg_config *cfg, int nenv, char *err, size_t errle
   }
   const bcg_plugin *cpl = bcg_config_plugin(cfg, BCG_KIND_CONTACT);
   if (cpl) snprintf(env->contact_name, sizeof env->contact_name, "%s", cpl->desc->name);
+  if (cpl && (cpl->desc->caps & BCG_CAP_SLICES)) bcg_sim_set_slices(env->sim, 1);
   char derr[512];
   if (bcg_env_set_domain(env, &dr, derr, sizeof derr)) {
     bcg_config_errorf(cfg, "sim", "dr_push_interval", err, errlen, "%s", derr);
@@ -348,6 +349,7 @@ bcg_env *bcg_env_create_like(const bcg_env *parent, int nenv, char *err, size_t 
   if (!env) return NULL;
   env->parent = parent;
   env->control_dt = parent->control_dt;
+  bcg_sim_set_slices(env->sim, parent->sim->slices);
   memcpy(env->contact_name, parent->contact_name, sizeof env->contact_name);
   if (env_sync_domain(env) || (parent->cuda_sim && env_cuda_attach(env, &parent->sim->sp, err, errlen))) {
     bcg_env_free(env);

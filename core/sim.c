@@ -5,6 +5,7 @@
 #include "sim_common.h"
 
 #include <math.h>
+#include <omp.h>
 #include "bcg/rng.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@ bcg_sim *bcg_sim_create(const bcg_model *model, const bcg_simparams *sp, int cap
   bcg_sim *s = calloc(1, sizeof *s);
   if (!s) goto oom;
   BCG_SIM_SET_COMMON(s, model, sp, cap, cops, cself);
+  s->slices = cops == NULL;
   size_t nc = (size_t)cap * s->ncon, n3 = 3 * (size_t)s->ncon;
   s->ws = malloc(sizeof(bcg_stepws) * cap);
   s->adj = malloc(sizeof(bcg_stepadj) * cap);
@@ -141,97 +143,146 @@ void bcg_contact_batch_fill(bcg_contact_batch *b, int n, int ncon, const bcg_sim
   b->fn = fn;
 }
 
-static void fill_batch(bcg_sim *s, int n, bcg_contact_batch *b) {
-  bcg_contact_batch_fill(b, n, s->ncon, &s->sp, s->nact, s->gap, s->v0, s->c, s->G, s->mu, s->lam, s->fn);
+
+/* first half of environment e (and its per-environment friction) */
+static void pre_env(bcg_sim *s, int e, const bcg_real *q, const bcg_real *u, const bcg_real *a) {
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
+  const bcg_real *dmu = s->dom ? s->dom->mu : NULL;
+  const bcg_mdata *me = bcg_sim_slot_model(s, e);
+  bcg_substep_pre(me, &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
+                  &s->nact[e], s->gap + (size_t)e * nc, s->v0 + (size_t)e * n3, s->c + (size_t)e * n3,
+                  s->G ? s->G + (size_t)e * n3 * n3 : NULL, s->mu + (size_t)e * nc);
+  if (dmu) { /* per-environment friction; frictionless (condim 1) pairings stay frictionless */
+    bcg_real mue = dmu[slot_env(s, e)];
+    for (int r = 0; r < s->nact[e]; r++)
+      if (me->cp_friction[s->ws[e].cid[r]] > 0) s->mu[(size_t)e * nc + r] = mue;
+  }
+}
+
+/* the contact plugin's solve on environments lo .. hi-1 (a sub-batch: the
+ * arrays offset to lo) */
+static int solve_range(bcg_sim *s, int lo, int hi) {
+  size_t nc = (size_t)s->ncon, n3 = 3 * nc;
+  if (hi <= lo) return 0;
+  if (!s->cops || s->sp.ncmax <= 0) {
+    memset(s->lam + lo * n3, 0, sizeof(bcg_real) * (size_t)(hi - lo) * n3);
+    memset(s->fn + lo * nc, 0, sizeof(bcg_real) * (size_t)(hi - lo) * nc);
+    return 0;
+  }
+  bcg_contact_batch b;
+  bcg_contact_batch_fill(&b, hi - lo, (int)nc, &s->sp, s->nact + lo, s->gap + lo * nc, s->v0 + lo * n3,
+                         s->c + lo * n3, s->G ? s->G + lo * n3 * n3 : NULL, s->mu + lo * nc, s->lam + lo * n3,
+                         s->fn + lo * nc);
+  return s->cops->solve(s->cself, &b);
+}
+
+/* second half of environment e, and its contact diagnostics */
+static void post_env(bcg_sim *s, int e, bcg_real *qo, bcg_real *uo) {
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, nc = s->ncon;
+  bcg_substep_post(bcg_sim_slot_model(s, e), &s->sp, &s->ws[e], s->lam + (size_t)e * 3 * nc, qo + (size_t)e * nq,
+                   uo + (size_t)e * nv);
+  for (int r = 0; r < s->nact[e]; r++) {
+    bcg_real f = s->fn[(size_t)e * nc + r], pen = -s->gap[(size_t)e * nc + r];
+    if (f > s->maxfn[e]) s->maxfn[e] = f;
+    if (pen > s->maxpen[e]) s->maxpen[e] = pen;
+  }
+  if (s->ws[e].status) s->bad[e] = s->ws[e].status;
+}
+
+/* recompute of environment e's second half (into the scratch: only the
+ * workspace matters) and its adjoint: lamb from qob, uob */
+static void post_vjp_env(bcg_sim *s, int e, const bcg_real *qob, const bcg_real *uob) {
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, n3 = 3 * s->ncon;
+  bcg_real *qe = s->scratch + (size_t)e * (nq + nv); /* part 0: post needs somewhere to write q_E, u_E */
+  const bcg_mdata *me = bcg_sim_slot_model(s, e);
+  bcg_substep_post(me, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qe, qe + nq);
+  bcg_substep_post_vjp(me, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qob + (size_t)e * nv, uob + (size_t)e * nv,
+                       s->ncon, s->lamb + (size_t)e * n3, &s->adj[e]);
+}
+
+/* the contact adjoints of environments lo .. hi-1 zeroed, then the plugin's
+ * solve_vjp on that sub-batch */
+static int solve_vjp_range(bcg_sim *s, int lo, int hi) {
+  size_t nc = (size_t)s->ncon, n3 = 3 * nc, k = (size_t)(hi - lo);
+  if (hi <= lo) return 0;
+  memset(s->gapb + lo * nc, 0, sizeof(bcg_real) * k * nc);
+  memset(s->v0b + lo * n3, 0, sizeof(bcg_real) * k * n3);
+  memset(s->cb + lo * n3, 0, sizeof(bcg_real) * k * n3);
+  if (s->Gb) memset(s->Gb + lo * n3 * n3, 0, sizeof(bcg_real) * k * n3 * n3);
+  if (!s->cops || s->sp.ncmax <= 0) return 0;
+  bcg_contact_batch b;
+  bcg_contact_batch_fill(&b, (int)k, (int)nc, &s->sp, s->nact + lo, s->gap + lo * nc, s->v0 + lo * n3,
+                         s->c + lo * n3, s->G ? s->G + lo * n3 * n3 : NULL, s->mu + lo * nc, s->lam + lo * n3,
+                         s->fn + lo * nc);
+  bcg_contact_adjoint adj = {s->lamb + lo * n3, s->gapb + lo * nc, s->v0b + lo * n3, s->cb + lo * n3,
+                             s->Gb ? s->Gb + lo * n3 * n3 : NULL};
+  return s->cops->solve_vjp(s->cself, &b, &adj);
+}
+
+/* adjoint of environment e's first half: qb, ub (overwritten), ab (accumulated) */
+static void pre_vjp_env(bcg_sim *s, int e, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qb,
+                        bcg_real *ub, bcg_real *ab) {
+  const bcg_mdata *m = &s->model->m;
+  int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
+  bcg_real *ube = ub + (size_t)e * nv;
+  for (int d = 0; d < nv; d++) ube[d] = 0;
+  bcg_substep_pre_vjp(bcg_sim_slot_model(s, e), &s->sp, q + (size_t)e * nq, u + (size_t)e * nv,
+                      a + (size_t)e * nu, &s->ws[e], nc, s->gapb + (size_t)e * nc, s->v0b + (size_t)e * n3,
+                      s->cb + (size_t)e * n3, s->Gb ? s->Gb + (size_t)e * n3 * n3 : NULL, &s->adj[e],
+                      qb + (size_t)e * nv, ube, ab + (size_t)e * nu);
 }
 
 /* first half + contact solve (shared by the forward and the recompute) */
 static int pre_and_contact(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a) {
-  const bcg_mdata *m = &s->model->m;
-  int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
-  const bcg_real *dmu = s->dom ? s->dom->mu : NULL;
 #pragma omp parallel for schedule(static)
-  for (int e = 0; e < n; e++) {
-    const bcg_mdata *me = bcg_sim_slot_model(s, e);
-    bcg_substep_pre(me, &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
-                    &s->nact[e], s->gap + (size_t)e * nc, s->v0 + (size_t)e * n3, s->c + (size_t)e * n3,
-                    s->G ? s->G + (size_t)e * n3 * n3 : NULL, s->mu + (size_t)e * nc);
-    if (dmu) { /* per-environment friction; frictionless (condim 1) pairings stay frictionless */
-      bcg_real mue = dmu[slot_env(s, e)];
-      for (int r = 0; r < s->nact[e]; r++)
-        if (me->cp_friction[s->ws[e].cid[r]] > 0) s->mu[(size_t)e * nc + r] = mue;
-    }
-  }
-  if (s->cops && s->sp.ncmax > 0) {
-    bcg_contact_batch b;
-    fill_batch(s, n, &b);
-    int rc = s->cops->solve(s->cself, &b);
-    if (rc) return rc;
-  } else {
-    memset(s->lam, 0, sizeof(bcg_real) * 3 * (size_t)n * nc);
-    memset(s->fn, 0, sizeof(bcg_real) * (size_t)n * nc);
-  }
-  return 0;
+  for (int e = 0; e < n; e++) pre_env(s, e, q, u, a);
+  return solve_range(s, 0, n);
 }
 
 int bcg_sim_substep(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qo,
                     bcg_real *uo) {
   if (check_slots(s, n)) return -1;
-  const bcg_mdata *m = &s->model->m;
-  int nq = m->nq, nv = m->nv, nc = s->ncon;
   int rc = pre_and_contact(s, n, q, u, a);
   if (rc) return rc;
 #pragma omp parallel for schedule(static)
-  for (int e = 0; e < n; e++) {
-    bcg_substep_post(bcg_sim_slot_model(s, e), &s->sp, &s->ws[e], s->lam + (size_t)e * 3 * nc, qo + (size_t)e * nq,
-                     uo + (size_t)e * nv);
-    for (int r = 0; r < s->nact[e]; r++) {
-      bcg_real f = s->fn[(size_t)e * nc + r], pen = -s->gap[(size_t)e * nc + r];
-      if (f > s->maxfn[e]) s->maxfn[e] = f;
-      if (pen > s->maxpen[e]) s->maxpen[e] = pen;
-    }
-    if (s->ws[e].status) s->bad[e] = s->ws[e].status;
-  }
+  for (int e = 0; e < n; e++) post_env(s, e, qo, uo);
   return 0;
 }
 
 int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a,
                         const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, bcg_real *ab) {
   if (check_slots(s, n)) return -1;
-  const bcg_mdata *m = &s->model->m;
-  int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
   int rc = pre_and_contact(s, n, q, u, a);
   if (rc) return rc;
-  bcg_real *qtmp = s->scratch; /* part 0: post needs somewhere to write q_E, u_E */
 #pragma omp parallel for schedule(static)
-  for (int e = 0; e < n; e++) {
-    bcg_real *qe = qtmp + (size_t)e * (nq + nv);
-    const bcg_mdata *me = bcg_sim_slot_model(s, e);
-    bcg_substep_post(me, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qe, qe + nq);
-    bcg_substep_post_vjp(me, &s->sp, &s->ws[e], s->lam + (size_t)e * n3, qob + (size_t)e * nv,
-                         uob + (size_t)e * nv, nc, s->lamb + (size_t)e * n3, &s->adj[e]);
-  }
-  memset(s->gapb, 0, sizeof(bcg_real) * (size_t)n * nc);
-  memset(s->v0b, 0, sizeof(bcg_real) * (size_t)n * n3);
-  memset(s->cb, 0, sizeof(bcg_real) * (size_t)n * n3);
-  if (s->Gb) memset(s->Gb, 0, sizeof(bcg_real) * (size_t)n * n3 * n3);
-  if (s->cops && s->sp.ncmax > 0) {
-    bcg_contact_batch b;
-    fill_batch(s, n, &b);
-    bcg_contact_adjoint adj = {s->lamb, s->gapb, s->v0b, s->cb, s->Gb};
-    rc = s->cops->solve_vjp(s->cself, &b, &adj);
-    if (rc) return rc;
-  }
+  for (int e = 0; e < n; e++) post_vjp_env(s, e, qob, uob);
+  rc = solve_vjp_range(s, 0, n);
+  if (rc) return rc;
 #pragma omp parallel for schedule(static)
-  for (int e = 0; e < n; e++) {
-    bcg_real *ube = ub + (size_t)e * nv;
-    for (int d = 0; d < nv; d++) ube[d] = 0;
-    bcg_substep_pre_vjp(bcg_sim_slot_model(s, e), &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
-                        s->gapb + (size_t)e * nc, s->v0b + (size_t)e * n3, s->cb + (size_t)e * n3,
-                        s->Gb ? s->Gb + (size_t)e * n3 * n3 : NULL, &s->adj[e], qb + (size_t)e * nv, ube,
-                        ab + (size_t)e * nu);
-  }
+  for (int e = 0; e < n; e++) pre_vjp_env(s, e, q, u, a, qb, ub, ab);
   return 0;
+}
+
+void bcg_sim_set_slices(bcg_sim *s, int on) { s->slices = on ? 1 : 0; }
+
+/* The control step in one parallel region (bcg_sim.slices): each thread
+ * takes a contiguous block of environments, as schedule(static) would, and
+ * runs all substeps of its block, calling the contact plugin on its block
+ * alone. One fork per control step instead of three per substep (five per
+ * substep in the adjoint): with thousands of short regions per training
+ * iteration the fork/join latency, not the arithmetic, was what more threads
+ * bought (docs/performance.md). Each environment's arithmetic is the same as
+ * in the substep-wise path, so results do not depend on the path or on the
+ * thread count. */
+static int use_slices(const bcg_sim *s, int n) { return s->slices && n > 1 && omp_get_max_threads() > 1; }
+
+static void block_of(int n, int *lo, int *hi) {
+  int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  *lo = (int)((long)n * t / nt);
+  *hi = (int)((long)n * (t + 1) / nt);
 }
 
 /* scratch layout: [0] post output of the VJP recompute, [1] and [2] ping-pong
@@ -248,6 +299,36 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
   int nq = m->nq, nv = m->nv, ns = s->sp.substeps;
   size_t sx = (size_t)nq + nv;
   for (int e = 0; e < n; e++) { s->maxfn[e] = 0; s->maxpen[e] = 0; s->bad[e] = 0; }
+  if (use_slices(s, n)) {
+    if (check_slots(s, n)) return -1;
+    int rc = 0;
+#pragma omp parallel
+    {
+      int lo, hi;
+      block_of(n, &lo, &hi);
+      const bcg_real *qi = q, *ui = u;
+      for (int k = 0; k < ns && hi > lo; k++) {
+        if (tape)
+          for (int e = lo; e < hi; e++) {
+            memcpy(tape + ((size_t)k * n + e) * sx, qi + (size_t)e * nq, sizeof(bcg_real) * nq);
+            memcpy(tape + ((size_t)k * n + e) * sx + nq, ui + (size_t)e * nv, sizeof(bcg_real) * nv);
+          }
+        bcg_real *qn, *un;
+        if (k == ns - 1) { qn = qo; un = uo; }
+        else { qn = scratch_part(s, 1 + k % 2); un = qn + (size_t)s->cap * nq; }
+        for (int e = lo; e < hi; e++) pre_env(s, e, qi, ui, a);
+        int r = solve_range(s, lo, hi);
+        if (r) {
+          __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+          break;
+        }
+        for (int e = lo; e < hi; e++) post_env(s, e, qn, un);
+        qi = qn;
+        ui = un;
+      }
+    }
+    if (rc) return rc;
+  } else {
   const bcg_real *qi = q, *ui = u;
   for (int k = 0; k < ns; k++) {
     if (tape)
@@ -262,6 +343,7 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
     if (rc) return rc;
     qi = qn;
     ui = un;
+  }
   }
   const bcg_domain *d = s->dom;
   if (d && d->push_prob > 0 && d->push_dof >= 0 && d->clock) /* pushes: see bcg_domain in sim.h */
@@ -290,6 +372,41 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
     memcpy(bin[1] + (size_t)e * nv, xob + (size_t)e * 2 * nv + nv, sizeof(bcg_real) * nv);
   }
   int rc = 0;
+  if (use_slices(s, n)) {
+    if (check_slots(s, n)) {
+      free(block);
+      return -1;
+    }
+#pragma omp parallel
+    {
+      int lo, hi;
+      block_of(n, &lo, &hi);
+      bcg_real *in[2] = {bin[0], bin[1]}, *out[2] = {bout[0], bout[1]};
+      for (int k = ns - 1; k >= 0 && hi > lo; k--) {
+        for (int e = lo; e < hi; e++) {
+          memcpy(qbuf + (size_t)e * nq, tape + ((size_t)k * n + e) * sx, sizeof(bcg_real) * nq);
+          memcpy(ubuf + (size_t)e * nv, tape + ((size_t)k * n + e) * sx + nq, sizeof(bcg_real) * nv);
+        }
+        for (int e = lo; e < hi; e++) pre_env(s, e, qbuf, ubuf, a);
+        int r = solve_range(s, lo, hi);
+        if (!r) {
+          for (int e = lo; e < hi; e++) post_vjp_env(s, e, in[0], in[1]);
+          r = solve_vjp_range(s, lo, hi);
+        }
+        if (r) {
+          __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
+          break;
+        }
+        for (int e = lo; e < hi; e++) pre_vjp_env(s, e, qbuf, ubuf, a, out[0], out[1], ab);
+        for (int i = 0; i < 2; i++) { bcg_real *t = in[i]; in[i] = out[i]; out[i] = t; }
+      }
+      if (hi > lo && ns % 2 == 0) { /* the result is in bin after an even number of swaps: already there */
+      } else if (hi > lo) { /* odd: it is in bout; bring this block back to bin */
+        for (int i = 0; i < 2; i++)
+          memcpy(bin[i] + (size_t)lo * nv, bout[i] + (size_t)lo * nv, sizeof(bcg_real) * (size_t)(hi - lo) * nv);
+      }
+    }
+  } else
   for (int k = ns - 1; k >= 0 && !rc; k--) {
     for (int e = 0; e < n; e++) {
       memcpy(qbuf + (size_t)e * nq, tape + ((size_t)k * n + e) * sx, sizeof(bcg_real) * nq);

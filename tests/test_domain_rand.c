@@ -15,6 +15,7 @@
  *      for bit like a plain sim; per-environment models equal to the model
  *      also step bit for bit like it. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -446,6 +447,83 @@ static void test_standing_weight(void) {
   }
 }
 
+/* ---- the control step in thread slices (bcg_sim.slices) --------------------------------- */
+/* With a contact plugin that declares BCG_CAP_SLICES the env's control step
+ * and its adjoint run in one parallel region, the plugin called on each
+ * thread's block of environments. Against the substep-wise path (slices
+ * off) on the same sim: states, tapes, diagnostics, state and action
+ * adjoints bit for bit, over 12 control steps of 7 environments (in contact,
+ * near it, airborne) with 2, 3 and 8 threads (blocks of unequal size, and
+ * empty blocks). */
+static void test_slices_bitwise(void) {
+  const char *plugins[] = {"smoothed_kappa", "soft"};
+  int worst = 0, tested = 0;
+  for (int pi = 0; pi < 2; pi++) {
+    if (!bcg_registry_find(bcg_registry_global(), BCG_KIND_CONTACT, plugins[pi])) { CU_FAIL("plugin missing"); continue; }
+    char ini[512];
+    snprintf(ini, sizeof ini, "[model]\npath = %s\n[sim]\nactuation = pd\n[contact]\nplugin = %s\n", HUMANOID,
+             plugins[pi]);
+    bcg_config *cfg = NULL;
+    enum { N = 7 };
+    bcg_env *env = env_from_ini(ini, N, &cfg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(env);
+    CU_ASSERT_EQUAL(env->sim->slices, 1);
+    const bcg_mdata *m = &env->model->m;
+    int nq = env->nq, nv = env->nv, nu = env->nu, ns = env->sim->sp.substeps;
+    size_t tsz = (size_t)ns * N * (nq + nv);
+    double *q = malloc(sizeof(double) * N * nq), *u = malloc(sizeof(double) * N * nv);
+    double *qo[2], *uo[2], *tp[2], *xb[2], *ab[2], *xob = malloc(sizeof(double) * 2 * N * nv), a[N * BCG_MAX_ACT];
+    for (int i = 0; i < 2; i++) {
+      qo[i] = malloc(sizeof(double) * N * nq), uo[i] = malloc(sizeof(double) * N * nv);
+      tp[i] = malloc(sizeof(double) * tsz), xb[i] = malloc(sizeof(double) * 2 * N * nv);
+      ab[i] = malloc(sizeof(double) * N * nu);
+    }
+    setup();
+    const double heights[3] = {-0.002, 0.003, 0.08}; /* in contact, near it, airborne */
+    for (int e = 0; e < N; e++) standing_state(m, q + e * nq, u + e * nv, heights[e % 3], 0.3);
+    int saved = omp_get_max_threads(), contact_seen = 0;
+    const int thr[3] = {2, 3, 8};
+    for (int k = 0; k < 12; k++) {
+      omp_set_num_threads(thr[k % 3]);
+      for (int i = 0; i < N * nu; i++) a[i] = 0.5 * (2 * urand() - 1);
+      for (int i = 0; i < 2 * N * nv; i++) xob[i] = nrand();
+      int diff = 0;
+      double fn[2][N], pen[2][N];
+      int bad[2][N];
+      for (int v = 0; v < 2; v++) {
+        bcg_sim_set_slices(env->sim, v == 0);
+        CU_ASSERT_EQUAL(bcg_sim_control_step(env->sim, N, q, u, a, qo[v], uo[v], tp[v]), 0);
+        memcpy(fn[v], env->sim->maxfn, sizeof(double) * N);
+        memcpy(pen[v], env->sim->maxpen, sizeof(double) * N);
+        memcpy(bad[v], env->sim->bad, sizeof(int) * N);
+        memset(ab[v], 0, sizeof(double) * N * nu);
+        CU_ASSERT_EQUAL(bcg_sim_control_step_vjp(env->sim, N, tp[v], a, xob, xb[v], ab[v]), 0);
+      }
+      diff += memcmp(qo[0], qo[1], sizeof(double) * N * nq) != 0;
+      diff += memcmp(uo[0], uo[1], sizeof(double) * N * nv) != 0;
+      diff += memcmp(tp[0], tp[1], sizeof(double) * tsz) != 0;
+      diff += memcmp(fn[0], fn[1], sizeof fn[0]) != 0 || memcmp(pen[0], pen[1], sizeof pen[0]) != 0 ||
+              memcmp(bad[0], bad[1], sizeof bad[0]) != 0;
+      diff += memcmp(xb[0], xb[1], sizeof(double) * 2 * N * nv) != 0;
+      diff += memcmp(ab[0], ab[1], sizeof(double) * N * nu) != 0;
+      for (int e = 0; e < N; e++) contact_seen += fn[0][e] > 0;
+      if (diff > worst) worst = diff;
+      memcpy(q, qo[0], sizeof(double) * N * nq);
+      memcpy(u, uo[0], sizeof(double) * N * nv);
+      tested++;
+    }
+    omp_set_num_threads(saved);
+    CU_ASSERT(contact_seen > 0);
+    for (int i = 0; i < 2; i++) free(qo[i]), free(uo[i]), free(tp[i]), free(xb[i]), free(ab[i]);
+    free(q), free(u), free(xob);
+    bcg_env_free(env);
+    bcg_config_free(cfg);
+  }
+  CU_ASSERT_EQUAL(worst, 0);
+  CU_ASSERT_EQUAL(tested, 24);
+  bcg_test_report("control steps + VJPs in thread slices vs substep-wise: differing arrays (0 = identical)", worst);
+}
+
 /* ---- 4. off by default: bit for bit ----------------------------------------------------- */
 static void test_defaults_bitwise(void) {
   if (!bcg_registry_find(bcg_registry_global(), BCG_KIND_CONTACT, "smoothed_kappa")) { CU_FAIL("plugin missing"); return; }
@@ -552,5 +630,6 @@ BCG_TESTS({"load", test_load}, {"substep_contact", test_substep_contact}, {"subs
           {"control_step_contact", test_control_contact}, {"control_step_pushes", test_control_push},
           {"models_used", test_models_used}, {"bcg_estimator_fd", test_bcg_estimator_fd}, {"reproducible", test_reproducible},
           {"standing_weight", test_standing_weight}, {"defaults_bitwise", test_defaults_bitwise},
+          {"slices_bitwise", test_slices_bitwise},
           {"config_keys", test_config_keys});
 BCG_RUN("domain_rand")

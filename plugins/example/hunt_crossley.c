@@ -159,7 +159,10 @@ static const bcg_plugin_desc desc = {
                       "Hunt-Crossley contact (Hertzian stiffness, damping proportional to it), smoothed Coulomb "
                       "friction, explicit"),
     keys, BCG_NKEYS(keys),
-    BCG_CAP_DIFFERENTIABLE
+    /* SLICES: solve and solve_vjp touch only their batch's environments and
+     * allocate nothing shared, so the core may call them on blocks of
+     * environments from several threads at once */
+    BCG_CAP_DIFFERENTIABLE | BCG_CAP_SLICES
 #ifdef HC_WITH_CUDA
         | BCG_CAP_CUDA
 #endif

@@ -72,6 +72,8 @@ typedef struct bcg_key_spec {
 #define BCG_CAP_NEEDS_BACKWARD (1ull << 3) /* learner: uses estimator backward */
 #define BCG_CAP_NEEDS_FLOOR (1ull << 4)    /* task: its episodes stand on a floor; the env refuses a model
                                               without floor contact unless [model] allow_no_floor = true */
+#define BCG_CAP_SLICES (1ull << 5)         /* contact: solve and solve_vjp may run concurrently on disjoint
+                                              blocks of environments (a sub-batch), from several threads */
 
 /* ---- services the host hands to plugins ---------------------------------- */
 

@@ -89,6 +89,9 @@ struct bcg_sim {
    * or replicate environments, e.g. branch batches) */
   const bcg_domain *dom;
   const int *envmap;
+  /* 1: the control step runs in one OpenMP parallel region, the contact
+   * plugin called on each thread's block of environments (bcg_sim_set_slices) */
+  int slices;
 };
 
 /* The contact plugin's batch over a backend's arrays (host or device): one
@@ -116,6 +119,13 @@ int bcg_sim_substep(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, con
  * ub and accumulates ab. */
 int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a,
                         const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, bcg_real *ab);
+
+/* Whether the control step and its adjoint may call the contact plugin on
+ * blocks of environments from several threads at once (one parallel region
+ * per control step instead of several per substep). bcg_sim_create turns it
+ * on without a contact plugin; the env turns it on for a plugin that
+ * declares BCG_CAP_SLICES. Results are the same either way. */
+void bcg_sim_set_slices(bcg_sim *s, int on);
 
 /* One control step (sp.substeps substeps holding a). tape, if not NULL,
  * receives each substep's input state: [substeps][n][nq + nv]. Updates the
