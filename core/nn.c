@@ -47,7 +47,10 @@ static void nn_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
   }
   double work = (double)M * (double)N * (double)K;
   int split_rows = M >= N, D = split_rows ? M : N;
-  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  /* outside a parallel region: all threads; inside one (SHAC's critics side
+   * by side): the thread count the caller set for its nested regions, if
+   * nesting is allowed there, else this thread alone */
+  int nt = omp_get_active_level() < omp_get_max_active_levels() ? omp_get_max_threads() : 1;
   if (nt > work / NN_PAR_MIN) nt = (int)(work / NN_PAR_MIN);
   if (nt > D / 4) nt = D / 4; /* blocks of at least 4 rows or columns */
   if (nt <= 1) {

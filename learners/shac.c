@@ -578,10 +578,12 @@ static void critic_targets(shac *s) {
  * shared samples and targets), so with several OpenMP threads the critics are
  * trained side by side, one thread per critic, in ONE parallel region for the
  * whole update (a fork per minibatch GEMM costs more than the GEMM at these
- * sizes when idle threads sleep). A critic's arithmetic is then the same as
- * on one thread (its GEMMs are never split: bcg_mlp inside a parallel region
- * runs on the calling thread), so the parameters do not depend on the thread
- * count, and the loss is summed in the serial order afterwards. With one
+ * sizes when idle threads sleep). Threads beyond one per critic (16 threads,
+ * 3 critics: 5 each) split each critic's large GEMMs in nested regions
+ * (core/nn.c). With at most one thread per critic a critic's arithmetic is
+ * that of one thread (its GEMMs are not split), so the parameters do not
+ * depend on the thread count; the loss is summed in the serial order
+ * afterwards. With one
  * thread, one critic, or the networks on the GPU (whose calls are
  * serialised), the critics take turns per minibatch and a GEMM may be split
  * over the threads instead. */
@@ -641,9 +643,13 @@ static int critic_update(shac *s, int *skipped, double *closs) {
   *closs = NAN;
   if (nt >= 2) {
     int skip = 0;
+    /* threads beyond one per critic split each critic's GEMMs (nested regions) */
+    int inner = omp_get_max_threads() / nt, levels = omp_get_max_active_levels();
+    if (inner > 1 && levels < 2) omp_set_max_active_levels(2);
 #pragma omp parallel for num_threads(nt) schedule(static, 1) reduction(+ : skip)
     for (int k = 0; k < K; k++) {
       int krc = 0;
+      omp_set_num_threads(inner);
       int *perm = s->perm + (size_t)k * M;
       bcg_real *x = s->cbuf_x + (size_t)k * bs * od, *y = s->cbuf_y + (size_t)k * bs, *dy = s->cbuf_dy + (size_t)k * bs;
       for (int i = 0; i < M; i++) perm[i] = i;
@@ -657,6 +663,7 @@ static int critic_update(shac *s, int *skipped, double *closs) {
       }
       if (krc) __atomic_store_n(&rc, krc, __ATOMIC_RELAXED);
     }
+    if (inner > 1 && levels < 2) omp_set_max_active_levels(levels);
     if (rc) return -1;
     *skipped += skip;
   } else {

@@ -560,15 +560,18 @@ static void dr_redraw_case(const char *learner) {
 /* SHAC trains the critics of its ensemble side by side, one OpenMP thread
  * per critic (learners/shac.c critic_update): the critics after two
  * iterations (actor frozen, so the rollouts do not depend on the thread
- * count) and the reported critic loss are bit-identical with 1, 2 and 3
- * threads, in consecutive and in shuffled minibatches. */
+ * count) and the reported critic loss are bit-identical with 1, 2, 3 and 6
+ * threads (6: two per critic, nested regions; these GEMMs are too small to
+ * be split), in consecutive and in shuffled minibatches. */
 static void test_shac_critics_threads(void) {
   setup();
   const char *ini = write_ini("critic_threads", "shac", "episode_length = 5\n");
   for (int shuffle = 0; shuffle < 2; shuffle++) {
     double *ref[3] = {NULL, NULL, NULL}, loss_ref = NAN;
     long np = 0;
-    for (int thr = 1; thr <= 3; thr++) {
+    const int thrs[4] = {1, 2, 3, 6};
+    for (int ti = 0; ti < 4; ti++) {
+      int thr = thrs[ti];
       char t[32], sh[48];
       snprintf(t, sizeof t, "run.threads=%d", thr);
       snprintf(sh, sizeof sh, "learner.critic_shuffle=%s", shuffle ? "true" : "false");
