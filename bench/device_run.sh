@@ -19,10 +19,12 @@
 #   2. dependencies from build-debs/ (only if some are missing)
 #   3. build double (build-h200) and float (build-h200-float) with make -k:
 #      libbcg with the CUDA stepper, the contact plugins, test_cuda,
-#      bench/gpu_bench (double: also the CPU suites of step 4)
+#      bench/gpu_bench (double: also the CPU suites of step 4); then the SDK
+#      example hunt_crossley (CUDA entries) from a prefix installed from build-h200
 #   4. in the background: the CPU suites that bear on it (test_step, test_dyn,
 #      test_contact_plugins, test_physics; double; 200 s each at most)
-#   5. test_cuda in double and float (GPU vs CPU; tolerances in the suite),
+#   5. test_cuda in double and float (GPU vs CPU; tolerances in the suite; double also
+#      hunt_crossley's CUDA entries),
 #      then test_cuda (double) under compute-sanitizer memcheck ($MEMCHECK_S, 240 s at most)
 #   6. gpu_bench: float and double, no contact plugin and smoothed_kappa,
 #      n = 1024 ... 65536 (float: ... 131072) on the GPU, the CPU stepper (all threads) at n = 1024
@@ -83,6 +85,22 @@ for p in double float; do
   [ $rc = 0 ] || say "make -k exited $rc for REAL=$p (see [build] lines)"
 done
 
+# ---- 3b. the SDK example contact model with CUDA entries (plugins/example/hunt_crossley.c), built
+# out of tree from an installed prefix as a third party would; test_cuda (double) compares its GPU
+# entries with its CPU ones (BCG_TEST_CUDA_PLUGINS)
+if [ -e build-h200/libbcg.so ]; then
+  say "SDK example hunt_crossley with CUDA entries, from an installed prefix"
+  rm -rf /tmp/bcg-sdk /tmp/bcg-ex
+  if make -s install-built BUILD=build-h200 REAL=double CUDA=1 PREFIX=/tmp/bcg-sdk >/tmp/bcg-sdk.log 2>&1 &&
+     make -s -C plugins/example PREFIX=/tmp/bcg-sdk OUT=/tmp/bcg-ex CUDA=1 \
+       /tmp/bcg-ex/hunt_crossley.so >>/tmp/bcg-sdk.log 2>&1; then
+    export BCG_TEST_CUDA_PLUGINS_DOUBLE=/tmp/bcg-ex/hunt_crossley.so
+    say "built /tmp/bcg-ex/hunt_crossley.so"
+  else
+    fail="$fail sdk-example"; say "FAILED: the SDK example did not build"; tail -n 20 /tmp/bcg-sdk.log
+  fi
+fi
+
 # ---- 4. CPU suites, in the background --------------------------------------------------------
 say "CPU suites in the background (double, 2 threads each, 200 s each at most): $CPU_SUITES"
 pids=""
@@ -100,7 +118,8 @@ for p in double float; do
   b=build-h200; [ $p = float ] && b=build-h200-float
   [ -x $b/tests/test_cuda ] || continue
   say "test_cuda ($p)"
-  if BUILD=$b timeout 200 sh tests/run.sh $b/tests/test_cuda >"$OUT/test_cuda_$p.log" 2>&1; then
+  xp=""; [ $p = double ] && xp=${BCG_TEST_CUDA_PLUGINS_DOUBLE:-}
+  if BCG_TEST_CUDA_PLUGINS=$xp BUILD=$b timeout 200 sh tests/run.sh $b/tests/test_cuda >"$OUT/test_cuda_$p.log" 2>&1; then
     say "test_cuda ($p): passed"
   else
     fail="$fail test_cuda-$p"; say "test_cuda ($p): FAILED"

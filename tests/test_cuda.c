@@ -383,26 +383,44 @@ static void test_block_sizes(void) {
   unsetenv("BCG_CUDA_BLOCK");
 }
 
+/* The built-in contact models, and any out-of-tree ones listed in
+ * BCG_TEST_CUDA_PLUGINS (paths of .so files, ':'-separated; the device
+ * scripts pass the SDK example hunt_crossley built from an installed
+ * prefix). An out-of-tree model is stepped with 1 ms substeps: an explicit
+ * law such as Hunt-Crossley's needs them (its test in test_sdk does the same). */
 static void test_plugins(void) {
   if (!gpu()) return;
   if (!humanoid()) { CU_FAIL("humanoid.xml"); return; }
   const char *names[] = {"smoothed_kappa", "soft", "hard"};
+  char extra[4096] = "";
+  const char *ev = getenv("BCG_TEST_CUDA_PLUGINS");
+  if (ev) snprintf(extra, sizeof extra, "%s", ev);
+  char *paths[16];
+  int np = 0;
+  for (char *tok = strtok(extra, ":"); tok && np < 16; tok = strtok(NULL, ":")) paths[np++] = tok;
   int tested = 0;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 3 + np; i++) {
     char path[1024], err[512];
-    snprintf(path, sizeof path, "%s/plugins/%s.so", bcg_test_build_dir(), names[i]);
+    if (i < 3)
+      snprintf(path, sizeof path, "%s/plugins/%s.so", bcg_test_build_dir(), names[i]);
+    else
+      snprintf(path, sizeof path, "%s", paths[i - 3]);
+    const char *what = i < 3 ? names[i] : path;
     pd_plugin pl;
     if (pd_load_contact(path, model, &pl, err, sizeof err)) {
-      printf("\n  %s: not tested (%s)", names[i], err);
+      printf("\n  %s: not tested (%s)", what, err);
+      if (i >= 3) CU_FAIL("a plugin named in BCG_TEST_CUDA_PLUGINS did not load");
       continue;
     }
     if (!pd_has_cuda(&pl)) {
-      printf("\n  %s: not tested (no CUDA entry points)", names[i]);
+      printf("\n  %s: not tested (no CUDA entry points)", what);
+      if (i >= 3) CU_FAIL("a plugin named in BCG_TEST_CUDA_PLUGINS has no CUDA entry points");
       pd_unload(&pl);
       continue;
     }
     bcg_simparams sp;
     bcg_simparams_default(model, &sp);
+    if (i >= 3 && sp.dt > (bcg_real)0.001) sp.dt = (bcg_real)0.001;
     sp.need_G = (pl.desc->caps & BCG_CAP_NEEDS_DELASSUS) != 0;
     cmp_result r;
     char label[96];
