@@ -485,3 +485,64 @@ void bcg_env_perturb(const bcg_env *env, const bcg_real *x, const bcg_real *dq, 
   bcg_qadd(m, x, dq, xo);
   for (int d = 0; d < env->nv; d++) xo[env->nq + d] = x[env->nq + d] + (du ? du[d] : 0);
 }
+
+/* ---- device arrays: the control step for GPU estimators --------------------------- */
+
+int bcg_env_on_cuda(const bcg_env *env) { return env && env->cuda_sim != NULL; }
+
+void *bcg_env_cuda_stream(bcg_env *env) {
+  env_cuda *c = env ? env->cuda_sim : NULL;
+  return c ? bcg_cuda_sim_stream(c->s) : NULL;
+}
+
+static int env_cuda_only(bcg_env *env, int n, const char *what) {
+  if (!env->cuda_sim) {
+    bcg_plugin_err_context("%s: this env steps on the CPU ([run] device = cpu): use the host-array call", what);
+    return -1;
+  }
+  if (n > env->nenv) {
+    bcg_plugin_err_context("%s: %d environments, the env holds %d", what, n, env->nenv);
+    return -1;
+  }
+  return 0;
+}
+
+int bcg_env_step_cuda(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
+  if (env_cuda_only(env, n, "bcg_env_step_cuda")) return -1;
+  if (n <= 0) return 0;
+  uint64_t t0 = bcg_mono_ns();
+  env_cuda *c = env->cuda_sim;
+  size_t r = sizeof(bcg_real), nx = (size_t)env->nx, nq = (size_t)env->nq, nv = (size_t)env->nv, rows = (size_t)n;
+  /* x [n][nq + nv] <-> the stepper's q [n][nq], u [n][nv]: strided device-to-device copies */
+  int rc = env_sync_domain(env) || bcg_cuda_sim_set_envmap(c->s, c->envmap, n) ||
+                   bcg_cuda_copy2d(c->q, nq * r, x, nx * r, nq * r, rows) ||
+                   bcg_cuda_copy2d(c->u, nv * r, x + nq, nx * r, nv * r, rows) ||
+                   bcg_cuda_sim_control_step(c->s, n, c->q, c->u, a, c->qo, c->uo, tape) ||
+                   bcg_cuda_copy2d(xn, nx * r, c->qo, nq * r, nq * r, rows) ||
+                   bcg_cuda_copy2d(xn + nq, nx * r, c->uo, nv * r, nv * r, rows) ||
+                   bcg_cuda_sim_diagnostics(c->s, n, env->sim->maxfn, env->sim->maxpen, env->sim->bad) ||
+                   bcg_cuda_sim_nactive(c->s, n, env->sim->nact)
+               ? -1
+               : 0;
+  __atomic_fetch_add(&dev_batches[0], 1, __ATOMIC_RELAXED);
+  bcg_clock_add(&env_ns[0], t0);
+  if (rc) env_fail_context(env, "control step on device arrays", n, rc);
+  else bcg_env_tick(env, NULL, n);
+  return rc;
+}
+
+int bcg_env_step_vjp_cuda(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
+                          bcg_real *xb, bcg_real *ab) {
+  if (env_cuda_only(env, n, "bcg_env_step_vjp_cuda")) return -1;
+  if (n <= 0) return 0;
+  uint64_t t0 = bcg_mono_ns();
+  env_cuda *c = env->cuda_sim;
+  int rc = env_sync_domain(env) || bcg_cuda_sim_set_envmap(c->s, c->envmap, n) ||
+                   bcg_cuda_sim_control_step_vjp(c->s, n, tape, a, xnb, xb, ab)
+               ? -1
+               : 0;
+  __atomic_fetch_add(&dev_batches[0], 1, __ATOMIC_RELAXED);
+  bcg_clock_add(&env_ns[1], t0);
+  if (rc) env_fail_context(env, "control step VJP on device arrays", n, rc);
+  return rc;
+}

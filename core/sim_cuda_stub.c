@@ -77,6 +77,10 @@ void bcg_cuda_sim_stage_ms(const bcg_cuda_sim *s, double ms[BCG_CUDA_NSTAGE]) {
 void *bcg_cuda_malloc(size_t bytes) { (void)bytes; return NULL; }
 void bcg_cuda_free(void *p) { (void)p; }
 int bcg_cuda_copy(void *dst, const void *src, size_t bytes) { (void)dst; (void)src; (void)bytes; return -1; }
+int bcg_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows) {
+  (void)dst; (void)dpitch; (void)src; (void)spitch; (void)width; (void)rows;
+  return -1;
+}
 int bcg_cuda_memset(void *p, int byte, size_t bytes) { (void)p; (void)byte; (void)bytes; return -1; }
 bcg_cuda_event *bcg_cuda_event_new(void) { return NULL; }
 void bcg_cuda_event_free(bcg_cuda_event *e) { (void)e; }

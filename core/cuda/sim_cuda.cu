@@ -795,6 +795,11 @@ BCG_EXPORT void bcg_cuda_free(void *p) {
 BCG_EXPORT int bcg_cuda_copy(void *dst, const void *src, size_t bytes) {
   return cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) == cudaSuccess ? 0 : -1;
 }
+BCG_EXPORT int bcg_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                               size_t rows) {
+  if (!rows || !width) return 0;
+  return cudaMemcpy2D(dst, dpitch, src, spitch, width, rows, cudaMemcpyDefault) == cudaSuccess ? 0 : -1;
+}
 BCG_EXPORT int bcg_cuda_memset(void *p, int byte, size_t bytes) {
   return cudaMemset(p, byte, bytes) == cudaSuccess ? 0 : -1;
 }

@@ -161,6 +161,22 @@ void bcg_env_time(double *fwd_s, double *vjp_s);
 /* reals of tape one control step of n environments needs */
 size_t bcg_env_tape_size(const bcg_env *env, int n);
 
+/* Device arrays, for GPU estimators (bcg_estimator_ops.forward_cuda): with
+ * [run] device = cuda, bcg_env_step_cuda and bcg_env_step_vjp_cuda do what
+ * bcg_env_step and bcg_env_step_vjp do, always on the GPU, with every array
+ * a DEVICE pointer in the same layout (x, xn [n][nq + nv]; a, ab [n][nu];
+ * xnb, xb [n][2 nv]; tape bcg_env_tape_size(env, n) reals, may be NULL in the
+ * forward). Work runs on the env's CUDA stream (bcg_env_cuda_stream, a
+ * cudaStream_t); when they return their results are complete, and the
+ * diagnostics (bcg_env_diagnostics) are on the host. -1 on an env without
+ * device = cuda (the error channel says so). bcg_env_on_cuda: 1 if the env
+ * steps on the GPU. */
+int bcg_env_on_cuda(const bcg_env *env);
+void *bcg_env_cuda_stream(bcg_env *env);
+int bcg_env_step_cuda(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape);
+int bcg_env_step_vjp_cuda(bcg_env *env, int n, const bcg_real *tape, const bcg_real *a, const bcg_real *xnb,
+                          bcg_real *xb, bcg_real *ab);
+
 /* x (+) delta per environment: q by tangent displacement dq, u + du */
 void bcg_env_perturb(const bcg_env *env, const bcg_real *x, const bcg_real *dq, const bcg_real *du, bcg_real *xo);
 

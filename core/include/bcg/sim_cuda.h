@@ -129,6 +129,8 @@ void bcg_cuda_sim_stage_ms(const bcg_cuda_sim *s, double ms[BCG_CUDA_NSTAGE]);
 void *bcg_cuda_malloc(size_t bytes);                     /* NULL on failure */
 void bcg_cuda_free(void *p);
 int bcg_cuda_copy(void *dst, const void *src, size_t bytes); /* any direction (cudaMemcpyDefault), synchronous */
+/* rows of width bytes from src (rows spitch bytes apart) to dst (dpitch apart), any direction, synchronous */
+int bcg_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows);
 int bcg_cuda_memset(void *p, int byte, size_t bytes);
 /* Device events on the sim's stream: elapsed milliseconds between two records
  * (waits for the second). */
