@@ -85,17 +85,18 @@ for p in double float; do
   [ $rc = 0 ] || say "make -k exited $rc for REAL=$p (see [build] lines)"
 done
 
-# ---- 3b. the SDK example contact model with CUDA entries (plugins/example/hunt_crossley.c), built
-# out of tree from an installed prefix as a third party would; test_cuda (double) compares its GPU
-# entries with its CPU ones (BCG_TEST_CUDA_PLUGINS)
+# ---- 3b. the SDK examples with CUDA entries (plugins/example/hunt_crossley.c, a contact model;
+# clip_autodiff.c, a GPU estimator), built out of tree from an installed prefix as a third party
+# would; test_cuda (double) compares their GPU entries with their CPU ones (BCG_TEST_CUDA_PLUGINS,
+# BCG_TEST_CUDA_ESTIMATORS)
 if [ -e build-h200/libbcg.so ]; then
   say "SDK example hunt_crossley with CUDA entries, from an installed prefix"
   rm -rf /tmp/bcg-sdk /tmp/bcg-ex
   if make -s install-built BUILD=build-h200 REAL=double CUDA=1 PREFIX=/tmp/bcg-sdk >/tmp/bcg-sdk.log 2>&1 &&
      make -s -C plugins/example PREFIX=/tmp/bcg-sdk OUT=/tmp/bcg-ex CUDA=1 \
-       /tmp/bcg-ex/hunt_crossley.so >>/tmp/bcg-sdk.log 2>&1; then
-    export BCG_TEST_CUDA_PLUGINS_DOUBLE=/tmp/bcg-ex/hunt_crossley.so
-    say "built /tmp/bcg-ex/hunt_crossley.so"
+       /tmp/bcg-ex/hunt_crossley.so /tmp/bcg-ex/clip_autodiff.so >>/tmp/bcg-sdk.log 2>&1; then
+    export BCG_TEST_CUDA_PLUGINS_DOUBLE=/tmp/bcg-ex/hunt_crossley.so BCG_TEST_CUDA_ESTIMATORS_DOUBLE=/tmp/bcg-ex/clip_autodiff.so
+    say "built /tmp/bcg-ex/hunt_crossley.so and /tmp/bcg-ex/clip_autodiff.so"
   else
     fail="$fail sdk-example"; say "FAILED: the SDK example did not build"; tail -n 20 /tmp/bcg-sdk.log
   fi
@@ -118,8 +119,8 @@ for p in double float; do
   b=build-h200; [ $p = float ] && b=build-h200-float
   [ -x $b/tests/test_cuda ] || continue
   say "test_cuda ($p)"
-  xp=""; [ $p = double ] && xp=${BCG_TEST_CUDA_PLUGINS_DOUBLE:-}
-  if BCG_TEST_CUDA_PLUGINS=$xp BUILD=$b timeout 200 sh tests/run.sh $b/tests/test_cuda >"$OUT/test_cuda_$p.log" 2>&1; then
+  xp=""; xe=""; [ $p = double ] && { xp=${BCG_TEST_CUDA_PLUGINS_DOUBLE:-}; xe=${BCG_TEST_CUDA_ESTIMATORS_DOUBLE:-}; }
+  if BCG_TEST_CUDA_PLUGINS=$xp BCG_TEST_CUDA_ESTIMATORS=$xe BUILD=$b timeout 200 sh tests/run.sh $b/tests/test_cuda >"$OUT/test_cuda_$p.log" 2>&1; then
     say "test_cuda ($p): passed"
   else
     fail="$fail test_cuda-$p"; say "test_cuda ($p): FAILED"

@@ -89,7 +89,9 @@ static const slot contact_slots[] = {S(bcg_contact_ops, create),
 static const slot estimator_slots[] = {S(bcg_estimator_ops, create),   S(bcg_estimator_ops, destroy),
                                        S(bcg_estimator_ops, begin),    S(bcg_estimator_ops, forward),
                                        S(bcg_estimator_ops, backward), S(bcg_estimator_ops, reset_envs),
-                                       S(bcg_estimator_ops, stats)};
+                                       S(bcg_estimator_ops, stats),
+                                       {offsetof(bcg_estimator_ops, forward_cuda), "forward_cuda", 1},
+                                       {offsetof(bcg_estimator_ops, backward_cuda), "backward_cuda", 1}};
 static const slot learner_slots[] = {S(bcg_learner_ops, create), S(bcg_learner_ops, destroy),
                                      S(bcg_learner_ops, iterate), S(bcg_learner_ops, save),
                                      S(bcg_learner_ops, load),    S(bcg_learner_ops, act)};

@@ -29,6 +29,7 @@
 #include "bcg/runlog.h"
 #include "bcg/train.h"
 #include "clock.h"
+#include "est_device.h"
 #include "session_time.h"
 #include "plugin_err.h"
 #include "util.h"
@@ -648,6 +649,10 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
     bcg_setf(err, errlen, "[estimator] %s (%s): %s", S->pest->desc->name, S->pest->path, e2);
     goto fail;
   }
+  /* a GPU estimator on a GPU env: its device entries, behind host arrays (core/est_device.c) */
+  if (bcg_env_on_cuda(S->env) && bcg_est_has_cuda(S->est_ops) &&
+      bcg_est_device_wrap(&S->est_ops, &S->est, S->env, S->pest->desc->name, err, errlen))
+    goto fail;
 
   S->tr.env = S->env;
   S->tr.task_ops = S->task_ops;

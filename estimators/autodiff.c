@@ -100,7 +100,8 @@ static void ad_stats(const void *p, bcg_estimator_stats *out) { *out = ((const a
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), ad_create, ad_destroy, ad_begin, ad_forward,
                                       ad_backward, ad_reset_envs, ad_stats,
-                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */};
+                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */,
+                                      NULL, NULL /* no device entries */};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "autodiff", "exact VJP of every control step (plain autodiff)"),

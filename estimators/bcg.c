@@ -769,7 +769,8 @@ static int bcg_log_values(void *p, const char **names, double *values, int cap) 
 }
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), bcg_create, bcg_destroy, bcg_begin, bcg_forward,
-                                      bcg_backward, bcg_reset_envs, bcg_stats, bcg_save, bcg_load, bcg_log_values};
+                                      bcg_backward, bcg_reset_envs, bcg_stats, bcg_save, bcg_load, bcg_log_values,
+                                      NULL, NULL /* no device entries (branches are built on the host) */};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "bcg",

@@ -148,7 +148,8 @@ static const bcg_key_spec keys[] = {
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), tr_create, tr_destroy, tr_begin, tr_forward,
                                       tr_backward, tr_reset_envs, tr_stats,
-                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */};
+                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */,
+                                      NULL, NULL /* no device entries */};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "truncate",

@@ -460,6 +460,7 @@ typedef struct train_out {
   long np;
   double bundle_frac, grad_norm;
   uint64_t samples;
+  double device_steps; /* the log's est_device_steps of the iteration (-1: the estimator logs none) */
 } train_out;
 
 #define BETA1 0.7
@@ -496,6 +497,8 @@ static int train_once(const char *estimator, const char *contact, int dr, const 
   fprintf(f, "[contact]\nplugin = %s\n[estimator]\nplugin = %s\n", contact, estimator);
   if (!strcmp(estimator, "bcg"))
     fprintf(f, "branches = 4\nduration = 2\nforce_threshold = 50\n");
+  else if (!strcmp(estimator, "clip_autodiff")) /* clipping that bites: some adjoints are cut */
+    fprintf(f, "max_norm = 5\nclip_action_grad = true\n");
   else if (!strcmp(estimator, "truncate"))
     fprintf(f, "force_threshold = 50\n");
   fprintf(f,
@@ -524,6 +527,17 @@ static int train_once(const char *estimator, const char *contact, int dr, const 
   o->bundle_frac = res.last.bundle_frac;
   o->grad_norm = res.last.grad_norm;
   o->samples = res.samples;
+  o->device_steps = -1;
+  {
+    char lp[PATH_MAX + 16];
+    snprintf(lp, sizeof lp, "%s/log.h5", rdir);
+    int64_t lh = bcg_checkpoint_open(lp, err, sizeof err);
+    double ds[4];
+    if (lh >= 0) {
+      if (bcg_h5_read_doubles(lh, "est_device_steps", ds, 4, err, sizeof err) == 1) o->device_steps = ds[0];
+      bcg_checkpoint_close(lh);
+    }
+  }
   int64_t fh = bcg_checkpoint_open(res.checkpoint, err, sizeof err);
   if (fh < 0) {
     printf("\n  checkpoint %s: %s\n", res.checkpoint, err);
@@ -588,6 +602,54 @@ static void train_compare(int dr) {
   bcg_test_report(dr ? "SHAC actor gradient, device = cuda vs cpu, domain randomisation (rel)"
                      : "SHAC actor gradient, device = cuda vs cpu (rel)",
                   worst);
+}
+
+/* ---- a GPU estimator: the SDK example clip_autodiff's device entries ---------------
+ * BCG_TEST_CUDA_ESTIMATORS names the example's .so, built from an installed
+ * prefix with its CUDA part (bench/device_run.sh). One SHAC iteration with
+ * device = cuda, where the core calls its forward_cuda / backward_cuda on
+ * device arrays (clipping on, so its kernel changes adjoints), against
+ * device = cpu, where its host entries run: the same actor gradient within
+ * the stepper's CPU-vs-GPU tolerance, the same samples, and the log shows
+ * which entries ran (device_steps = the horizon on cuda, 0 on cpu). Without
+ * the variable the test says so and passes (the CI machine has no GPU and
+ * test_sdk checks the entries' presence there). */
+static void test_gpu_estimator(void) {
+  if (!gpu()) return;
+  const char *path = getenv("BCG_TEST_CUDA_ESTIMATORS");
+  if (!path || !*path) {
+    printf("\n  not tested: BCG_TEST_CUDA_ESTIMATORS names no GPU estimator (bench/device_run.sh sets it)");
+    return;
+  }
+  if (train_setup()) { CU_FAIL("temporary directory"); return; }
+  char err[1024];
+  if (!bcg_registry_find(treg, BCG_KIND_ESTIMATOR, "clip_autodiff") &&
+      bcg_registry_load_file(treg, path, err, sizeof err)) {
+    printf("\n  %s: %s", path, err);
+    CU_FAIL("the GPU estimator did not load");
+    return;
+  }
+  const bcg_plugin *pl = bcg_registry_find(treg, BCG_KIND_ESTIMATOR, "clip_autodiff");
+  CU_ASSERT_FATAL(pl != NULL);
+  CU_ASSERT(pl->desc->caps & BCG_CAP_CUDA);
+  train_out c, g;
+  int rc = train_once("clip_autodiff", "smoothed_kappa", 0, "cpu", &c);
+  rc = rc || train_once("clip_autodiff", "smoothed_kappa", 0, "cuda", &g);
+  CU_ASSERT_FATAL(rc == 0);
+  CU_ASSERT_FATAL(c.np == g.np);
+  double gn, rel = grad_rel(&c, &g, &gn);
+  printf("\n  clip_autodiff smoothed_kappa: |g| %.6e  cuda vs cpu %.2e  device steps %g (cuda) / %g (cpu)", gn, rel,
+         g.device_steps, c.device_steps);
+  CU_ASSERT(rel <= TOL_GRAD);
+  CU_ASSERT(gn > 0);
+  CU_ASSERT(c.samples == g.samples);
+  CU_ASSERT(fabs(c.bundle_frac - g.bundle_frac) <= 1.0 / 64 + 1e-12); /* the same clipped pairs, one at most apart */
+  CU_ASSERT(c.bundle_frac > 0);
+  CU_ASSERT(g.device_steps >= 8); /* horizon 8: every forward on device arrays */
+  CU_ASSERT(c.device_steps == 0);
+  bcg_test_report("GPU estimator clip_autodiff: SHAC actor gradient, device entries vs host entries (rel)", rel);
+  free(c.g);
+  free(g.g);
 }
 
 /* ---- domain randomisation re-drawn at resets, device = cuda vs cpu ----------------
@@ -748,5 +810,6 @@ BCG_TESTS({"device info", test_device_info},
           {"env: partial domain re-draws, device = cuda vs cpu", test_env_redraw},
           {"training: SHAC gradient, device = cuda vs cpu", test_train_gradient},
           {"training: SHAC gradient with domain randomisation, cuda vs cpu", test_train_gradient_dr},
-          {"training: SHAC+BCG gradient, nominal batches on the CPU and branches on the GPU", test_train_gradient_mixed});
+          {"training: SHAC+BCG gradient, nominal batches on the CPU and branches on the GPU", test_train_gradient_mixed},
+          {"GPU estimator (SDK example clip_autodiff): device entries vs host entries", test_gpu_estimator});
 BCG_RUN("cuda")

@@ -29,6 +29,7 @@
 #include "bcg/config.h"
 #include "bcg/env.h"
 #include "bcg/loader.h"
+#include "bcg/runlog.h"
 #include "h5same.h"
 #include "testutil.h"
 #include "testrng.h"
@@ -591,6 +592,44 @@ static void test_example_task(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: train: finished after 2 iterations"));
 }
 
+/* The example GPU estimator (plugins/example/clip_autodiff.c): its device
+ * entries (forward_cuda, backward_cuda) and the cuda capability exactly where
+ * nvcc was found; with device = cpu the core runs its host entries, which
+ * train through the installed bcg (clipping on, the hold_height example task)
+ * and log device_steps = 0 every iteration. The device entries themselves
+ * run in test_cuda on the GPU machine (bench/device_run.sh). */
+static void test_example_gpu_estimator(void) {
+  setup_env();
+  const bcg_plugin *pl = bcg_registry_find(reg, BCG_KIND_ESTIMATOR, "clip_autodiff");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+  const bcg_estimator_ops *eo = pl->desc->ops;
+  const int nvcc = system("command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc") == 0;
+  CU_ASSERT_EQUAL(!!(pl->desc->caps & BCG_CAP_CUDA), nvcc);
+  CU_ASSERT(eo->size >= offsetof(bcg_estimator_ops, backward_cuda) + sizeof eo->backward_cuda);
+  CU_ASSERT_EQUAL(eo->forward_cuda != NULL && eo->backward_cuda != NULL, nvcc);
+  char path[700], runs[700];
+  snprintf(path, sizeof path, "%s/clipgpu.ini", tmp);
+  snprintf(runs, sizeof runs, "%s/clipgpu_runs", tmp);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "[run]\nname = clipgpu\ndevice = cpu\nnum_envs = 4\niterations = 2\nthreads = 1\nout_dir = %s\n"
+             "[model]\npath = %s\n[estimator]\nplugin = clip_autodiff\nmax_norm = 1\n[learner]\nplugin = shac\n"
+             "horizon = 8\nactor_layers = 16\ncritic_layers = 16\n[task]\nplugin = hold_height\n", runs, HUMANOID);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(sh("BCG_PLUGIN_PATH='%s/example' '%s/bin/bcg' train '%s'", tmp, tmp, path), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: train: finished after 2 iterations"));
+  /* the run's log: est_device_steps is 0 in both iterations */
+  CU_ASSERT_EQUAL_FATAL(sh("ls -d '%s'/clipgpu/*/log.h5 | head -n 1 | tr -d '\\n'", runs), 0);
+  char err[256];
+  int64_t fh = bcg_checkpoint_open(out, err, sizeof err);
+  if (fh < 0) fprintf(stderr, "%s: %s\n", out, err);
+  CU_ASSERT_FATAL(fh >= 0);
+  double d[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  CU_ASSERT_EQUAL(bcg_h5_read_doubles(fh, "est_device_steps", d, 8, err, sizeof err), 2);
+  bcg_checkpoint_close(fh);
+  CU_ASSERT(d[0] == 0 && d[1] == 0);
+}
+
 /* The example learner (plugins/example/ars.c, Augmented Random Search with a
  * linear policy), built from the installed SDK, through the installed bcg on
  * the learners' pendulum task started near upright (balancing, which a
@@ -664,6 +703,8 @@ BCG_TESTS({"install into a temporary prefix: lib, bin, headers, bcg.pc, SDK", te
           {"clip_autodiff backward matches central finite differences", test_fd},
           {"hold_height example task: VJPs vs FD, training", test_example_task},
           {"ars example learner: learns, resumes bit for bit, evaluates", test_example_learner},
+          {"clip_autodiff example GPU estimator: device entries, host entries train with device = cpu",
+           test_example_gpu_estimator},
           {"hunt_crossley example contact model: CUDA entries, step vs FD in contact, near it, airborne",
            test_example_contact},
           {"teardown", test_teardown});

@@ -160,7 +160,8 @@ static const bcg_key_spec keys[] = {
 /* The function table: size first, then the entries in bcg_estimator_ops order. */
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), my_create, my_destroy, my_begin, my_forward,
                                       my_backward, my_reset_envs, my_stats,
-                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */};
+                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */,
+                                      NULL, NULL /* forward_cuda, backward_cuda: host only (see example/clip_autodiff.c) */};
 
 static const bcg_plugin_desc desc = {
     /* ABI version, descriptor size, kind, name ([a-z0-9_]+, <= 31 chars),

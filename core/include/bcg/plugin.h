@@ -206,6 +206,19 @@ typedef struct bcg_estimator_ops {
    * from the process's history, so that a resumed run logs what an
    * uninterrupted one does (test_crash compares them). */
   int (*log_values)(void *self, const char **names, double *values, int cap);
+  /* (appended in SDK 1.1; mandatory with BCG_CAP_CUDA, else NULL or absent)
+   * the GPU estimator: forward and backward on DEVICE arrays of the same
+   * shapes, with the env's CUDA stream (bcg_env_cuda_stream). With [run]
+   * device = cuda the core calls these instead of forward and backward: it
+   * keeps device copies of the learner's host arrays, so the estimator's own
+   * per-environment work (stepping with bcg_env_step_cuda and
+   * bcg_env_step_vjp_cuda, its kernels on the adjoints) runs on the device,
+   * its tapes stay there, and only the states and adjoints the learner
+   * needs cross the bus. With device = cpu forward and backward run, so the
+   * same plugin works on either. Results must be complete on return (a
+   * stream synchronise, or a synchronous copy, at the end). */
+  int (*forward_cuda)(void *self, int t, const bcg_real *x, const bcg_real *a, bcg_real *xn, void *stream);
+  int (*backward_cuda)(void *self, int t, const bcg_real *xn_bar, bcg_real *x_bar, bcg_real *a_bar, void *stream);
 } bcg_estimator_ops;
 
 /* ---- learners ---------------------------------------------------------------- */
