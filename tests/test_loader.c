@@ -216,6 +216,24 @@ static void test_old_ops_sizes(void) {
   eo.size = (uint32_t)(sizeof eo + sizeof(void *));
   CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "built against a newer bcg"));
+  /* a GPU estimator (BCG_CAP_CUDA) needs both device entries inside its table */
+  eo.size = sizeof eo;
+  d.caps = BCG_CAP_CUDA;
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "estimator ops entry 'forward_cuda' is NULL (mandatory with the cuda capability)"));
+  memcpy(&eo.forward_cuda, &f, sizeof f);
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "'backward_cuda' is NULL"));
+  memcpy(&eo.backward_cuda, &f, sizeof f);
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
+  eo.size = (uint32_t)(offsetof(bcg_estimator_ops, log_values) + sizeof eo.log_values); /* the SDK 1.0 table */
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "declares the cuda capability, but its estimator ops table"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "ends before 'forward_cuda'"));
+  d.caps = 0; /* the same table without the capability: a host-only estimator of SDK 1.0 */
+  CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), 0);
+  memset(&eo.forward_cuda, 0, sizeof eo.forward_cuda);
+  memset(&eo.backward_cuda, 0, sizeof eo.backward_cuda);
   eo.size = sizeof eo;
   d.desc_size = (uint32_t)sizeof d + 8;
   CU_ASSERT_EQUAL(bcg_plugin_desc_check(&d, err, sizeof err), -1);
