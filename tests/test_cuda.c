@@ -498,7 +498,7 @@ static int train_once(const char *estimator, const char *contact, int dr, const 
   if (!strcmp(estimator, "bcg"))
     fprintf(f, "branches = 4\nduration = 2\nforce_threshold = 50\n");
   else if (!strcmp(estimator, "clip_autodiff")) /* clipping that bites: some adjoints are cut */
-    fprintf(f, "max_norm = 5\nclip_action_grad = true\n");
+    fprintf(f, "max_norm = 0.01\nclip_action_grad = true\n");
   else if (!strcmp(estimator, "truncate"))
     fprintf(f, "force_threshold = 50\n");
   fprintf(f,
