@@ -104,6 +104,7 @@ typedef struct bench {
   size_t sx;
   double seconds, mj; /* seconds per measurement; MuJoCo's steps/s on one thread */
   bufs h;             /* host states, actions and adjoint seeds */
+  int slices;         /* the CPU control step in one parallel region (BCG_CAP_SLICES, or no plugin) */
 } bench;
 
 /* MuJoCo's mj_step on one thread, same model and states: the median over up
@@ -246,7 +247,9 @@ static void cpu_section(bench *B, const int *cpus, int ncpus) {
   for (int i = 0; i < ncpus; i++) if (cpus[i] > cmax) cmax = cpus[i];
   bcg_sim *cs = bcg_sim_create(model, &sp, cmax, cops, cself, err, sizeof err);
   if (!cs) DIE("%s", err);
-  printf("\n## CPU (bcg_sim, %d threads, %s): env-substeps per second\n", omp_get_max_threads(), BCG_REAL_NAME);
+  bcg_sim_set_slices(cs, B->slices); /* as the env sets it */
+  printf("\n## CPU (bcg_sim, %d threads, %s, %s): env-substeps per second\n", omp_get_max_threads(), BCG_REAL_NAME,
+         B->slices ? "one parallel region per control step" : "regions per substep");
   printf("%-8s %14s %12s %14s %12s %10s %10s\n", "n", "fwd/s", "fwd ms", "fwd+bwd/s", "f+b ms", "fwd/mj1",
          "fwd/mjall");
   for (int ci = 0; ci < ncpus; ci++) {
@@ -346,7 +349,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2 * nv; i++) h.xob[(size_t)e * 2 * nv + i] = (bcg_real)nrand();
   }
 
-  bench B = {model, m, sp, cops, cself, pname, nq, nv, nu, omp_get_max_threads(), sx, seconds, 0, h};
+  bench B = {model, m, sp, cops, cself, pname, nq, nv, nu, omp_get_max_threads(), sx, seconds, 0, h,
+             !cops || (pl.desc->caps & BCG_CAP_SLICES) != 0};
   double mj = B.mj = mujoco_reference(&B, nmax);
   int nthr = omp_get_max_threads();
   printf("## reference: MuJoCo mj_step, 1 thread, same model and states: %.4g steps/s; x %d threads (ideal "
