@@ -471,45 +471,50 @@ static void test_slices_bitwise(void) {
     const bcg_mdata *m = &env->model->m;
     int nq = env->nq, nv = env->nv, nu = env->nu, ns = env->sim->sp.substeps;
     size_t tsz = (size_t)ns * N * (nq + nv);
-    double *q = malloc(sizeof(double) * N * nq), *u = malloc(sizeof(double) * N * nv);
-    double *qo[2], *uo[2], *tp[2], *xb[2], *ab[2], *xob = malloc(sizeof(double) * 2 * N * nv), a[N * BCG_MAX_ACT];
+    bcg_real *q = malloc(sizeof(bcg_real) * N * nq), *u = malloc(sizeof(bcg_real) * N * nv);
+    bcg_real *qo[2], *uo[2], *tp[2], *xb[2], *ab[2], *xob = malloc(sizeof(bcg_real) * 2 * N * nv), a[N * BCG_MAX_ACT];
     for (int i = 0; i < 2; i++) {
-      qo[i] = malloc(sizeof(double) * N * nq), uo[i] = malloc(sizeof(double) * N * nv);
-      tp[i] = malloc(sizeof(double) * tsz), xb[i] = malloc(sizeof(double) * 2 * N * nv);
-      ab[i] = malloc(sizeof(double) * N * nu);
+      qo[i] = malloc(sizeof(bcg_real) * N * nq), uo[i] = malloc(sizeof(bcg_real) * N * nv);
+      tp[i] = malloc(sizeof(bcg_real) * tsz), xb[i] = malloc(sizeof(bcg_real) * 2 * N * nv);
+      ab[i] = malloc(sizeof(bcg_real) * N * nu);
     }
     setup();
     const double heights[3] = {-0.002, 0.003, 0.08}; /* in contact, near it, airborne */
-    for (int e = 0; e < N; e++) standing_state(m, q + e * nq, u + e * nv, heights[e % 3], 0.3);
+    for (int e = 0; e < N; e++) {
+      double qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
+      standing_state(m, qd, ud, heights[e % 3], 0.3);
+      for (int i = 0; i < nq; i++) q[e * nq + i] = (bcg_real)qd[i];
+      for (int i = 0; i < nv; i++) u[e * nv + i] = (bcg_real)ud[i];
+    }
     int saved = omp_get_max_threads(), contact_seen = 0;
     const int thr[3] = {2, 3, 8};
     for (int k = 0; k < 12; k++) {
       omp_set_num_threads(thr[k % 3]);
-      for (int i = 0; i < N * nu; i++) a[i] = 0.5 * (2 * urand() - 1);
-      for (int i = 0; i < 2 * N * nv; i++) xob[i] = nrand();
+      for (int i = 0; i < N * nu; i++) a[i] = (bcg_real)(0.5 * (2 * urand() - 1));
+      for (int i = 0; i < 2 * N * nv; i++) xob[i] = (bcg_real)nrand();
       int diff = 0;
-      double fn[2][N], pen[2][N];
+      bcg_real fn[2][N], pen[2][N];
       int bad[2][N];
       for (int v = 0; v < 2; v++) {
         bcg_sim_set_slices(env->sim, v == 0);
         CU_ASSERT_EQUAL(bcg_sim_control_step(env->sim, N, q, u, a, qo[v], uo[v], tp[v]), 0);
-        memcpy(fn[v], env->sim->maxfn, sizeof(double) * N);
-        memcpy(pen[v], env->sim->maxpen, sizeof(double) * N);
+        memcpy(fn[v], env->sim->maxfn, sizeof(bcg_real) * N);
+        memcpy(pen[v], env->sim->maxpen, sizeof(bcg_real) * N);
         memcpy(bad[v], env->sim->bad, sizeof(int) * N);
-        memset(ab[v], 0, sizeof(double) * N * nu);
+        memset(ab[v], 0, sizeof(bcg_real) * N * nu);
         CU_ASSERT_EQUAL(bcg_sim_control_step_vjp(env->sim, N, tp[v], a, xob, xb[v], ab[v]), 0);
       }
-      diff += memcmp(qo[0], qo[1], sizeof(double) * N * nq) != 0;
-      diff += memcmp(uo[0], uo[1], sizeof(double) * N * nv) != 0;
-      diff += memcmp(tp[0], tp[1], sizeof(double) * tsz) != 0;
+      diff += memcmp(qo[0], qo[1], sizeof(bcg_real) * N * nq) != 0;
+      diff += memcmp(uo[0], uo[1], sizeof(bcg_real) * N * nv) != 0;
+      diff += memcmp(tp[0], tp[1], sizeof(bcg_real) * tsz) != 0;
       diff += memcmp(fn[0], fn[1], sizeof fn[0]) != 0 || memcmp(pen[0], pen[1], sizeof pen[0]) != 0 ||
               memcmp(bad[0], bad[1], sizeof bad[0]) != 0;
-      diff += memcmp(xb[0], xb[1], sizeof(double) * 2 * N * nv) != 0;
-      diff += memcmp(ab[0], ab[1], sizeof(double) * N * nu) != 0;
+      diff += memcmp(xb[0], xb[1], sizeof(bcg_real) * 2 * N * nv) != 0;
+      diff += memcmp(ab[0], ab[1], sizeof(bcg_real) * N * nu) != 0;
       for (int e = 0; e < N; e++) contact_seen += fn[0][e] > 0;
       if (diff > worst) worst = diff;
-      memcpy(q, qo[0], sizeof(double) * N * nq);
-      memcpy(u, uo[0], sizeof(double) * N * nv);
+      memcpy(q, qo[0], sizeof(bcg_real) * N * nq);
+      memcpy(u, uo[0], sizeof(bcg_real) * N * nv);
       tested++;
     }
     omp_set_num_threads(saved);
