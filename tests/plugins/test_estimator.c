@@ -43,7 +43,8 @@ static const bcg_key_spec keys[] = {
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), create, destroy, begin, forward, backward,
                                       reset_envs, stats,
-                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */};
+                                      NULL, NULL /* save, load: no state to checkpoint */, NULL /* log_values */,
+                                      NULL, NULL /* forward_cuda, backward_cuda */};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_ESTIMATOR, "test_estimator", "copies states, counts steps (test plugin)"),

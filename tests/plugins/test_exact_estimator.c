@@ -105,7 +105,8 @@ static int log_values(void *p, const char **names, double *values, int cap) {
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), create, destroy, begin, forward, backward,
                                       reset_envs, stats,
-                                      NULL, NULL /* save, load: no state to checkpoint */, log_values};
+                                      NULL, NULL /* save, load: no state to checkpoint */, log_values,
+                                      NULL, NULL /* forward_cuda, backward_cuda */};
 
 static const bcg_key_spec keys[] = {
     {"fail_backward_at", BCG_KEY_INT, "-1", -1, 1e9, NULL, "backward of this step fails (-1: never)"},
