@@ -405,6 +405,11 @@ bcg_env_diag bcg_env_diagnostics(bcg_env *env) {
 int bcg_env_substeps(const bcg_env *env) { return env->sim->sp.substeps; }
 bcg_real bcg_env_contact_margin(const bcg_env *env) { return env->sim->sp.margin; }
 
+double bcg_steps_for(double seconds, double dt) {
+  const double x = seconds / dt, r = nearbyint(x);
+  return fabs(x - r) <= 1e-6 * fmax(1.0, fabs(x)) ? r : ceil(x);
+}
+
 size_t bcg_env_tape_size(const bcg_env *env, int n) {
   return (size_t)env->sim->sp.substeps * n * env->nx;
 }

@@ -401,7 +401,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     return -1;
   }
   /* the window in control steps must fit an int (seconds 1e9 used to wrap to -2^31 steps) */
-  double nsteps = ceil(o->seconds / env->control_dt - 1e-9);
+  double nsteps = bcg_steps_for(o->seconds, env->control_dt);
   if (!(nsteps >= 1 && nsteps <= 1e9)) {
     snprintf(err, errlen, "seconds = %g is %g control steps of %g s: must be between 1 and 1e9 steps", o->seconds,
              nsteps, (double)env->control_dt);

@@ -180,7 +180,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   tu_self_init(&s->self, s->m);
   s->term_h = svc->get_real(p, "term_height");
   s->max_err = svc->get_real(p, "max_error");
-  s->ep_steps = (int)ceil(svc->get_real(p, "episode_seconds") / s->dt - 1e-9);
+  s->ep_steps = (int)bcg_steps_for(svc->get_real(p, "episode_seconds"), s->dt);
   if (s->ep_steps < 1) s->ep_steps = 1;
   long fl[MAX_FUT];
   s->nf = svc->get_list(p, "future", fl, MAX_FUT);

@@ -68,7 +68,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->fall = svc->get_real(p, "fall_height");
   s->noise = svc->get_real(p, "reset_noise");
   double sec = svc->get_real(p, "episode_seconds");
-  s->ep_steps = (int)ceil(sec / env->control_dt - 1e-9);
+  s->ep_steps = (int)bcg_steps_for(sec, env->control_dt);
   if (s->ep_steps < 1) s->ep_steps = 1;
   const bcg_mdata *m = s->m;
   s->zq = -1;

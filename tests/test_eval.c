@@ -219,7 +219,7 @@ static void test_trace(void) {
     for (int t = 0; t < T; t++) rsum += fabs(rb[(size_t)r * T + t]);
     int len = (int)lm[r];
     CU_ASSERT(len >= 1 && len <= T);
-    CU_ASSERT(fabs(len * S.env->control_dt - res->run[1][r].length_s) < 1e-9);
+    CU_ASSERT(fabs(len * (double)S.env->control_dt - res->run[1][r].length_s) < 1e-9);
     if (len < T) /* held after the fall */
       CU_ASSERT(memcmp(xm + ((size_t)r * (T + 1) + len) * nx, xm + ((size_t)r * (T + 1) + T) * nx, sizeof(double) * nx) == 0);
   }
@@ -307,6 +307,21 @@ static void test_fixed_window(void) {
   bcg_config_free(cfg);
 }
 
-BCG_TESTS({"replay_etrack_zero", test_replay_etrack_zero}, {"airborne_matches_mujoco", test_airborne_matches_mujoco},
+/* control steps covering a duration (evaluation windows, episode lengths):
+ * whole multiples of a step that bcg_real rounded (0.02 in float is
+ * 0.0199999996) count as whole, not one step more (a float build evaluated
+ * 51 steps for 1 s); anything past a whole number is one step more */
+static void test_steps_for(void) {
+  CU_ASSERT_EQUAL(bcg_steps_for(1.0, 0.02), 50);
+  CU_ASSERT_EQUAL(bcg_steps_for(1.0, (double)0.02f), 50);
+  CU_ASSERT_EQUAL(bcg_steps_for(10.0, (double)(0.005f * 4)), 500);
+  CU_ASSERT_EQUAL(bcg_steps_for(20.0, (double)(float)(1.0 / 60)), 1200);
+  CU_ASSERT_EQUAL(bcg_steps_for(1.01, 0.02), 51);
+  CU_ASSERT_EQUAL(bcg_steps_for(0.99, 0.02), 50);
+  CU_ASSERT_EQUAL(bcg_steps_for(0.001, 0.02), 1);
+  CU_ASSERT_EQUAL(bcg_steps_for(3.0, 1.0), 3);
+}
+
+BCG_TESTS({"steps_for", test_steps_for}, {"replay_etrack_zero", test_replay_etrack_zero}, {"airborne_matches_mujoco", test_airborne_matches_mujoco},
           {"bad_policy_falls", test_bad_policy_falls}, {"trace", test_trace}, {"fixed_window", test_fixed_window});
 BCG_RUN("eval")

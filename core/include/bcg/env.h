@@ -160,6 +160,12 @@ int bcg_env_step_vjp(bcg_env *env, int n, const bcg_real *tape, const bcg_real *
 void bcg_env_time(double *fwd_s, double *vjp_s);
 /* reals of tape one control step of n environments needs */
 size_t bcg_env_tape_size(const bcg_env *env, int n);
+/* The control steps of dt seconds that cover `seconds`: ceil(seconds / dt),
+ * where a quotient within 1e-6 (relative) of a whole number is that number.
+ * dt is a bcg_real (0.02 is 0.0199999996 in float), so a plain ceil gives
+ * one step too many for durations that are whole multiples of it. For tasks'
+ * episode lengths and evaluation windows. */
+double bcg_steps_for(double seconds, double dt);
 
 /* Device arrays, for GPU estimators (bcg_estimator_ops.forward_cuda): with
  * [run] device = cuda, bcg_env_step_cuda and bcg_env_step_vjp_cuda do what
