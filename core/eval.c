@@ -85,7 +85,7 @@ static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
   st->selfc_mean = mean[6]; st->selfc_std = sd[6];
 }
 
-static int write_trace(const char *path, const bcg_eval_result *res, int N, int steps, int nx, int nu, double **tr_x,
+static int write_trace(const char *path, const bcg_eval_result *res, int N, int steps, int nq, int nx, int nu, double **tr_x,
                        double **tr_a, double **tr_r, const double *tr_self, const double *tr_pred,
                        int tr_len[2][BCG_EVAL_MAX_RUNS], const bcg_task_clock *clk0,
                        char *err, size_t errlen) {
@@ -93,7 +93,8 @@ static int write_trace(const char *path, const bcg_eval_result *res, int N, int 
   if (!ck) return -1;
   int64_t root = bcg_checkpoint_root(ck);
   static const char *names[2] = {"bcg", "mujoco"};
-  int rc = 0;
+  const int64_t dims[3] = {nq, nx - nq, nu}; /* how to split a state row: qpos, qvel */
+  int rc = bcg_h5_write_i64(root, "dims_nq_nv_nu", dims, 3, err, errlen);
   for (int s = 0; s < 2 && !rc; s++) {
     if (!res->have[s]) continue;
     int64_t g = bcg_h5_group(root, names[s], 1, err, errlen);
@@ -433,7 +434,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     if (bad) goto out;
     ev_results(E, si, which);
   }
-  if (o->trace && write_trace(o->trace, res, N, E->steps, E->nx, E->nu, E->tr_x, E->tr_a, E->tr_r, E->tr_self,
+  if (o->trace && write_trace(o->trace, res, N, E->steps, E->nq, E->nx, E->nu, E->tr_x, E->tr_a, E->tr_r, E->tr_self,
                               E->tr_pred, E->tr_len, E->clk0, err, errlen))
     goto out;
   rc = 0;

@@ -238,8 +238,33 @@ static void test_trace(void) {
   CU_ASSERT_EQUAL(d0, 0);
   CU_ASSERT_EQUAL(d1, 0);
   CU_ASSERT(anorm > 0 && rsum > 0);
+  /* how to split a state row, for the tools */
+  {
+    hsize_t dd[1];
+    double *dims = read_all(f, "dims_nq_nv_nu", 1, dd);
+    CU_ASSERT_FATAL(dims && dd[0] == 3);
+    CU_ASSERT(dims[0] == S.env->nq && dims[1] == S.env->nv && dims[2] == nu);
+    free(dims);
+  }
   H5Fclose(f);
   free(xb), free(xm), free(ab), free(pm), free(rb), free(lm);
+  /* tools/trace_mismatch.py reads it (where python3 has numpy and h5py, as make deps installs) */
+  if (system("python3 -c 'import numpy, h5py' >/dev/null 2>&1") == 0) {
+    char cmd[600], line[512];
+    snprintf(cmd, sizeof cmd, "python3 tools/trace_mismatch.py '%s' --top 2 2>&1", path);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_FATAL(p != NULL);
+    int saw_size = 0, saw_share = 0, saw_top = 0;
+    while (fgets(line, sizeof line, p)) {
+      saw_size |= strstr(line, "one-step velocity mismatch") != NULL;
+      saw_share |= strstr(line, "share of the squared mismatch by dof") != NULL;
+      saw_top += strstr(line, "  episode ") != NULL;
+    }
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    CU_ASSERT(saw_size && saw_share && saw_top == 2);
+  } else {
+    printf("\n  tools/trace_mismatch.py not run: python3 lacks numpy or h5py");
+  }
   unlink(path);
   free(res);
   bcg_session_close(&S);
