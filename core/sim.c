@@ -160,8 +160,15 @@ static void pre_env(bcg_sim *s, int e, const bcg_real *q, const bcg_real *u, con
   }
 }
 
-/* the contact plugin's solve on environments lo .. hi-1 (a sub-batch: the
- * arrays offset to lo) */
+/* the contact batch of environments lo .. hi-1: the arrays offset to lo */
+static void range_batch(bcg_sim *s, int lo, int hi, bcg_contact_batch *b) {
+  size_t nc = (size_t)s->ncon, n3 = 3 * nc;
+  bcg_contact_batch_fill(b, hi - lo, (int)nc, &s->sp, s->nact + lo, s->gap + lo * nc, s->v0 + lo * n3,
+                         s->c + lo * n3, s->G ? s->G + lo * n3 * n3 : NULL, s->mu + lo * nc, s->lam + lo * n3,
+                         s->fn + lo * nc);
+}
+
+/* the contact plugin's solve on environments lo .. hi-1 (a sub-batch) */
 static int solve_range(bcg_sim *s, int lo, int hi) {
   size_t nc = (size_t)s->ncon, n3 = 3 * nc;
   if (hi <= lo) return 0;
@@ -171,9 +178,7 @@ static int solve_range(bcg_sim *s, int lo, int hi) {
     return 0;
   }
   bcg_contact_batch b;
-  bcg_contact_batch_fill(&b, hi - lo, (int)nc, &s->sp, s->nact + lo, s->gap + lo * nc, s->v0 + lo * n3,
-                         s->c + lo * n3, s->G ? s->G + lo * n3 * n3 : NULL, s->mu + lo * nc, s->lam + lo * n3,
-                         s->fn + lo * nc);
+  range_batch(s, lo, hi, &b);
   return s->cops->solve(s->cself, &b);
 }
 
@@ -214,9 +219,7 @@ static int solve_vjp_range(bcg_sim *s, int lo, int hi) {
   if (s->Gb) memset(s->Gb + lo * n3 * n3, 0, sizeof(bcg_real) * k * n3 * n3);
   if (!s->cops || s->sp.ncmax <= 0) return 0;
   bcg_contact_batch b;
-  bcg_contact_batch_fill(&b, (int)k, (int)nc, &s->sp, s->nact + lo, s->gap + lo * nc, s->v0 + lo * n3,
-                         s->c + lo * n3, s->G ? s->G + lo * n3 * n3 : NULL, s->mu + lo * nc, s->lam + lo * n3,
-                         s->fn + lo * nc);
+  range_batch(s, lo, hi, &b);
   bcg_contact_adjoint adj = {s->lamb + lo * n3, s->gapb + lo * nc, s->v0b + lo * n3, s->cb + lo * n3,
                              s->Gb ? s->Gb + lo * n3 * n3 : NULL};
   return s->cops->solve_vjp(s->cself, &b, &adj);
@@ -293,11 +296,43 @@ static bcg_real *scratch_part(bcg_sim *s, int i) {
   return s->scratch + (size_t)i * s->cap * (m->nq + m->nv);
 }
 
+/* substep k's input states of environments lo .. hi-1 into the tape
+ * [substeps][n][nq + nv] (store), or back out of it (load) */
+static void tape_store(const bcg_sim *s, bcg_real *tape, int k, int n, int lo, int hi, const bcg_real *q,
+                       const bcg_real *u) {
+  int nq = s->model->m.nq, nv = s->model->m.nv;
+  size_t sx = (size_t)nq + nv;
+  for (int e = lo; e < hi; e++) {
+    memcpy(tape + ((size_t)k * n + e) * sx, q + (size_t)e * nq, sizeof(bcg_real) * nq);
+    memcpy(tape + ((size_t)k * n + e) * sx + nq, u + (size_t)e * nv, sizeof(bcg_real) * nv);
+  }
+}
+
+static void tape_load(const bcg_sim *s, const bcg_real *tape, int k, int n, int lo, int hi, bcg_real *q,
+                      bcg_real *u) {
+  int nq = s->model->m.nq, nv = s->model->m.nv;
+  size_t sx = (size_t)nq + nv;
+  for (int e = lo; e < hi; e++) {
+    memcpy(q + (size_t)e * nq, tape + ((size_t)k * n + e) * sx, sizeof(bcg_real) * nq);
+    memcpy(u + (size_t)e * nv, tape + ((size_t)k * n + e) * sx + nq, sizeof(bcg_real) * nv);
+  }
+}
+
+/* where substep k of a control step writes: the caller's output after the
+ * last, else the ping-pong scratch parts 1 and 2 */
+static void substep_out(bcg_sim *s, int k, bcg_real *qo, bcg_real *uo, bcg_real **qn, bcg_real **un) {
+  if (k == s->sp.substeps - 1) {
+    *qn = qo;
+    *un = uo;
+  } else {
+    *qn = scratch_part(s, 1 + k % 2);
+    *un = *qn + (size_t)s->cap * s->model->m.nq;
+  }
+}
+
 int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qo,
                          bcg_real *uo, bcg_real *tape) {
-  const bcg_mdata *m = &s->model->m;
-  int nq = m->nq, nv = m->nv, ns = s->sp.substeps;
-  size_t sx = (size_t)nq + nv;
+  int nv = s->model->m.nv, ns = s->sp.substeps;
   for (int e = 0; e < n; e++) { s->maxfn[e] = 0; s->maxpen[e] = 0; s->bad[e] = 0; }
   if (use_slices(s, n)) {
     if (check_slots(s, n)) return -1;
@@ -308,14 +343,9 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
       block_of(n, &lo, &hi);
       const bcg_real *qi = q, *ui = u;
       for (int k = 0; k < ns && hi > lo; k++) {
-        if (tape)
-          for (int e = lo; e < hi; e++) {
-            memcpy(tape + ((size_t)k * n + e) * sx, qi + (size_t)e * nq, sizeof(bcg_real) * nq);
-            memcpy(tape + ((size_t)k * n + e) * sx + nq, ui + (size_t)e * nv, sizeof(bcg_real) * nv);
-          }
+        if (tape) tape_store(s, tape, k, n, lo, hi, qi, ui);
         bcg_real *qn, *un;
-        if (k == ns - 1) { qn = qo; un = uo; }
-        else { qn = scratch_part(s, 1 + k % 2); un = qn + (size_t)s->cap * nq; }
+        substep_out(s, k, qo, uo, &qn, &un);
         for (int e = lo; e < hi; e++) pre_env(s, e, qi, ui, a);
         int r = solve_range(s, lo, hi);
         if (r) {
@@ -329,21 +359,16 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
     }
     if (rc) return rc;
   } else {
-  const bcg_real *qi = q, *ui = u;
-  for (int k = 0; k < ns; k++) {
-    if (tape)
-      for (int e = 0; e < n; e++) {
-        memcpy(tape + ((size_t)k * n + e) * sx, qi + (size_t)e * nq, sizeof(bcg_real) * nq);
-        memcpy(tape + ((size_t)k * n + e) * sx + nq, ui + (size_t)e * nv, sizeof(bcg_real) * nv);
-      }
-    bcg_real *qn, *un;
-    if (k == ns - 1) { qn = qo; un = uo; }
-    else { qn = scratch_part(s, 1 + k % 2); un = qn + (size_t)s->cap * nq; }
-    int rc = bcg_sim_substep(s, n, qi, ui, a, qn, un);
-    if (rc) return rc;
-    qi = qn;
-    ui = un;
-  }
+    const bcg_real *qi = q, *ui = u;
+    for (int k = 0; k < ns; k++) {
+      if (tape) tape_store(s, tape, k, n, 0, n, qi, ui);
+      bcg_real *qn, *un;
+      substep_out(s, k, qo, uo, &qn, &un);
+      int rc = bcg_sim_substep(s, n, qi, ui, a, qn, un);
+      if (rc) return rc;
+      qi = qn;
+      ui = un;
+    }
   }
   const bcg_domain *d = s->dom;
   if (d && d->push_prob > 0 && d->push_dof >= 0 && d->clock) /* pushes: see bcg_domain in sim.h */
@@ -362,7 +387,7 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
                              bcg_real *xb, bcg_real *ab) {
   const bcg_mdata *m = &s->model->m;
   int nq = m->nq, nv = m->nv, ns = s->sp.substeps;
-  size_t sx = (size_t)nq + nv, nn = (size_t)n * nv;
+  size_t nn = (size_t)n * nv;
   bcg_real *qbuf = scratch_part(s, 1), *ubuf = qbuf + (size_t)s->cap * nq;
   bcg_real *block = malloc(sizeof(bcg_real) * nn * 4);
   if (!block) return -1;
@@ -383,10 +408,7 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
       block_of(n, &lo, &hi);
       bcg_real *in[2] = {bin[0], bin[1]}, *out[2] = {bout[0], bout[1]};
       for (int k = ns - 1; k >= 0 && hi > lo; k--) {
-        for (int e = lo; e < hi; e++) {
-          memcpy(qbuf + (size_t)e * nq, tape + ((size_t)k * n + e) * sx, sizeof(bcg_real) * nq);
-          memcpy(ubuf + (size_t)e * nv, tape + ((size_t)k * n + e) * sx + nq, sizeof(bcg_real) * nv);
-        }
+        tape_load(s, tape, k, n, lo, hi, qbuf, ubuf);
         for (int e = lo; e < hi; e++) pre_env(s, e, qbuf, ubuf, a);
         int r = solve_range(s, lo, hi);
         if (!r) {
@@ -400,20 +422,16 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
         for (int e = lo; e < hi; e++) pre_vjp_env(s, e, qbuf, ubuf, a, out[0], out[1], ab);
         for (int i = 0; i < 2; i++) { bcg_real *t = in[i]; in[i] = out[i]; out[i] = t; }
       }
-      if (hi > lo && ns % 2 == 0) { /* the result is in bin after an even number of swaps: already there */
-      } else if (hi > lo) { /* odd: it is in bout; bring this block back to bin */
+      if (hi > lo && ns % 2) /* after an odd number of swaps the result is in bout: back to bin */
         for (int i = 0; i < 2; i++)
           memcpy(bin[i] + (size_t)lo * nv, bout[i] + (size_t)lo * nv, sizeof(bcg_real) * (size_t)(hi - lo) * nv);
-      }
     }
-  } else
-  for (int k = ns - 1; k >= 0 && !rc; k--) {
-    for (int e = 0; e < n; e++) {
-      memcpy(qbuf + (size_t)e * nq, tape + ((size_t)k * n + e) * sx, sizeof(bcg_real) * nq);
-      memcpy(ubuf + (size_t)e * nv, tape + ((size_t)k * n + e) * sx + nq, sizeof(bcg_real) * nv);
+  } else {
+    for (int k = ns - 1; k >= 0 && !rc; k--) {
+      tape_load(s, tape, k, n, 0, n, qbuf, ubuf);
+      rc = bcg_sim_substep_vjp(s, n, qbuf, ubuf, a, bin[0], bin[1], bout[0], bout[1], ab);
+      for (int i = 0; i < 2; i++) { bcg_real *t = bin[i]; bin[i] = bout[i]; bout[i] = t; }
     }
-    rc = bcg_sim_substep_vjp(s, n, qbuf, ubuf, a, bin[0], bin[1], bout[0], bout[1], ab);
-    for (int i = 0; i < 2; i++) { bcg_real *t = bin[i]; bin[i] = bout[i]; bout[i] = t; }
   }
   for (int e = 0; e < n; e++) {
     memcpy(xb + (size_t)e * 2 * nv, bin[0] + (size_t)e * nv, sizeof(bcg_real) * nv);
