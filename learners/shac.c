@@ -583,7 +583,8 @@ static void critic_targets(shac *s) {
  * (core/nn.c). With at most one thread per critic a critic's arithmetic is
  * that of one thread (its GEMMs are not split), so the parameters do not
  * depend on the thread count; the loss is summed in the serial order
- * afterwards. With one
+ * afterwards. Each thread orders and gathers the samples itself (the same
+ * order for every critic; cheap beside the GEMMs, and no barrier). With one
  * thread, one critic, or the networks on the GPU (whose calls are
  * serialised), the critics take turns per minibatch and a GEMM may be split
  * over the threads instead. */
