@@ -108,17 +108,18 @@ def main(argv):
     pred = f["mujoco/bcg_next"][:]
     lens = f["mujoco/length"][:]
     sc = f["mujoco/self_contact"][:] if "mujoco/self_contact" in f else np.zeros(pred.shape[:2])
-    runs, steps, nx = pred.shape
+    runs, nx = pred.shape[0], pred.shape[2]
     if "dims_nq_nv_nu" in f:  # written by bcg eval --trace since 2026-12-05
         nq, nv = (int(v) for v in f["dims_nq_nv_nu"][:2])
+        names = dof_names(o["model"], nv)
     elif o["model"]:
-        nv = len(dof_names(o["model"], None))
+        names = dof_names(o["model"], None)
+        nv = len(names)
         nq = nx - nv
     else:
         fail(2, "%s: an older trace without dims_nq_nv_nu: pass --model MJCF to split its states" % path)
     if nq + nv != nx:
         fail(2, "%s: states of %d values, not nq %d + nv %d" % (path, nx, nq, nv))
-    names = dof_names(o["model"], nv)
     D, S, where = [], [], []
     for r in range(runs):
         T = int(lens[r])
