@@ -543,6 +543,173 @@ static int convert_contacts(conv *c) {
   return 0;
 }
 
+/* ---- self-collision capsules (struct bcg_model, sc_*) ------------------------ */
+
+/* The capsule fitted to points P[n] (geom frame): the principal axis of
+ * the points, the mean distance from it as radius, the extent along it less
+ * the radius at each end (a sphere at the middle when that is negative). */
+static void fit_capsule(const mjtNum (*P)[3], int n, mjtNum a[3], mjtNum b[3], mjtNum *r) {
+  mjtNum mean[3] = {0, 0, 0}, C[9] = {0};
+  for (int k = 0; k < n; k++) mju_addTo3(mean, P[k]);
+  mju_scl3(mean, mean, 1.0 / n);
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) C[3 * i + j] += (P[k][i] - mean[i]) * (P[k][j] - mean[j]) / n;
+  mjtNum ev[3], V[9], q[4], ax[3];
+  mju_eig3(ev, V, q, C);
+  int best = 0;
+  for (int i = 1; i < 3; i++)
+    if (ev[i] > ev[best]) best = i;
+  for (int i = 0; i < 3; i++) ax[i] = V[3 * i + best]; /* columns are the eigenvectors */
+  mju_normalize3(ax);
+  mjtNum lo = 1e300, hi = -1e300, rs = 0;
+  for (int k = 0; k < n; k++) {
+    mjtNum d[3], t;
+    mju_sub3(d, P[k], mean);
+    t = mju_dot3(d, ax);
+    if (t < lo) lo = t;
+    if (t > hi) hi = t;
+    mju_addToScl3(d, ax, -t);
+    rs += mju_norm3(d);
+  }
+  *r = rs / n;
+  mjtNum mid = 0.5 * (lo + hi), hl = 0.5 * (hi - lo) - *r;
+  if (hl < 0) hl = 0;
+  for (int i = 0; i < 3; i++) a[i] = mean[i] + (mid - hl) * ax[i], b[i] = mean[i] + (mid + hl) * ax[i];
+}
+
+/* closest distance between segments p0-p1 and q0-q1 (the closed form with
+ * the parameters clamped to the segments; once per pair at load time) */
+static mjtNum seg_dist(const mjtNum *p0, const mjtNum *p1, const mjtNum *q0, const mjtNum *q1) {
+  mjtNum d1[3], d2[3], r[3];
+  mju_sub3(d1, p1, p0);
+  mju_sub3(d2, q1, q0);
+  mju_sub3(r, p0, q0);
+  mjtNum a = mju_dot3(d1, d1), e = mju_dot3(d2, d2), f = mju_dot3(d2, r), s = 0, t = 0;
+  if (a > 1e-12 && e > 1e-12) {
+    mjtNum b = mju_dot3(d1, d2), cc = mju_dot3(d1, r), den = a * e - b * b;
+    s = den > 1e-12 * a * e ? mju_clip((b * f - cc * e) / den, 0, 1) : 0;
+    t = (b * s + f) / e;
+    if (t < 0) t = 0, s = mju_clip(-cc / a, 0, 1);
+    else if (t > 1) t = 1, s = mju_clip((b - cc) / a, 0, 1);
+  } else if (a > 1e-12) {
+    s = mju_clip(-mju_dot3(d1, r) / a, 0, 1);
+  } else if (e > 1e-12) {
+    t = mju_clip(f / e, 0, 1);
+  }
+  mjtNum P[3], Q[3];
+  for (int i = 0; i < 3; i++) P[i] = p0[i] + s * d1[i], Q[i] = q0[i] + t * d2[i];
+  return mju_dist3(P, Q);
+}
+
+/* Whether MuJoCo's collision filters let geoms g1 and g2 of different
+ * bodies touch: contype/conaffinity, <exclude>, welded bodies, parent and
+ * child (filterparent). */
+static int self_pair_ok(const mjModel *m, int g1, int g2) {
+  int b1 = m->geom_bodyid[g1], b2 = m->geom_bodyid[g2];
+  int w1 = m->body_weldid[b1], w2 = m->body_weldid[b2];
+  if (w1 == w2 || !can_collide(m, g1, g2) || excluded(m, b1, b2)) return 0;
+  if (!(m->opt.disableflags & mjDSBL_FILTERPARENT) && w1 && w2) {
+    int p1 = m->body_weldid[m->body_parentid[w1]], p2 = m->body_weldid[m->body_parentid[w2]];
+    if (w1 == p2 || w2 == p1) return 0;
+  }
+  return 1;
+}
+
+static int convert_self(conv *c) {
+  const mjModel *m = c->mj;
+  bcg_model *M = c->out;
+  if (m->opt.disableflags & (mjDSBL_CONTACT | mjDSBL_CONSTRAINT)) return 0;
+  if (!c->d0) {
+    c->d0 = mj_makeData(m);
+    if (!c->d0) return fail(c, "out of memory (mjData)");
+    mj_kinematics(m, c->d0);
+  }
+  enum { MAXP = 4096 };
+  mjtNum(*P)[3] = malloc(sizeof(mjtNum[3]) * MAXP);
+  if (!P) return fail(c, "out of memory");
+  for (int g = 0; g < m->ngeom; g++) {
+    int b = m->geom_bodyid[g], t = m->geom_type[g];
+    if (m->body_weldid[b] == 0 || t == mjGEOM_PLANE || t == mjGEOM_HFIELD || t == mjGEOM_SDF) continue;
+    if (m->geom_contype[g] == 0 && m->geom_conaffinity[g] == 0) continue; /* visual */
+    if (M->nsc == BCG_MAX_SC) { M->sc_dropped++; continue; }
+    const mjtNum *gp = m->geom_pos + 3 * g, *gq = m->geom_quat + 4 * g, *sz = m->geom_size + 3 * g;
+    mjtNum a[3], e[3], r = sz[0];
+    int n = 0, k = M->nsc;
+    if (t == mjGEOM_SPHERE) {
+      mju_copy3(a, gp), mju_copy3(e, gp);
+    } else if (t == mjGEOM_CAPSULE) { /* as its two contact-point slots */
+      for (int s = -1; s <= 1; s += 2) {
+        mjtNum h[3] = {0, 0, s * sz[1]};
+        quat_rot(gq, h, s < 0 ? a : e);
+        mju_addTo3(s < 0 ? a : e, gp);
+      }
+    } else {
+      if (t == mjGEOM_BOX)
+        for (int q = 0; q < 8; q++, n++)
+          P[n][0] = (q & 1 ? 1 : -1) * sz[0], P[n][1] = (q & 2 ? 1 : -1) * sz[1], P[n][2] = (q & 4 ? 1 : -1) * sz[2];
+      else if (t == mjGEOM_ELLIPSOID)
+        for (int q = 0; q < 6; q++, n++) {
+          mju_zero3(P[n]);
+          P[n][q / 2] = (q & 1 ? 1 : -1) * sz[q / 2];
+        }
+      else if (t == mjGEOM_CYLINDER)
+        for (int s = -1; s <= 1; s += 2)
+          for (int q = 0; q < CYL_RIM; q++, n++)
+            P[n][0] = sz[0] * cos(2 * mjPI * q / CYL_RIM), P[n][1] = sz[0] * sin(2 * mjPI * q / CYL_RIM),
+            P[n][2] = s * sz[1];
+      else if (t == mjGEOM_MESH && m->geom_dataid[g] >= 0) {
+        int mesh = m->geom_dataid[g], nh = m->mesh_vertnum[mesh];
+        const float *V = m->mesh_vert + 3 * (size_t)m->mesh_vertadr[mesh];
+        const int *ids = NULL;
+        if (m->mesh_graphadr[mesh] >= 0) {
+          const int *gr = m->mesh_graph + m->mesh_graphadr[mesh];
+          nh = gr[0];
+          ids = gr + 2 + nh;
+        }
+        /* a large hull: every (nh / MAXP + 1)-th vertex */
+        int step = nh / MAXP + 1;
+        for (int q = 0; q < nh && n < MAXP; q += step, n++)
+          for (int i = 0; i < 3; i++) P[n][i] = V[3 * (ids ? ids[q] : q) + i];
+      }
+      if (n == 0) { /* nothing to fit (an unknown type, an empty mesh): the bounding sphere */
+        mju_copy3(a, gp), mju_copy3(e, gp);
+        r = m->geom_rbound[g];
+      } else {
+        mjtNum la[3], le[3];
+        fit_capsule((const mjtNum(*)[3])P, n, la, le, &r);
+        quat_rot(gq, la, a), mju_addTo3(a, gp);
+        quat_rot(gq, le, e), mju_addTo3(e, gp);
+      }
+      M->sc_fitted[k] = 1;
+    }
+    M->sc_body[k] = b, M->sc_geom[k] = g, M->sc_r[k] = (bcg_real)r;
+    for (int i = 0; i < 3; i++) M->sc_a[k][i] = (bcg_real)a[i], M->sc_c[k][i] = (bcg_real)e[i];
+    M->nsc++;
+  }
+  free(P);
+  for (int x = 0; x < M->nsc; x++)
+    for (int y = x + 1; y < M->nsc; y++) {
+      if (!self_pair_ok(m, M->sc_geom[x], M->sc_geom[y])) continue;
+      if (M->sc_fitted[x] || M->sc_fitted[y]) { /* overlapping at qpos0: an artefact of the fit */
+        mjtNum W[4][3];
+        const int ks[2] = {x, y};
+        for (int u = 0; u < 2; u++) {
+          int bb = M->sc_body[ks[u]];
+          for (int v = 0; v < 2; v++) {
+            mjtNum l[3] = {v ? M->sc_c[ks[u]][0] : M->sc_a[ks[u]][0], v ? M->sc_c[ks[u]][1] : M->sc_a[ks[u]][1],
+                           v ? M->sc_c[ks[u]][2] : M->sc_a[ks[u]][2]};
+            mju_mulMatVec3(W[2 * u + v], c->d0->xmat + 9 * bb, l);
+            mju_addTo3(W[2 * u + v], c->d0->xpos + 3 * bb);
+          }
+        }
+        if (seg_dist(W[0], W[1], W[2], W[3]) < M->sc_r[x] + M->sc_r[y]) { M->sc_rest_pairs++; continue; }
+      }
+      M->sc_pair[M->nsc_pair][0] = (short)x, M->sc_pair[M->nsc_pair][1] = (short)y, M->nsc_pair++;
+    }
+  return 0;
+}
+
 /* MuJoCo's messages may span lines (and quote the file's text); make them
  * one line. */
 static void one_line(char *s) {
@@ -608,7 +775,7 @@ bcg_model *bcg_model_load_opts(const char *path, bcg_model_opts *opts, char *err
   for (int i = 0; i < 3; i++)
     d->gravity[i] = (mj->opt.disableflags & mjDSBL_GRAVITY) ? 0 : (bcg_real)mj->opt.gravity[i];
   int bad = convert_capacity(&c) || convert_unsupported(&c) || convert_bodies(&c) || convert_joints(&c) ||
-            convert_actuators(&c) || convert_contacts(&c);
+            convert_actuators(&c) || convert_contacts(&c) || convert_self(&c);
   if (c.d0) mj_deleteData(c.d0);
   if (bad) {
     bcg_model_free(model);

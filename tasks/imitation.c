@@ -106,8 +106,9 @@ static int key_bodies(imit *s, const bcg_services *svc, const bcg_params *p, cha
   return 0;
 }
 
-/* a clip whose own frames overlap the robot's capsules: a warning (the
- * self-collision penalty pulls the policy away from the reference there) */
+/* a clip whose own frames come closer than self_margin to overlapping the
+ * robot's self-collision capsules: a warning (the self-collision penalty
+ * pulls the policy away from the reference there) */
 static void check_clip_overlap(imit *s, const bcg_services *svc, const bcg_params *p) {
   if (!(s->w_self > 0 && s->self.npair)) return;
   int nover = 0, worst = 0;
@@ -121,10 +122,11 @@ static void check_clip_overlap(imit *s, const bcg_services *svc, const bcg_param
     if (pen > pmax) pmax = pen, worst = f;
   }
   if (nover)
-    svc->log(1, "[task] motion: %s: %d of %d frames overlap the robot's own capsules (worst: frame %d, "
-                "sqrt of the summed squared overlaps %.1f mm); MuJoCo collides those bodies, and the "
+    svc->log(1, "[task] motion: %s: %d of %d frames bring the robot's self-collision capsules closer than "
+                "self_margin = %g m (worst: frame %d, sqrt of the summed squared overlaps %.1f mm); the "
                 "self-collision penalty (w_self) pulls the policy away from the reference there",
-             svc->get_string(p, "motion"), nover, s->mo.nframes, worst + s->mo.first_frame, 1e3 * sqrt(pmax));
+             svc->get_string(p, "motion"), nover, s->mo.nframes, (double)s->self.margin, worst + s->mo.first_frame,
+             1e3 * sqrt(pmax));
 }
 
 /* the ADD discriminator and its buffers ([task] add) */
@@ -177,7 +179,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->w_rate = svc->get_real(p, "w_action_rate");
   s->w_self = svc->get_real(p, "w_self");
   s->w_limit = svc->get_real(p, "w_limit");
-  tu_self_init(&s->self, s->m);
+  tu_self_init(&s->self, env->model);
+  tu_self_warn(env->model, s->w_self, svc);
   s->term_h = svc->get_real(p, "term_height");
   s->max_err = svc->get_real(p, "max_error");
   s->ep_steps = (int)bcg_steps_for(svc->get_real(p, "episode_seconds"), s->dt);
@@ -193,8 +196,11 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
     snprintf(err, errlen, "out of memory");
     goto fail;
   }
+  if (tu_self_set_margin(&s->self, s->m, svc->get_real(p, "self_margin"))) {
+    snprintf(err, errlen, "out of memory");
+    goto fail;
+  }
   check_clip_overlap(s, svc, p);
-  s->self.margin = svc->get_real(p, "self_margin"); /* after the clip's check, which looks for overlap */
   s->track = 1;
   s->add = svc->get_bool(p, "add");
   if (s->add && init_add(s, svc, p, env, err, errlen)) goto fail;

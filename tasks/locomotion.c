@@ -59,8 +59,13 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->w_low = svc->get_real(p, "w_low");
   s->low_margin = svc->get_real(p, "low_margin");
   s->w_self = svc->get_real(p, "w_self");
-  tu_self_init(&s->self, s->m);
-  s->self.margin = svc->get_real(p, "self_margin");
+  tu_self_init(&s->self, env->model);
+  tu_self_warn(env->model, s->w_self, svc);
+  if (tu_self_set_margin(&s->self, s->m, svc->get_real(p, "self_margin"))) {
+    snprintf(err, errlen, "out of memory");
+    free(s);
+    return NULL;
+  }
   s->w_action = svc->get_real(p, "w_action");
   s->w_rate = svc->get_real(p, "w_action_rate");
   s->w_limit = svc->get_real(p, "w_limit");

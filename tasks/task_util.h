@@ -255,35 +255,59 @@ BCG_HD bcg_real tu_limit_penalty(const bcg_mdata *m, const bcg_real *q, bcg_real
   return tot;
 }
 
-#define TU_MAX_SEG 64
+#define TU_MAX_SEG BCG_MAX_SC
+/* The self-collision penalty's capsules and pairs: the model's (struct
+ * bcg_model, sc_*: every collision geom of a moving body, fitted where it is
+ * not a sphere or capsule; MuJoCo's pair filters). */
 typedef struct tu_self {
   int nseg, npair;
   bcg_real margin; /* penalise from this distance between the surfaces on (m; 0: overlap only) */
   int body[TU_MAX_SEG];
   bcg_real a[TU_MAX_SEG][3], c[TU_MAX_SEG][3], r[TU_MAX_SEG]; /* body-frame endpoints, radius */
   short pair[TU_MAX_SEG * (TU_MAX_SEG - 1) / 2][2];
+  bcg_real pm[TU_MAX_SEG * (TU_MAX_SEG - 1) / 2]; /* each pair's margin: min(margin, its gap at qpos0) */
 } tu_self;
 
-static inline void tu_self_init(tu_self *S, const bcg_mdata *m) {
-  S->nseg = S->npair = 0;
+static inline void tu_self_init(tu_self *S, const bcg_model *M) {
+  S->nseg = M->nsc;
+  S->npair = M->nsc_pair;
   S->margin = 0;
-  for (int i = 0; i < m->ncp && S->nseg < TU_MAX_SEG;) {
-    int j = i + 1;
-    while (j < m->ncp && m->cp_geom[j] == m->cp_geom[i]) j++;
-    if ((j - i == 1 || j - i == 2) && m->cp_radius[i] > 0) {
-      int k = S->nseg++;
-      S->body[k] = m->cp_body[i];
-      for (int d = 0; d < 3; d++) S->a[k][d] = m->cp_pos[i][d], S->c[k][d] = m->cp_pos[j - 1][d];
-      S->r[k] = m->cp_radius[i];
-    }
-    i = j;
+  for (int k = 0; k < M->nsc; k++) {
+    S->body[k] = M->sc_body[k];
+    S->r[k] = M->sc_r[k];
+    for (int d = 0; d < 3; d++) S->a[k][d] = M->sc_a[k][d], S->c[k][d] = M->sc_c[k][d];
   }
-  for (int x = 0; x < S->nseg; x++)
-    for (int y = x + 1; y < S->nseg; y++) {
-      int b1 = S->body[x], b2 = S->body[y];
-      if (b1 == b2 || m->body_parent[b1] == b2 || m->body_parent[b2] == b1) continue;
-      S->pair[S->npair][0] = (short)x, S->pair[S->npair][1] = (short)y, S->npair++;
-    }
+  for (int i = 0; i < M->nsc_pair; i++)
+    S->pair[i][0] = M->sc_pair[i][0], S->pair[i][1] = M->sc_pair[i][1], S->pm[i] = 0;
+}
+
+BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_kin *k, int i, bcg_real *s, bcg_real *t, bcg_real E[4][3],
+                                 bcg_real L[4][3], bcg_real n[3]);
+
+/* The penalty's margin: `margin` for every pair, but never more than the
+ * pair's gap in the model's default pose (qpos0), so that pose is never
+ * penalised (on the G1 the elbow and wrist links sit 3 mm apart, the arms
+ * 1-2 cm from the torso). Returns -1 when out of memory. */
+static inline int tu_self_set_margin(tu_self *S, const bcg_mdata *m, bcg_real margin) {
+  S->margin = margin;
+  bcg_kin *k = (bcg_kin *)malloc(sizeof *k);
+  if (!k) return -1;
+  bcg_kinematics(m, m->qpos0, k);
+  for (int i = 0; i < S->npair; i++) {
+    bcg_real s, t, E[4][3], L[4][3], n[3];
+    bcg_real g = tu_self_pair_gap(S, k, i, &s, &t, E, L, n);
+    S->pm[i] = g < 0 ? 0 : g < margin ? g : margin;
+  }
+  free(k);
+  return 0;
+}
+
+/* a warning when the penalty is on and the model has collision geoms beyond
+ * the capsules it keeps */
+static inline void tu_self_warn(const bcg_model *M, double w_self, const bcg_services *svc) {
+  if (w_self > 0 && M->sc_dropped)
+    svc->log(1, "[task] w_self: %s has %d collision geoms beyond the %d the self-collision penalty keeps; "
+                "those are left out of it", M->path, M->sc_dropped, BCG_MAX_SC);
 }
 
 /* closest points P = A0 + s (A1 - A0), Q = B0 + t (B1 - B0) of two segments */
@@ -315,29 +339,39 @@ BCG_HD void tu_seg_closest(const bcg_real *A0, const bcg_real *A1, const bcg_rea
   if (*t > 1) *t = 1;
 }
 
-/* the penalty sum over pairs of max(0, r1 + r2 + margin - d)^2 at kinematics k; with
- * A non-NULL, also A->pb / A->tb += g * its gradient */
+/* pair i at kinematics k: its surface gap d - r1 - r2, the closest points'
+ * parameters s and t, the world endpoints E (A0 A1 B0 B1, relative to o),
+ * their offsets L from the body origins and n = P - Q */
+BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_kin *k, int i, bcg_real *s, bcg_real *t, bcg_real E[4][3],
+                                 bcg_real L[4][3], bcg_real n[3]) {
+  int x = S->pair[i][0], y = S->pair[i][1], bx = S->body[x], by = S->body[y];
+  bcg_m3_mulv(L[0], k->R[bx], S->a[x]);
+  bcg_m3_mulv(L[1], k->R[bx], S->c[x]);
+  bcg_m3_mulv(L[2], k->R[by], S->a[y]);
+  bcg_m3_mulv(L[3], k->R[by], S->c[y]);
+  for (int q = 0; q < 3; q++) {
+    E[0][q] = L[0][q] + k->p[bx][q], E[1][q] = L[1][q] + k->p[bx][q];
+    E[2][q] = L[2][q] + k->p[by][q], E[3][q] = L[3][q] + k->p[by][q];
+  }
+  bcg_real P[3], Q[3];
+  tu_seg_closest(E[0], E[1], E[2], E[3], s, t);
+  for (int q = 0; q < 3; q++) {
+    P[q] = E[0][q] + *s * (E[1][q] - E[0][q]);
+    Q[q] = E[2][q] + *t * (E[3][q] - E[2][q]);
+    n[q] = P[q] - Q[q];
+  }
+  return sqrt(bcg_v3_dot(n, n)) - S->r[x] - S->r[y];
+}
+
+/* the penalty sum over pairs of max(0, r1 + r2 + margin_i - d)^2 at kinematics k (margin_i:
+ * tu_self_set_margin); with A non-NULL, also A->pb / A->tb += g * its gradient */
 BCG_HD bcg_real tu_self_penalty(const tu_self *S, const bcg_kin *k, bcg_real g, tu_adj *A) {
   bcg_real tot = 0;
   for (int i = 0; i < S->npair; i++) {
     int x = S->pair[i][0], y = S->pair[i][1], bx = S->body[x], by = S->body[y];
-    bcg_real E[4][3], L[4][3]; /* world endpoints A0 A1 B0 B1 (relative to o), their offsets from the body origin */
-    bcg_m3_mulv(L[0], k->R[bx], S->a[x]);
-    bcg_m3_mulv(L[1], k->R[bx], S->c[x]);
-    bcg_m3_mulv(L[2], k->R[by], S->a[y]);
-    bcg_m3_mulv(L[3], k->R[by], S->c[y]);
-    for (int q = 0; q < 3; q++) {
-      E[0][q] = L[0][q] + k->p[bx][q], E[1][q] = L[1][q] + k->p[bx][q];
-      E[2][q] = L[2][q] + k->p[by][q], E[3][q] = L[3][q] + k->p[by][q];
-    }
-    bcg_real s, t, P[3], Q[3], n[3];
-    tu_seg_closest(E[0], E[1], E[2], E[3], &s, &t);
-    for (int q = 0; q < 3; q++) {
-      P[q] = E[0][q] + s * (E[1][q] - E[0][q]);
-      Q[q] = E[2][q] + t * (E[3][q] - E[2][q]);
-      n[q] = P[q] - Q[q];
-    }
-    bcg_real d = sqrt(bcg_v3_dot(n, n)), o = S->r[x] + S->r[y] + S->margin - d;
+    bcg_real E[4][3], L[4][3], s, t, n[3];
+    bcg_real gap = tu_self_pair_gap(S, k, i, &s, &t, E, L, n);
+    bcg_real d = gap + S->r[x] + S->r[y], o = S->pm[i] - gap;
     if (o <= 0 || d < (bcg_real)1e-12) continue;
     tot += o * o;
     if (!A) continue;
@@ -352,16 +386,17 @@ BCG_HD bcg_real tu_self_penalty(const tu_self *S, const bcg_kin *k, bcg_real g, 
   return tot;
 }
 
-
 /* The declared keys of the penalties both tasks apply (tu_self_penalty,
  * the joint-limit penalty): w_self, self_margin, w_limit. */
 #define TU_PENALTY_KEYS                                                                                            \
   {"w_self", BCG_KEY_REAL, "1000", 0, 1e9, NULL,                                                                   \
-   "weight of the self-collision penalty: sum over pairs of the robot's capsules (bodies not parent and child) "   \
-   "of max(0, r1 + r2 - distance)^2 (m^2); bcg simulates floor contact only, MuJoCo also body-body contact"},       \
+   "weight of the self-collision penalty: sum over the pairs MuJoCo would collide of the robot's capsules (one "   \
+   "per collision geom; spheres and capsules exact, other shapes fitted) of max(0, r1 + r2 - distance)^2 (m^2); " \
+   "bcg simulates floor contact only, MuJoCo also body-body contact"},                                             \
       {"self_margin", BCG_KEY_REAL, "0", 0, 1, NULL,                                                               \
        "the self-collision penalty starts this far apart (m): max(0, r1 + r2 + self_margin - distance)^2; a "      \
-       "margin keeps limbs from grazing each other, which MuJoCo answers with a contact"},                         \
+       "margin keeps limbs from grazing each other, which MuJoCo answers with a contact. A pair closer than this "  \
+       "in the model's default pose (qpos0) gets that distance as its margin"},                         \
       {"w_limit", BCG_KEY_REAL, "0", 0, 1e9, NULL,                                                                 \
        "weight of the joint-limit penalty: sum over limited joints of the squared violation of the range "         \
        "(rad^2); bcg's penalty limits and MuJoCo's constraint limits differ, a policy that leans on them "          \

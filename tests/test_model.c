@@ -341,6 +341,251 @@ static void test_g1(void) {
   bcg_model_free(model);
 }
 
+/* ---- self-collision capsules (bcg_model sc_*) ------------------------------ */
+
+/* capsule k of the model in the world frame of MuJoCo's kinematics d */
+static void sc_world(const bcg_model *M, const mjData *d, int k, double A[3], double C[3]) {
+  int b = M->sc_body[k];
+  double la[3] = {M->sc_a[k][0], M->sc_a[k][1], M->sc_a[k][2]}, lc[3] = {M->sc_c[k][0], M->sc_c[k][1], M->sc_c[k][2]};
+  mju_mulMatVec3(A, d->xmat + 9 * b, la);
+  mju_addTo3(A, d->xpos + 3 * b);
+  mju_mulMatVec3(C, d->xmat + 9 * b, lc);
+  mju_addTo3(C, d->xpos + 3 * b);
+}
+
+/* the distance between two segments: the distance of a point of one to the
+ * other is convex along the first, so a ternary search finds the minimum
+ * (independent of the library's closed form) */
+static double pt_seg(const double *P, const double *b0, const double *b1) {
+  double e[3], r[3], Q[3];
+  mju_sub3(e, b1, b0);
+  mju_sub3(r, P, b0);
+  double ee = mju_dot3(e, e), t = ee > 1e-18 ? mju_clip(mju_dot3(r, e) / ee, 0, 1) : 0;
+  for (int q = 0; q < 3; q++) Q[q] = b0[q] + t * e[q];
+  return mju_dist3(P, Q);
+}
+static double seg_seg(const double *a0, const double *a1, const double *b0, const double *b1) {
+  double lo = 0, hi = 1, P[3];
+  for (int i = 0; i < 200; i++) {
+    double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3, P1[3], P2[3];
+    for (int q = 0; q < 3; q++) P1[q] = a0[q] + m1 * (a1[q] - a0[q]), P2[q] = a0[q] + m2 * (a1[q] - a0[q]);
+    if (pt_seg(P1, b0, b1) < pt_seg(P2, b0, b1)) hi = m2;
+    else lo = m1;
+  }
+  for (int q = 0; q < 3; q++) P[q] = a0[q] + 0.5 * (lo + hi) * (a1[q] - a0[q]);
+  return pt_seg(P, b0, b1);
+}
+
+/* surface distance of the model's capsules x and y at d */
+static double sc_gap(const bcg_model *M, const mjData *d, int x, int y) {
+  double A[3], C[3], B[3], D[3];
+  sc_world(M, d, x, A, C);
+  sc_world(M, d, y, B, D);
+  return seg_seg(A, C, B, D) - M->sc_r[x] - M->sc_r[y];
+}
+
+static int sc_index(const bcg_model *M, int geom) {
+  for (int k = 0; k < M->nsc; k++)
+    if (M->sc_geom[k] == geom) return k;
+  return -1;
+}
+
+static int sc_has_pair(const bcg_model *M, int x, int y) {
+  for (int i = 0; i < M->nsc_pair; i++)
+    if ((M->sc_pair[i][0] == x && M->sc_pair[i][1] == y) || (M->sc_pair[i][0] == y && M->sc_pair[i][1] == x)) return 1;
+  return 0;
+}
+
+/* random poses: MuJoCo's body-body contacts against the capsules. Every such
+ * contact must be a kept pair; returns the number compared, the largest
+ * |MuJoCo distance - capsule distance| over exact pairs (*exact_err) and,
+ * over pairs with a fitted capsule, how many have the capsules within
+ * `near` m (*fit_near) and the median absolute error (*fit_med). */
+static int sc_vs_mujoco(const bcg_model *M, int poses, double near, double *exact_err, int *n_exact, int *fit_near,
+                        int *n_fit, double *fit_med, int *deep, int *deep_unmatched) {
+  const mjModel *mj = M->mj;
+  mjData *d = mj_makeData(mj);
+  double *err = malloc(sizeof(double) * 100000);
+  int nerr = 0, missing = 0;
+  *exact_err = 0, *n_exact = 0, *fit_near = 0, *n_fit = 0, *deep = 0, *deep_unmatched = 0;
+  for (int t = 0; t < poses; t++) {
+    mj_resetData(mj, d);
+    for (int j = 0; j < mj->njnt; j++) {
+      if (mj->jnt_type[j] != mjJNT_HINGE && mj->jnt_type[j] != mjJNT_SLIDE) continue;
+      double lo = mj->jnt_limited[j] ? mj->jnt_range[2 * j] : -1.5, hi = mj->jnt_limited[j] ? mj->jnt_range[2 * j + 1] : 1.5;
+      double u = 0.5 + 0.5 * sin(12.9898 * (t + 1) + 78.233 * (j + 1)) ; /* deterministic in [0, 1] */
+      d->qpos[mj->jnt_qposadr[j]] = lo + u * (hi - lo);
+    }
+    d->qpos[2] += 5; /* well above the floor */
+    mj_forward(mj, d);
+    for (int c = 0; c < d->ncon; c++) {
+      int g1 = d->contact[c].geom[0], g2 = d->contact[c].geom[1];
+      if (mj->body_weldid[mj->geom_bodyid[g1]] == 0 || mj->body_weldid[mj->geom_bodyid[g2]] == 0) continue;
+      int x = sc_index(M, g1), y = sc_index(M, g2);
+      if (x < 0 || y < 0 || !sc_has_pair(M, x, y)) { missing++; continue; }
+      double gap = sc_gap(M, d, x, y);
+      if (!M->sc_fitted[x] && !M->sc_fitted[y]) {
+        *exact_err = fmax(*exact_err, fabs(gap - d->contact[c].dist));
+        (*n_exact)++;
+      } else {
+        (*n_fit)++;
+        if (gap < near) (*fit_near)++;
+        if (nerr < 100000) err[nerr++] = fabs(gap - d->contact[c].dist);
+      }
+    }
+    /* the other way: kept pairs whose capsules overlap by more than 1 cm, and
+     * how many of them MuJoCo does not report in contact */
+    for (int i = 0; i < M->nsc_pair; i++) {
+      int x = M->sc_pair[i][0], y = M->sc_pair[i][1];
+      if (sc_gap(M, d, x, y) > -0.01) continue;
+      (*deep)++;
+      int found = 0;
+      for (int c = 0; c < d->ncon && !found; c++) {
+        int g1 = d->contact[c].geom[0], g2 = d->contact[c].geom[1];
+        found = (g1 == M->sc_geom[x] && g2 == M->sc_geom[y]) || (g1 == M->sc_geom[y] && g2 == M->sc_geom[x]);
+      }
+      *deep_unmatched += !found;
+    }
+  }
+  /* the median by selection (small n) */
+  *fit_med = 0;
+  for (int i = 0; i < nerr; i++) {
+    int below = 0;
+    for (int j = 0; j < nerr; j++) below += err[j] < err[i];
+    if (below == nerr / 2) { *fit_med = err[i]; break; }
+  }
+  free(err);
+  mj_deleteData(d);
+  CU_ASSERT_EQUAL(missing, 0); /* every body-body contact MuJoCo finds is a kept pair */
+  return *n_exact + *n_fit;
+}
+
+static void test_self_capsules(void) {
+  /* humanoid.xml: capsules and spheres only, exact; the same segments as the
+   * floor contact's slots; every pair of bodies not parent and child */
+  bcg_model *h = load_ok(HUMANOID);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+  const mjModel *mj = h->mj;
+  int ngeom = 0;
+  for (int g = 0; g < mj->ngeom; g++) ngeom += mj->body_weldid[mj->geom_bodyid[g]] != 0;
+  CU_ASSERT_EQUAL(h->nsc, ngeom);
+  CU_ASSERT_EQUAL(h->sc_dropped, 0);
+  CU_ASSERT_EQUAL(h->sc_rest_pairs, 0);
+  for (int k = 0; k < h->nsc; k++) {
+    CU_ASSERT_FALSE(h->sc_fitted[k]);
+    int i = 0;
+    while (i < h->m.ncp && h->m.cp_geom[i] != h->sc_geom[k]) i++;
+    CU_ASSERT_FATAL(i < h->m.ncp);
+    int last = i + (mj->geom_type[h->sc_geom[k]] == mjGEOM_CAPSULE);
+    for (int q = 0; q < 3; q++) {
+      CU_ASSERT_EQUAL(h->sc_a[k][q], h->m.cp_pos[i][q]);
+      CU_ASSERT_EQUAL(h->sc_c[k][q], h->m.cp_pos[last][q]);
+    }
+    CU_ASSERT_EQUAL(h->sc_r[k], h->m.cp_radius[i]);
+  }
+  /* MuJoCo's filters: bodies welded together (the head and the hands have
+   * no joint) count as one, and such a body and its parent's are not paired */
+  int want = 0;
+  for (int x = 0; x < h->nsc; x++)
+    for (int y = x + 1; y < h->nsc; y++) {
+      int w1 = mj->body_weldid[h->sc_body[x]], w2 = mj->body_weldid[h->sc_body[y]];
+      want += w1 != w2 && mj->body_weldid[mj->body_parentid[w1]] != w2 && mj->body_weldid[mj->body_parentid[w2]] != w1;
+    }
+  CU_ASSERT_EQUAL(h->nsc_pair, want);
+  double ex, med;
+  int ne, fn, nf, dp, du;
+  sc_vs_mujoco(h, 400, 0, &ex, &ne, &fn, &nf, &med, &dp, &du);
+  bcg_test_report("humanoid: |MuJoCo contact distance - capsule distance| (m)", ex);
+  CU_ASSERT(ne > 50 && nf == 0);
+  CU_ASSERT(ex < 1e-9);
+  CU_ASSERT(dp > 0 && du == 0); /* exact capsules: every overlap is a MuJoCo contact */
+  bcg_model_free(h);
+
+  /* fitted shapes: a box and a cylinder along x; the pairs MuJoCo's filters allow */
+  bcg_model *gm = load_ok(GENERAL_XML);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(gm);
+  mj = gm->mj;
+  int box = sc_index(gm, mj_name2id(mj, mjOBJ_GEOM, "chassis")), can = sc_index(gm, mj_name2id(mj, mjOBJ_GEOM, "can"));
+  int hull = sc_index(gm, mj_name2id(mj, mjOBJ_GEOM, "hull")), arm = sc_index(gm, mj_name2id(mj, mjOBJ_GEOM, "arm"));
+  CU_ASSERT_FATAL(box >= 0 && can >= 0 && hull >= 0 && arm >= 0);
+  CU_ASSERT(gm->sc_fitted[box] && gm->sc_fitted[can] && gm->sc_fitted[hull] && !gm->sc_fitted[arm]);
+  /* box .2 x .1 x .05: every corner sqrt(.1^2 + .05^2) from the x axis; the segment +-(.2 - r) */
+  double rb = sqrt(0.01 + 0.0025);
+  CU_ASSERT_DOUBLE_EQUAL(gm->sc_r[box], rb, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(fabs(gm->sc_a[box][0] - gm->sc_c[box][0]), 2 * (0.2 - rb), 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(fabs(gm->sc_a[box][1]) + fabs(gm->sc_a[box][2]) + fabs(gm->sc_c[box][1]) + fabs(gm->sc_c[box][2]), 0, 1e-9);
+  /* cylinder fromto 0 -> .2 along x, radius .03: the capsule from .03 to .17 */
+  CU_ASSERT_DOUBLE_EQUAL(gm->sc_r[can], 0.03, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(fmin(gm->sc_a[can][0], gm->sc_c[can][0]), 0.03, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(fmax(gm->sc_a[can][0], gm->sc_c[can][0]), 0.17, 1e-9);
+  /* bodies base, a1 (base's child), a2 (a1's), a3 (base's), a4 (a3's): 6 pairs are not parent and child */
+  CU_ASSERT_EQUAL(gm->nsc_pair, 6);
+  CU_ASSERT_EQUAL(gm->sc_rest_pairs, 0);
+  CU_ASSERT_FALSE(sc_has_pair(gm, box, arm));
+  CU_ASSERT_TRUE(sc_has_pair(gm, box, can));
+  bcg_model_free(gm);
+
+  /* an <exclude> and contype/conaffinity remove pairs as in MuJoCo; a fitted
+   * capsule overlapping its neighbour at qpos0 is left out */
+  const char *xp = write_xml("sc_filters.xml",
+      "<mujoco><worldbody><geom name='floor' type='plane' size='5 5 .1'/>"
+      "<body name='b0' pos='0 0 1'><freejoint/><geom name='g0' size='.05'/>"
+      " <body name='b1' pos='.2 0 0'><joint axis='0 1 0'/><geom name='g1' size='.05'/>"
+      "  <body name='b2' pos='.2 0 0'><joint axis='0 1 0'/><geom name='g2' size='.05'/>"
+      "   <body name='b3' pos='.2 0 0'><joint axis='0 1 0'/><geom name='g3' size='.05' contype='2' conaffinity='2'/>"
+      "    <body name='b4' pos='.12 0 0'><joint axis='0 1 0'/><geom name='g4' type='box' pos='-.2 0 0' size='.1 .02 .02'/></body>"
+      "</body></body></body></body></worldbody>"
+      "<contact><exclude body1='b0' body2='b2'/></contact></mujoco>");
+  bcg_model *fm = load_ok(xp);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fm);
+  mj = fm->mj;
+  int G[5];
+  for (int i = 0; i < 5; i++) {
+    char nm[8];
+    snprintf(nm, sizeof nm, "g%d", i);
+    G[i] = sc_index(fm, mj_name2id(mj, mjOBJ_GEOM, nm));
+  }
+  /* candidates not parent and child: 0-2 (excluded), 0-3 (types 1 vs 2: no), 0-4, 1-3 (no), 1-4, 2-4 (the box,
+   * placed back along b3, reaches into g2 at qpos0: left out) */
+  CU_ASSERT_FALSE(sc_has_pair(fm, G[0], G[2]));
+  CU_ASSERT_FALSE(sc_has_pair(fm, G[0], G[3]));
+  CU_ASSERT_FALSE(sc_has_pair(fm, G[1], G[3]));
+  CU_ASSERT_FALSE(sc_has_pair(fm, G[2], G[4]));
+  CU_ASSERT_TRUE(sc_has_pair(fm, G[0], G[4]));
+  CU_ASSERT_TRUE(sc_has_pair(fm, G[1], G[4]));
+  CU_ASSERT_EQUAL(fm->nsc_pair, 2);
+  CU_ASSERT_EQUAL(fm->sc_rest_pairs, 1);
+  bcg_model_free(fm);
+
+  /* Unitree's G1 (where present): meshes and cylinders fitted, feet spheres
+   * exact; MuJoCo's self-contacts in random poses found by the capsules */
+  char p[1024];
+  snprintf(p, sizeof p, "%s", model_path("../shared/robots/unitree_g1/scene_29dof.xml"));
+  if (access(p, R_OK) != 0) {
+    bcg_test_skip("../shared/robots/unitree_g1 absent");
+    return;
+  }
+  bcg_model *g1 = load_ok(p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g1);
+  CU_ASSERT_EQUAL(g1->nsc, 37);
+  CU_ASSERT_EQUAL(g1->sc_dropped, 0);
+  int n = sc_vs_mujoco(g1, 400, 0.02, &ex, &ne, &fn, &nf, &med, &dp, &du);
+  if (getenv("BCG_TEST_VERBOSE"))
+    fprintf(stderr, "G1: %d pairs, %d left out at rest; %d contacts: %d exact (err %.2e), %d fitted, %d within 2 cm, "
+            "median error %.4f m; %d capsule overlaps > 1 cm, %d without a MuJoCo contact\n", g1->nsc_pair,
+            g1->sc_rest_pairs, n, ne, ex, nf, fn, med, dp, du);
+  double recall = nf ? (double)fn / nf : 0, unmatched = dp ? (double)du / dp : 1;
+  bcg_test_report("G1: MuJoCo body-body contacts with the capsules within 2 cm (fraction)", recall);
+  bcg_test_report("G1: median |MuJoCo distance - capsule distance| of fitted pairs (m)", med);
+  bcg_test_report("G1: capsule overlaps > 1 cm without a MuJoCo contact (fraction)", unmatched);
+  CU_ASSERT(nf > 100);
+  CU_ASSERT(ex < 1e-9);
+  CU_ASSERT(recall > 0.9);
+  CU_ASSERT(med < 0.02);
+  CU_ASSERT(unmatched < 0.2);
+  bcg_model_free(g1);
+}
+
 static void test_humanoid(void) {
   bcg_model *model = load_ok(HUMANOID);
   CU_ASSERT_PTR_NOT_NULL_FATAL(model);
@@ -789,5 +1034,5 @@ static void test_mjref(void) {
 BCG_TESTS({"error_labels", test_error_labels}, {"pd_gains", test_pd_gains}, {"humanoid", test_humanoid}, {"own_models", test_own_models}, {"contact_rules", test_contact_rules},
           {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref}, {"names", test_names},
           {"general_actuators", test_general_actuators}, {"cylinder_mesh_contacts", test_cylinder_mesh_contacts},
-          {"g1", test_g1});
+          {"g1", test_g1}, {"self_capsules", test_self_capsules});
 BCG_RUN("model")

@@ -1140,13 +1140,23 @@ static void test_imitation_self(void) {
   /* the standing clip itself: no overlap, the penalty changes nothing */
   CU_ASSERT_DOUBLE_EQUAL(imit_self_rewards(motion_file("stand.csv"), 0, NULL),
                          imit_self_rewards(motion_file("stand.csv"), 1000, NULL), 0);
-  /* with a margin of 10 cm the standing legs (thighs 6 cm apart) are inside it:
-   * the penalty acts before any overlap, with its exact gradient */
-  double sm = imit_pen_rewards(motion_file("stand.csv"), 1000, 0.1, 0,
-                               "imitation humanoid reward VJP vs FD, self-collision margin 0.1 m (rel)");
-  double s0 = imit_self_rewards(motion_file("stand.csv"), 1000, NULL);
+  /* a margin never penalises the model's default pose: with 10 cm the
+   * standing legs (thighs about 6 cm apart, as in qpos0) are not penalised,
+   * and the same legs brought closer (hips 0.04 rad inwards, no overlap) are,
+   * with the exact gradient */
+  CU_ASSERT_DOUBLE_EQUAL(imit_pen_rewards(motion_file("stand.csv"), 1000, 0.1, 0, NULL),
+                         imit_self_rewards(motion_file("stand.csv"), 1000, NULL), 0);
+  for (int j = 0; j < model->m.njnt; j++)
+    if (!strcmp(model->jnt_name[j], "right_hip_x") || !strcmp(model->jnt_name[j], "left_hip_x"))
+      for (int i = 0; i < n; i++) Q[(size_t)i * nq + model->m.jnt_qposadr[j]] = 0.04;
+  const char *closer = bcg_test_tmp_path("closer.csv");
+  write_csv(closer, model, Q, n, 0, 1, 0);
+  double sm = imit_pen_rewards(closer, 1000, 0.1, 0, "imitation humanoid reward VJP vs FD, self-collision margin 0.1 m (rel)");
+  double s0 = imit_self_rewards(closer, 1000, NULL), soff = imit_self_rewards(closer, 0, NULL);
   if (!(sm < s0 - 1e-3)) fprintf(stderr, "self-collision margin: reward sum %.6g (margin) vs %.6g (none)\n", sm, s0);
   CU_ASSERT(sm < s0 - 1e-3);
+  CU_ASSERT_DOUBLE_EQUAL(s0, soff, 0); /* no overlap: no penalty without the margin */
+  unlink(closer);
   unlink(clip);
   free(Q);
   bcg_motion_free(&mo);

@@ -20,6 +20,7 @@ BCG_BEGIN_DECLS
 #define BCG_MAX_Q 80
 #define BCG_MAX_ACT 64
 #define BCG_MAX_CP 256 /* contact points (sphere slots) */
+#define BCG_MAX_SC 64  /* self-collision capsules (struct bcg_model) */
 #define BCG_NAME_LEN 48
 
 /* same numbering as MuJoCo's mjtJoint */
@@ -111,6 +112,27 @@ struct bcg_model {
   char act_name[BCG_MAX_ACT][BCG_NAME_LEN];
   char cp_geom_name[BCG_MAX_CP][BCG_NAME_LEN];
   void *mj; /* the compiled mjModel (kept for cross-checks and transfer) */
+
+  /* Self-collision capsules, for the tasks' self-collision penalty (bcg's
+   * stepper collides bodies with the floor only; MuJoCo also with each
+   * other): one capsule per collision geom of a moving body (every body,
+   * whatever [model] contact_bodies says), the segment sc_a - sc_c with
+   * radius sc_r in the body frame. Spheres and capsules are exact; boxes,
+   * cylinders, ellipsoids and meshes (their convex hull's vertices) get a
+   * fitted capsule (sc_fitted = 1): the axis is the principal axis of the
+   * shape's points, the radius the points' mean distance from it, the segment
+   * spans their extent along it less the radius at each end.
+   * Pairs follow MuJoCo's filters: contype/conaffinity, <exclude>, bodies
+   * welded together, parent and child (unless the model disables
+   * filterparent); a pair with a fitted capsule that overlaps at the default
+   * pose (qpos0) is left out as an artefact of the fit (sc_rest_pairs counts
+   * them). Geoms beyond BCG_MAX_SC are left out (sc_dropped counts them). */
+  int nsc, nsc_pair, sc_dropped, sc_rest_pairs;
+  int sc_body[BCG_MAX_SC];
+  int sc_geom[BCG_MAX_SC];
+  int sc_fitted[BCG_MAX_SC];
+  bcg_real sc_a[BCG_MAX_SC][3], sc_c[BCG_MAX_SC][3], sc_r[BCG_MAX_SC];
+  short sc_pair[BCG_MAX_SC * (BCG_MAX_SC - 1) / 2][2];
 };
 typedef struct bcg_model bcg_model;
 
