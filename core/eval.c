@@ -85,9 +85,18 @@ static void summarise(const bcg_eval_run *run, int n, bcg_eval_stats *st) {
   st->selfc_mean = mean[6]; st->selfc_std = sd[6];
 }
 
+/* how MuJoCo was driven, for a replay of its steps (tools/trace_mismatch.py --replay) */
+typedef struct trace_mj {
+  const double *ctrl;  /* [runs][steps][nu] */
+  int pd;              /* bcg's PD law as servos: kp, kd, tau_max */
+  double servo[BCG_MAX_ACT][3];
+  double timestep;
+  int substeps;
+} trace_mj;
+
 static int write_trace(const char *path, const bcg_eval_result *res, int N, int steps, int nq, int nx, int nu, double **tr_x,
                        double **tr_a, double **tr_r, const double *tr_self, const double *tr_pred,
-                       int tr_len[2][BCG_EVAL_MAX_RUNS], const bcg_task_clock *clk0,
+                       int tr_len[2][BCG_EVAL_MAX_RUNS], const bcg_task_clock *clk0, const trace_mj *mjt,
                        char *err, size_t errlen) {
   bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, errlen);
   if (!ck) return -1;
@@ -95,6 +104,12 @@ static int write_trace(const char *path, const bcg_eval_result *res, int N, int 
   static const char *names[2] = {"bcg", "mujoco"};
   const int64_t dims[3] = {nq, nx - nq, nu}; /* how to split a state row: qpos, qvel */
   int rc = bcg_h5_write_i64(root, "dims_nq_nv_nu", dims, 3, err, errlen);
+  if (!rc && res->have[1]) {
+    const double step[2] = {mjt->timestep, mjt->substeps};
+    size_t ss[2] = {(size_t)nu, 3};
+    rc = bcg_h5_write_doubles(root, "mujoco_timestep_substeps", step, 2, err, errlen) ||
+         (mjt->pd && bcg_h5_write_doubles_nd(root, "mujoco_pd_kp_kd_taumax", &mjt->servo[0][0], 2, ss, err, errlen));
+  }
   for (int s = 0; s < 2 && !rc; s++) {
     if (!res->have[s]) continue;
     int64_t g = bcg_h5_group(root, names[s], 1, err, errlen);
@@ -109,6 +124,7 @@ static int write_trace(const char *path, const bcg_eval_result *res, int N, int 
          bcg_h5_write_doubles_nd(g, "reward", tr_r[s], 2, sr, err, errlen) ||
          (s == 1 && bcg_h5_write_doubles_nd(g, "self_contact", tr_self, 2, sr, err, errlen)) ||
          (s == 1 && bcg_h5_write_doubles_nd(g, "bcg_next", tr_pred, 3, sa2, err, errlen)) ||
+         (s == 1 && bcg_h5_write_doubles_nd(g, "ctrl", mjt->ctrl, 3, sa, err, errlen)) ||
          bcg_h5_write_i64(g, "length", len, N, err, errlen) ||
          bcg_h5_write_doubles(g, "phase", phase, N, err, errlen);
     bcg_h5_group_close(g);
@@ -136,7 +152,7 @@ typedef struct ev {
   bcg_task_clock *clk0, *clk;
   bcg_kin *k;
   /* --trace */
-  double *tr_x[2], *tr_a[2], *tr_r[2], *tr_self, *tr_pred;
+  double *tr_x[2], *tr_a[2], *tr_r[2], *tr_self, *tr_pred, *tr_ctrl;
   int tr_len[2][BCG_EVAL_MAX_RUNS];
   /* the simulator being run */
   bcg_mjref *ref[BCG_EVAL_MAX_RUNS];
@@ -149,7 +165,7 @@ typedef struct ev {
 
 static void ev_free(ev *E) {
   for (int si = 0; si < 2; si++) free(E->tr_x[si]), free(E->tr_a[si]), free(E->tr_r[si]);
-  free(E->tr_self), free(E->tr_pred);
+  free(E->tr_self), free(E->tr_pred), free(E->tr_ctrl);
   free(E->x0); free(E->x); free(E->xn); free(E->a); free(E->pa); free(E->obs); free(E->rew); free(E->et);
   free(E->done); free(E->envs); free(E->mask); free(E->clk0); free(E->clk); free(E->k);
 }
@@ -210,7 +226,8 @@ static int ev_trace_alloc(ev *E, char *err, size_t errlen) {
   }
   E->tr_self = calloc((size_t)N * steps, sizeof(double));
   E->tr_pred = calloc((size_t)N * steps * nx, sizeof(double));
-  if (!E->tr_self || !E->tr_pred) return bcg_setf(err, errlen, "--trace: out of memory"), -1;
+  E->tr_ctrl = calloc((size_t)N * steps * nu, sizeof(double));
+  if (!E->tr_self || !E->tr_pred || !E->tr_ctrl) return bcg_setf(err, errlen, "--trace: out of memory"), -1;
   return 0;
 }
 
@@ -282,6 +299,7 @@ static void ev_step(ev *E, int which, int step) {
       double ai = E->a[(size_t)r * nu + i];
       ctrl[i] = sp->actuation == BCG_ACTUATION_PD ? sp->qdef[m->jnt_qposadr[m->act_jnt[i]]] + sp->action_scale * ai : ai;
     }
+    if (E->tr_ctrl) memcpy(E->tr_ctrl + ((size_t)r * E->steps + step) * nu, ctrl, sizeof(double) * nu);
     bcg_mjref_step(E->ref[r], ctrl, sp->substeps);
     int sc = bcg_mjref_self_contacts(E->ref[r]) > 0;
     E->self_n[r] += sc;
@@ -434,9 +452,14 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
     if (bad) goto out;
     ev_results(E, si, which);
   }
-  if (o->trace && write_trace(o->trace, res, N, E->steps, E->nq, E->nx, E->nu, E->tr_x, E->tr_a, E->tr_r, E->tr_self,
-                              E->tr_pred, E->tr_len, E->clk0, err, errlen))
-    goto out;
+  if (o->trace) {
+    const bcg_simparams *sp = &env->sim->sp;
+    trace_mj mjt = {E->tr_ctrl, sp->actuation == BCG_ACTUATION_PD, {{0}}, (double)sp->dt, sp->substeps};
+    for (int i = 0; i < E->nu; i++) mjt.servo[i][0] = sp->kp[i], mjt.servo[i][1] = sp->kd[i], mjt.servo[i][2] = sp->tau_max[i];
+    if (write_trace(o->trace, res, N, E->steps, E->nq, E->nx, E->nu, E->tr_x, E->tr_a, E->tr_r, E->tr_self, E->tr_pred,
+                    E->tr_len, E->clk0, &mjt, err, errlen))
+      goto out;
+  }
   rc = 0;
 out:
   ev_free(E);

@@ -246,11 +246,57 @@ static void test_trace(void) {
     CU_ASSERT(dims[0] == S.env->nq && dims[1] == S.env->nv && dims[2] == nu);
     free(dims);
   }
+  /* how MuJoCo was driven: ctrl = qdef + action_scale * action (pd), and
+   * MuJoCo re-stepped from each recorded state with the recorded ctrl, the
+   * servos and the step of the trace reproduces the next state (what
+   * trace_mismatch.py --replay relies on; to the constraint solver's
+   * tolerance, as the run's solver started warm from the step before) */
+  {
+    hsize_t dc[3], dpd[2], dts[1];
+    double *cm = read_all(f, "mujoco/ctrl", 3, dc), *pd = read_all(f, "mujoco_pd_kp_kd_taumax", 2, dpd);
+    double *ts = read_all(f, "mujoco_timestep_substeps", 1, dts), *am = read_all(f, "mujoco/action", 3, da);
+    CU_ASSERT_FATAL(cm && pd && ts && am && dc[0] == 3 && dc[1] == (hsize_t)T && dc[2] == (hsize_t)nu);
+    CU_ASSERT_FATAL(dpd[0] == (hsize_t)nu && dpd[1] == 3 && dts[0] == 2);
+    const bcg_simparams *sp = &S.env->sim->sp;
+    const bcg_mdata *m = &S.env->model->m;
+    double cerr = 0, rerr = 0, kerr = 0;
+    for (int i = 0; i < nu; i++)
+      kerr = fmax(kerr, fabs(pd[3 * i] - sp->kp[i]) + fabs(pd[3 * i + 1] - sp->kd[i]) + fabs(pd[3 * i + 2] - sp->tau_max[i]));
+    CU_ASSERT(ts[0] == (double)sp->dt && ts[1] == sp->substeps);
+    bcg_mjref *ref = bcg_mjref_new(S.env->model, 0);
+    CU_ASSERT_FATAL(ref != NULL);
+    double kp[BCG_MAX_ACT], kd[BCG_MAX_ACT], tm[BCG_MAX_ACT];
+    for (int i = 0; i < nu; i++) kp[i] = pd[3 * i], kd[i] = pd[3 * i + 1], tm[i] = pd[3 * i + 2];
+    CU_ASSERT_EQUAL_FATAL(bcg_mjref_use_pd(ref, kp, kd, tm), 0);
+    bcg_mjref_set_timestep(ref, ts[0]);
+    int nq = S.env->nq, nv = S.env->nv, steps = 0;
+    for (int r = 0; r < 3; r++)
+      for (int t = 0; t < (int)lm[r]; t++) {
+        const double *c = cm + ((size_t)r * T + t) * nu, *a = am + ((size_t)r * T + t) * nu;
+        for (int i = 0; i < nu; i++)
+          cerr = fmax(cerr, fabs(c[i] - (sp->qdef[m->jnt_qposadr[m->act_jnt[i]]] + sp->action_scale * a[i])));
+        const double *x0 = xm + ((size_t)r * (T + 1) + t) * nx, *x1 = x0 + nx;
+        double q[BCG_MAX_Q], u[BCG_MAX_DOF];
+        bcg_mjref_set_state(ref, x0, x0 + nq);
+        bcg_mjref_step(ref, c, (int)ts[1]);
+        bcg_mjref_state(ref, q, u);
+        for (int i = 0; i < nq; i++) rerr = fmax(rerr, fabs(q[i] - x1[i]));
+        for (int i = 0; i < nv; i++) rerr = fmax(rerr, fabs(u[i] - x1[nq + i]));
+        steps++;
+      }
+    bcg_mjref_free(ref);
+    printf("\n  trace: MuJoCo replayed from %d recorded states: %.3g from the recorded next states", steps, rerr);
+    CU_ASSERT(steps > 10);
+    CU_ASSERT_EQUAL(kerr, 0);
+    CU_ASSERT(cerr < 1e-12);
+    CU_ASSERT(rerr < 1e-9);
+    free(cm), free(pd), free(ts), free(am);
+  }
   H5Fclose(f);
   free(xb), free(xm), free(ab), free(pm), free(rb), free(lm);
   /* tools/trace_mismatch.py reads it (where python3 has numpy and h5py, as make deps installs) */
   if (system("python3 -c 'import numpy, h5py' >/dev/null 2>&1") == 0) {
-    char cmd[600], line[512];
+    char cmd[2600], line[512];
     snprintf(cmd, sizeof cmd, "python3 tools/trace_mismatch.py '%s' --top 2 2>&1", path);
     FILE *p = popen(cmd, "r");
     CU_ASSERT_FATAL(p != NULL);
@@ -262,6 +308,22 @@ static void test_trace(void) {
     }
     CU_ASSERT_EQUAL(pclose(p), 0);
     CU_ASSERT(saw_size && saw_share && saw_top == 2);
+    /* --replay through the mujoco Python package (where python3 has it):
+     * with MuJoCo's settings as run it reproduces the trace */
+    if (system("python3 -c 'import mujoco' >/dev/null 2>&1") == 0) {
+      snprintf(cmd, sizeof cmd, "python3 tools/trace_mismatch.py '%s' --model '%s' --replay 2>&1", path,
+               S.env->model->path);
+      p = popen(cmd, "r");
+      CU_ASSERT_FATAL(p != NULL);
+      double med = -1, big = -1;
+      while (fgets(line, sizeof line, p))
+        if (strstr(line, "replay vs MuJoCo's recorded step:")) sscanf(strstr(line, "median"), "median %lf, 90%% %*f, 99%% %*f, largest %lf", &med, &big);
+      CU_ASSERT_EQUAL(pclose(p), 0);
+      printf("\n  trace_mismatch.py --replay: median %.3g, largest %.3g from the recorded steps", med, big);
+      CU_ASSERT(med >= 0 && med < 1e-9);
+    } else {
+      printf("\n  trace_mismatch.py --replay not run: python3 has no mujoco package");
+    }
   } else {
     printf("\n  tools/trace_mismatch.py not run: python3 lacks numpy or h5py");
   }

@@ -2,6 +2,7 @@
 """trace_mismatch.py - where bcg and MuJoCo part, from a `bcg eval --trace` file.
 
     python3 tools/trace_mismatch.py TRACE.h5 [--model MJCF] [--top N] [--dt SECONDS]
+    python3 tools/trace_mismatch.py TRACE.h5 --model MJCF --replay [KEY=VALUE ...]
 
 For every MuJoCo step of every episode the trace holds MuJoCo's state and
 bcg's prediction of the next state from it (`mujoco/bcg_next`: one bcg
@@ -23,6 +24,22 @@ prints:
 package), else they are numbered (0-5: the free root's linear and angular
 velocity when the model has one). --dt is the control step (default 0.02 s).
 
+--replay re-steps MuJoCo from every recorded state with the recorded control
+(the trace's servos: bcg's PD law; the implicit integrator, timestep and
+steps per control step as `bcg eval` ran them), through the `mujoco`
+Python package, after changing MuJoCo's settings KEY=VALUE:
+
+    timestep=S            MuJoCo's step (the control step is kept)
+    solref=TC,DR          every geom's contact solref (time constant, damping ratio)
+    solimp=D0,D1,W        every geom's contact solimp (first three values)
+    cone=pyramidal|elliptic   impratio=R   noslip_iterations=N
+    integrator=euler|implicit|implicitfast|rk4
+
+and prints how far the replayed next states lie from MuJoCo's recorded ones
+(with no KEY=VALUE: the check that the replay reproduces the trace) and
+from bcg's step (mujoco/bcg_next): which of MuJoCo's settings, if any,
+brings MuJoCo's step to bcg's, state for state.
+
 Needs numpy and h5py (Debian: python3-numpy python3-h5py); exits with status
 3 and a one-line message when one is missing, 2 on bad arguments or a file
 that is not a trace.
@@ -36,11 +53,18 @@ def fail(code, msg):
 
 
 def parse(argv):
-    opts = {"model": None, "top": 8, "dt": 0.02}
+    opts = {"model": None, "top": 8, "dt": 0.02, "replay": None}
     args = []
     i = 0
     while i < len(argv):
         a = argv[i]
+        if a == "--replay":
+            opts["replay"] = []
+            i += 1
+            while i < len(argv) and "=" in argv[i] and not argv[i].startswith("-"):
+                opts["replay"].append(argv[i])
+                i += 1
+            continue
         if a in ("--model", "--top", "--dt"):
             if i + 1 >= len(argv):
                 fail(2, a + " needs a value")
@@ -56,7 +80,9 @@ def parse(argv):
             args.append(a)
             i += 1
     if len(args) != 1:
-        fail(2, "usage: trace_mismatch.py TRACE.h5 [--model MJCF] [--top N] [--dt SECONDS]")
+        fail(2, "usage: trace_mismatch.py TRACE.h5 [--model MJCF] [--top N] [--dt SECONDS] [--replay [KEY=VALUE ...]]")
+    if opts["replay"] is not None and not opts["model"]:
+        fail(2, "--replay needs --model MJCF (the model the run used)")
     if opts["top"] < 0 or not opts["dt"] > 0:
         fail(2, "--top must be >= 0 and --dt > 0")
     return args[0], opts
@@ -87,6 +113,107 @@ def dof_names(model_path, nv):
         else:
             names.append(n)
     return names
+
+
+REPLAY_KEYS = ("timestep", "solref", "solimp", "cone", "impratio", "noslip_iterations", "integrator")
+
+
+def replay_model(f, model_path, settings):
+    """MuJoCo's model as `bcg eval` drove it, then the settings; returns (model, substeps)"""
+    import mujoco
+    if "mujoco_timestep_substeps" not in f or "mujoco/ctrl" not in f:
+        fail(2, "the trace has no mujoco/ctrl: written by an older bcg eval --trace; trace the run again")
+    m = mujoco.MjModel.from_xml_path(model_path)
+    dt, sub = (float(v) for v in f["mujoco_timestep_substeps"][:])
+    if "mujoco_pd_kp_kd_taumax" in f:
+        pd = f["mujoco_pd_kp_kd_taumax"][:]
+        if pd.shape[0] != m.nu:
+            fail(2, "%s has %d actuators, the trace's servos %d" % (model_path, m.nu, pd.shape[0]))
+        for i in range(m.nu):
+            kp, kd, tm = pd[i]
+            m.actuator_gaintype[i] = mujoco.mjtGain.mjGAIN_FIXED
+            m.actuator_biastype[i] = mujoco.mjtBias.mjBIAS_AFFINE
+            m.actuator_gainprm[i, :] = 0
+            m.actuator_biasprm[i, :] = 0
+            m.actuator_gainprm[i, 0] = kp
+            m.actuator_biasprm[i, 1] = -kp
+            m.actuator_biasprm[i, 2] = -kd
+            m.actuator_gear[i, :] = 0
+            m.actuator_gear[i, 0] = 1
+            m.actuator_ctrllimited[i] = 0
+            m.actuator_forcelimited[i] = 1 if tm > 0 else 0
+            if tm > 0:
+                m.actuator_forcerange[i, :] = (-tm, tm)
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_IMPLICIT
+    m.opt.timestep = dt
+    control_dt = dt * sub
+    for kv in settings:
+        k, v = kv.split("=", 1)
+        try:
+            if k == "timestep":
+                m.opt.timestep = float(v)
+                sub = round(control_dt / float(v))
+                if sub < 1 or abs(sub * float(v) - control_dt) > 1e-9 * control_dt:
+                    fail(2, "timestep=%s does not divide the control step %g s" % (v, control_dt))
+            elif k == "solref":
+                a, b = (float(x) for x in v.split(","))
+                m.geom_solref[:, 0], m.geom_solref[:, 1] = a, b
+            elif k == "solimp":
+                vals = [float(x) for x in v.split(",")]
+                if len(vals) != 3:
+                    fail(2, "solimp=%s: three values D0,D1,WIDTH" % v)
+                m.geom_solimp[:, :3] = vals
+            elif k == "cone":
+                m.opt.cone = {"pyramidal": 0, "elliptic": 1}[v]
+            elif k == "impratio":
+                m.opt.impratio = float(v)
+            elif k == "noslip_iterations":
+                m.opt.noslip_iterations = int(v)
+            elif k == "integrator":
+                m.opt.integrator = {"euler": 0, "rk4": 1, "implicit": 2, "implicitfast": 3}[v]
+            else:
+                fail(2, "--replay: unknown setting %s (one of %s)" % (k, ", ".join(REPLAY_KEYS)))
+        except (ValueError, KeyError):
+            fail(2, "--replay: bad value in %s" % kv)
+    d = mujoco.MjData(m)
+    mujoco.mj_setConst(m, d)
+    return m, int(sub)
+
+
+def replay(f, o, nq, nv, np):
+    import mujoco
+    m, sub = replay_model(f, o["model"], o["replay"])
+    if m.nq != nq or m.nv != nv:
+        fail(2, "%s has nq %d, nv %d; the trace %d, %d" % (o["model"], m.nq, m.nv, nq, nv))
+    xm, pred, lens, ctrl = f["mujoco/x"][:], f["mujoco/bcg_next"][:], f["mujoco/length"][:], f["mujoco/ctrl"][:]
+    d = mujoco.MjData(m)
+    to_mj, to_bcg, rec = [], [], []
+    for r in range(pred.shape[0]):
+        for t in range(int(lens[r])):
+            mujoco.mj_resetData(m, d)
+            d.qpos[:] = xm[r, t, :nq]
+            d.qvel[:] = xm[r, t, nq:]
+            d.ctrl[:] = ctrl[r, t]
+            for _ in range(sub):
+                mujoco.mj_step(m, d)
+            to_mj.append(np.linalg.norm(d.qvel - xm[r, t + 1, nq:]))
+            to_bcg.append(np.linalg.norm(d.qvel - pred[r, t, nq:]))
+            rec.append(np.linalg.norm(pred[r, t, nq:] - xm[r, t + 1, nq:]))
+    if not to_mj:
+        fail(2, "no MuJoCo steps to replay")
+
+    def q(v):
+        v = np.asarray(v)
+        return "median %.3f, 90%% %.3f, 99%% %.3f, largest %.3f" % (
+            np.median(v), np.percentile(v, 90), np.percentile(v, 99), v.max())
+    what = " ".join(o["replay"]) or "MuJoCo's settings as run"
+    print("replay of %d MuJoCo steps (mujoco %s) with %s; |dqvel| of the next state:" % (len(to_mj), mujoco.__version__, what))
+    print("  replay vs MuJoCo's recorded step: " + q(to_mj))
+    print("  replay vs bcg's step:             " + q(to_bcg))
+    print("  recorded MuJoCo vs bcg's step:    " + q(rec))
+    if not o["replay"] and np.median(to_mj) > 1e-6:
+        print("  (the replay does not reproduce the trace: another MuJoCo version, or another model file?)")
+    return 0
 
 
 def main(argv):
@@ -120,6 +247,8 @@ def main(argv):
         fail(2, "%s: an older trace without dims_nq_nv_nu: pass --model MJCF to split its states" % path)
     if nq + nv != nx:
         fail(2, "%s: states of %d values, not nq %d + nv %d" % (path, nx, nq, nv))
+    if o["replay"] is not None:
+        return replay(f, o, nq, nv, np)
     D, S, where = [], [], []
     for r in range(runs):
         T = int(lens[r])

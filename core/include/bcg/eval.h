@@ -92,6 +92,11 @@ typedef struct bcg_eval_result {
  *   self_contact [runs][steps]         (mujoco) 1 where the step ended in a body-body contact
  *   bcg_next [runs][steps][nq + nv]    (mujoco) bcg's step from MuJoCo's state under the same action:
  *                                      with x[:, 1:] the one-step mismatch of the two simulators
+ *   ctrl    [runs][steps][nu]          (mujoco) the control MuJoCo's actuators got (pd: qdef + action_scale * a)
+ * and at the top, with MuJoCo, how it was driven (a replay: tools/trace_mismatch.py --replay):
+ *   mujoco_timestep_substeps [2]       MuJoCo's timestep (s) and steps per control step (implicit integrator)
+ *   mujoco_pd_kp_kd_taumax [nu][3]     (pd actuation) bcg's PD law as MuJoCo servos: force kp (ctrl - q) - kd qdot,
+ *                                      clipped to +-taumax (0: no clip); without it the model's own actuators
  *   length  [runs]                     steps simulated before the end or the fall
  *   phase   [runs]                     the task clock's phase of each run (its reset's, the same in both
  *                                      simulators): x[r][t] was reached at the clock {t, 0, phase[r]},
