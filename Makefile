@@ -61,7 +61,11 @@ CFLAGS += $(CFLAGS_BASE)
 LDLIBS_CORE := -L$(BUILD) -l:$(MUJOCO_SO) -liniparser $(HDF5_LIBS) -lopenblas -ldl -lm -fopenmp $(SANITIZE)
 
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-NVCCFLAGS := -O2 -std=c++17 -Xcompiler -fPIC -Xcompiler -Wall $(REALDEF) -Icore/include -Icore \
+# -fmad=false: no fused multiply-adds the CPU build does not make, so the GPU
+# computes what the CPU computes, operation for operation (with contraction,
+# soft contact's float VJP differed from the CPU's by 5e-2 against 1.6e-3
+# without; no measurable cost: docs/performance.md section 2.1)
+NVCCFLAGS := -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Xcompiler -Wall $(REALDEF) -Icore/include -Icore \
   -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
   --expt-relaxed-constexpr -Wno-deprecated-gpu-targets
 ifeq ($(CUDA),1)

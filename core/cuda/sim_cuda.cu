@@ -531,7 +531,7 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
 
   size_t nc = (size_t)cap * s->ncon, n3 = 3 * (size_t)s->ncon, sx = (size_t)s->nq + s->nv;
   cudaError_t e = cudaSuccess;
-  size_t total = 0;
+  size_t total = 0, stack_need = 0; /* stack_need: the per-thread stack CUDA could not reserve */
 #define DALLOC(ptr, bytes)                                                \
   do {                                                                    \
     if (e == cudaSuccess) {                                               \
@@ -576,7 +576,10 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
       if (e == cudaSuccess && fa.localSizeBytes > need) need = fa.localSizeBytes;
     }
     if (e == cudaSuccess) e = cudaDeviceGetLimit(&have, cudaLimitStackSize);
-    if (e == cudaSuccess && need + 256 > have) e = cudaDeviceSetLimit(cudaLimitStackSize, need + 256);
+    if (e == cudaSuccess && need + 256 > have) {
+      e = cudaDeviceSetLimit(cudaLimitStackSize, need + 256);
+      if (e != cudaSuccess) stack_need = need + 256;
+    }
   }
   if (e == cudaSuccess) e = cudaMemcpy(s->m, m, sizeof(bcg_mdata), cudaMemcpyHostToDevice);
   s->sp.G_prezeroed = s->G != NULL;
@@ -593,12 +596,26 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
     cudaGetLastError();
     size_t fr = 0, tot = 0, stk = 0;
     cudaDeviceProp p;
-    int dev = 0;
+    int dev = 0, resident = 0;
     double resv = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess &&
-        cudaDeviceGetLimit(&stk, cudaLimitStackSize) == cudaSuccess)
-      resv = (double)stk * p.multiProcessorCount * p.maxThreadsPerMultiProcessor;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
+      resident = p.multiProcessorCount * p.maxThreadsPerMultiProcessor;
+    if (cudaDeviceGetLimit(&stk, cudaLimitStackSize) == cudaSuccess) resv = (double)stk * resident;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) fr = tot = 0;
+    if (stack_need) { /* the batch's buffers were allocated; the stack reservation failed */
+      double want = (double)stack_need * resident;
+      snprintf(err, errlen,
+               "CUDA could not reserve the stepper kernels' per-thread stack: %.0f KB (the largest kernel frame, "
+               "step.h's local arrays in %s) x %d resident threads = %.1f GiB, with %.1f of %.1f GiB free after "
+               "the batch's %.2f GiB (%s): this GPU is too small for this precision (double needs about twice "
+               "float's), or another process holds its memory",
+               stack_need / 1024.0, sizeof(bcg_real) == 8 ? "double" : "float", resident, want / 1073741824.0,
+               fr / 1073741824.0,
+               tot / 1073741824.0, total / 1073741824.0, cudaGetErrorString(e0));
+      cudaGetLastError();
+      bcg_cuda_sim_free(s);
+      return NULL;
+    }
     snprintf(err, errlen,
              "CUDA allocation of a batch of %d environments (%.2f GiB of device memory) failed: %s (%.1f of %.1f GiB "
              "free; each bcg process also reserves its kernels' per-thread stack, %.0f KB x every resident thread = "
