@@ -9,6 +9,7 @@
  * and the message is one line whatever the names hold (a control character
  * in a name, e.g. an XML &#10;, is shown as '?'). */
 #include "bcg/model.h"
+#include "bcg/spatial.h"
 
 #include <errno.h>
 #include <mujoco/mujoco.h>
@@ -580,26 +581,16 @@ static void fit_capsule(const mjtNum (*P)[3], int n, mjtNum a[3], mjtNum b[3], m
 
 /* closest distance between segments p0-p1 and q0-q1 (the closed form with
  * the parameters clamped to the segments; once per pair at load time) */
-static mjtNum seg_dist(const mjtNum *p0, const mjtNum *p1, const mjtNum *q0, const mjtNum *q1) {
-  mjtNum d1[3], d2[3], r[3];
-  mju_sub3(d1, p1, p0);
-  mju_sub3(d2, q1, q0);
-  mju_sub3(r, p0, q0);
-  mjtNum a = mju_dot3(d1, d1), e = mju_dot3(d2, d2), f = mju_dot3(d2, r), s = 0, t = 0;
-  if (a > 1e-12 && e > 1e-12) {
-    mjtNum b = mju_dot3(d1, d2), cc = mju_dot3(d1, r), den = a * e - b * b;
-    s = den > 1e-12 * a * e ? mju_clip((b * f - cc * e) / den, 0, 1) : 0;
-    t = (b * s + f) / e;
-    if (t < 0) t = 0, s = mju_clip(-cc / a, 0, 1);
-    else if (t > 1) t = 1, s = mju_clip((b - cc) / a, 0, 1);
-  } else if (a > 1e-12) {
-    s = mju_clip(-mju_dot3(d1, r) / a, 0, 1);
-  } else if (e > 1e-12) {
-    t = mju_clip(f / e, 0, 1);
-  }
-  mjtNum P[3], Q[3];
-  for (int i = 0; i < 3; i++) P[i] = p0[i] + s * d1[i], Q[i] = q0[i] + t * d2[i];
-  return mju_dist3(P, Q);
+/* the distance of two segments (bcg_seg_closest, the closed form the
+ * self-collision penalty uses) */
+static double seg_dist(const mjtNum W[4][3]) {
+  bcg_real E[4][3], s, t, P[3], Q[3];
+  for (int i = 0; i < 4; i++)
+    for (int q = 0; q < 3; q++) E[i][q] = (bcg_real)W[i][q];
+  bcg_seg_closest(E[0], E[1], E[2], E[3], &s, &t);
+  for (int q = 0; q < 3; q++) P[q] = E[0][q] + s * (E[1][q] - E[0][q]), Q[q] = E[2][q] + t * (E[3][q] - E[2][q]);
+  bcg_v3_sub(P, P, Q);
+  return sqrt((double)bcg_v3_dot(P, P));
 }
 
 /* Whether MuJoCo's collision filters let geoms g1 and g2 of different
@@ -703,7 +694,7 @@ static int convert_self(conv *c) {
             mju_addTo3(W[2 * u + v], c->d0->xpos + 3 * bb);
           }
         }
-        if (seg_dist(W[0], W[1], W[2], W[3]) < M->sc_r[x] + M->sc_r[y]) { M->sc_rest_pairs++; continue; }
+        if (seg_dist((const mjtNum(*)[3])W) < M->sc_r[x] + M->sc_r[y]) { M->sc_rest_pairs++; continue; }
       }
       M->sc_pair[M->nsc_pair][0] = (short)x, M->sc_pair[M->nsc_pair][1] = (short)y, M->nsc_pair++;
     }

@@ -310,35 +310,6 @@ static inline void tu_self_warn(const bcg_model *M, double w_self, const bcg_ser
                 "those are left out of it", M->path, M->sc_dropped, BCG_MAX_SC);
 }
 
-/* closest points P = A0 + s (A1 - A0), Q = B0 + t (B1 - B0) of two segments */
-BCG_HD void tu_seg_closest(const bcg_real *A0, const bcg_real *A1, const bcg_real *B0, const bcg_real *B1, bcg_real *s,
-                           bcg_real *t) {
-  bcg_real d1[3], d2[3], r[3];
-  bcg_v3_sub(d1, A1, A0);
-  bcg_v3_sub(d2, B1, B0);
-  bcg_v3_sub(r, A0, B0);
-  bcg_real a = bcg_v3_dot(d1, d1), e = bcg_v3_dot(d2, d2), f = bcg_v3_dot(d2, r), eps = (bcg_real)1e-12;
-  if (a <= eps && e <= eps) { *s = *t = 0; return; }
-  if (a <= eps) { *s = 0; *t = f / e; }
-  else {
-    bcg_real c = bcg_v3_dot(d1, r);
-    if (e <= eps) { *t = 0; *s = -c / a; }
-    else {
-      bcg_real b = bcg_v3_dot(d1, d2), den = a * e - b * b;
-      *s = den > eps * a * e ? (b * f - c * e) / den : 0;
-      if (*s < 0) *s = 0;
-      if (*s > 1) *s = 1;
-      *t = (b * *s + f) / e;
-      if (*t < 0) { *t = 0; *s = -c / a; }
-      else if (*t > 1) { *t = 1; *s = (b - c) / a; }
-    }
-  }
-  if (*s < 0) *s = 0;
-  if (*s > 1) *s = 1;
-  if (*t < 0) *t = 0;
-  if (*t > 1) *t = 1;
-}
-
 /* pair i at kinematics k: its surface gap d - r1 - r2, the closest points'
  * parameters s and t, the world endpoints E (A0 A1 B0 B1, relative to o),
  * their offsets L from the body origins and n = P - Q */
@@ -354,7 +325,7 @@ BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_kin *k, int i, bcg_
     E[2][q] = L[2][q] + k->p[by][q], E[3][q] = L[3][q] + k->p[by][q];
   }
   bcg_real P[3], Q[3];
-  tu_seg_closest(E[0], E[1], E[2], E[3], s, t);
+  bcg_seg_closest(E[0], E[1], E[2], E[3], s, t);
   for (int q = 0; q < 3; q++) {
     P[q] = E[0][q] + *s * (E[1][q] - E[0][q]);
     Q[q] = E[2][q] + *t * (E[3][q] - E[2][q]);

@@ -602,26 +602,22 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
       resident = p.multiProcessorCount * p.maxThreadsPerMultiProcessor;
     if (cudaDeviceGetLimit(&stk, cudaLimitStackSize) == cudaSuccess) resv = (double)stk * resident;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) fr = tot = 0;
-    if (stack_need) { /* the batch's buffers were allocated; the stack reservation failed */
-      double want = (double)stack_need * resident;
+    if (stack_need) /* the batch's buffers were allocated; the stack reservation failed */
       snprintf(err, errlen,
                "CUDA could not reserve the stepper kernels' per-thread stack: %.0f KB (the largest kernel frame, "
                "step.h's local arrays in %s) x %d resident threads = %.1f GiB, with %.1f of %.1f GiB free after "
                "the batch's %.2f GiB (%s): this GPU is too small for this precision (double needs about twice "
                "float's), or another process holds its memory",
-               stack_need / 1024.0, sizeof(bcg_real) == 8 ? "double" : "float", resident, want / 1073741824.0,
-               fr / 1073741824.0,
-               tot / 1073741824.0, total / 1073741824.0, cudaGetErrorString(e0));
-      cudaGetLastError();
-      bcg_cuda_sim_free(s);
-      return NULL;
-    }
-    snprintf(err, errlen,
-             "CUDA allocation of a batch of %d environments (%.2f GiB of device memory) failed: %s (%.1f of %.1f GiB "
-             "free; each bcg process also reserves its kernels' per-thread stack, %.0f KB x every resident thread = "
-             "%.1f GiB: run one CUDA training per GPU)",
-             cap, total / 1073741824.0, cudaGetErrorString(e0), fr / 1073741824.0, tot / 1073741824.0, stk / 1024.0,
-             resv / 1073741824.0);
+               stack_need / 1024.0, sizeof(bcg_real) == 8 ? "double" : "float", resident,
+               (double)stack_need * resident / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0,
+               total / 1073741824.0, cudaGetErrorString(e0));
+    else
+      snprintf(err, errlen,
+               "CUDA allocation of a batch of %d environments (%.2f GiB of device memory) failed: %s (%.1f of %.1f "
+               "GiB free; each bcg process also reserves its kernels' per-thread stack, %.0f KB x every resident "
+               "thread = %.1f GiB: run one CUDA training per GPU)",
+               cap, total / 1073741824.0, cudaGetErrorString(e0), fr / 1073741824.0, tot / 1073741824.0,
+               stk / 1024.0, resv / 1073741824.0);
     cudaGetLastError();
     bcg_cuda_sim_free(s);
     return NULL;

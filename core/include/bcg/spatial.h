@@ -188,4 +188,34 @@ BCG_HD void bcg_inertia_apply_vjp(bcg_real m, const bcg_real *h, const bcg_real 
       for (int j = 0; j < 3; j++) Ibb[3 * i + j] += yb[i] * x[j];
 }
 
+/* closest points P = A0 + s (A1 - A0), Q = B0 + t (B1 - B0) of two segments
+ * (s, t in [0, 1]; a segment of length below 1e-6 is a point) */
+BCG_HD void bcg_seg_closest(const bcg_real *A0, const bcg_real *A1, const bcg_real *B0, const bcg_real *B1, bcg_real *s,
+                            bcg_real *t) {
+  bcg_real d1[3], d2[3], r[3];
+  bcg_v3_sub(d1, A1, A0);
+  bcg_v3_sub(d2, B1, B0);
+  bcg_v3_sub(r, A0, B0);
+  bcg_real a = bcg_v3_dot(d1, d1), e = bcg_v3_dot(d2, d2), f = bcg_v3_dot(d2, r), eps = (bcg_real)1e-12;
+  if (a <= eps && e <= eps) { *s = *t = 0; return; }
+  if (a <= eps) { *s = 0; *t = f / e; }
+  else {
+    bcg_real c = bcg_v3_dot(d1, r);
+    if (e <= eps) { *t = 0; *s = -c / a; }
+    else {
+      bcg_real b = bcg_v3_dot(d1, d2), den = a * e - b * b;
+      *s = den > eps * a * e ? (b * f - c * e) / den : 0;
+      if (*s < 0) *s = 0;
+      if (*s > 1) *s = 1;
+      *t = (b * *s + f) / e;
+      if (*t < 0) { *t = 0; *s = -c / a; }
+      else if (*t > 1) { *t = 1; *s = (b - c) / a; }
+    }
+  }
+  if (*s < 0) *s = 0;
+  if (*s > 1) *s = 1;
+  if (*t < 0) *t = 0;
+  if (*t > 1) *t = 1;
+}
+
 #endif
