@@ -32,6 +32,7 @@ struct bcg_cuda_sim {
   int block;
   int async;
   int store_full; /* backward: the recompute stores the whole first-half workspace (ws_full) */
+  int stack_vjp;  /* the per-thread stack was raised for the adjoint kernels' frames (reserve_stack) */
   cudaStream_t st;
   /* device memory */
   bcg_mdata *m;
@@ -65,7 +66,7 @@ struct bcg_cuda_sim {
   int timing;
   cudaEvent_t t0, t1;
   double ms[BCG_CUDA_NSTAGE];
-  char errmsg[256];
+  char errmsg[640];
 };
 
 /* ---- kernels --------------------------------------------------------------------- */
@@ -320,6 +321,52 @@ static int bad_n(const bcg_cuda_sim *s, int n) {
 
 static int launched(bcg_cuda_sim *s, const char *kernel) { return cuda_fail(s, cudaGetLastError(), kernel); }
 
+/* The per-thread stack: CUDA reserves the largest frame of the kernels
+ * launched so far (step.h's local arrays, tens to hundreds of KB) for every
+ * thread the GPU can hold resident. It is raised here, ahead of the launches,
+ * so that a GPU too small for it fails with this message, not an out-of-memory
+ * error at some launch: at creation for the forward kernels, at the first
+ * backward pass for the adjoint kernels (about twice as large). A sim that only
+ * steps forward (PPO, evaluation) never reserves the adjoints' frames, which
+ * lets double run on an 80 GB GPU and several float processes share one.
+ * batch_bytes: the batch's own device memory (for the message). */
+static int reserve_stack(int vjp, size_t batch_bytes, char *err, size_t errlen) {
+  const void *kern[] = {(const void *)k_pre, (const void *)k_post, (const void *)k_post_vjp, (const void *)k_pre_vjp};
+  size_t need = 0, have = 0;
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < (vjp ? 4 : 2) && e == cudaSuccess; i++) {
+    cudaFuncAttributes fa;
+    e = cudaFuncGetAttributes(&fa, kern[i]);
+    if (e == cudaSuccess && fa.localSizeBytes > need) need = fa.localSizeBytes;
+  }
+  if (e == cudaSuccess) e = cudaDeviceGetLimit(&have, cudaLimitStackSize);
+  if (e != cudaSuccess) {
+    snprintf(err, errlen, "CUDA kernel attributes: %s", cudaGetErrorString(e));
+    cudaGetLastError();
+    return -1;
+  }
+  if (need + 256 <= have) return 0;
+  e = cudaDeviceSetLimit(cudaLimitStackSize, need + 256);
+  if (e == cudaSuccess) return 0;
+  cudaGetLastError();
+  size_t fr = 0, tot = 0;
+  cudaDeviceProp p;
+  int dev = 0, resident = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess)
+    resident = p.multiProcessorCount * p.maxThreadsPerMultiProcessor;
+  if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) fr = tot = 0;
+  snprintf(err, errlen,
+           "CUDA could not reserve the %s kernels' per-thread stack: %.0f KB (the largest kernel frame, step.h's "
+           "local arrays in %s) x %d resident threads = %.1f GiB, with %.1f of %.1f GiB free beside the batch's "
+           "%.2f GiB (%s): this GPU is too small for this precision (double needs about twice float's), or another "
+           "process holds its memory",
+           vjp ? "stepper's adjoint" : "stepper", (need + 256) / 1024.0, sizeof(bcg_real) == 8 ? "double" : "float",
+           resident, (double)(need + 256) * resident / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0,
+           batch_bytes / 1073741824.0, cudaGetErrorString(e));
+  cudaGetLastError();
+  return -1;
+}
+
 static void tbeg(bcg_cuda_sim *s) {
   if (s->timing) cudaEventRecord(s->t0, s->st);
 }
@@ -386,6 +433,10 @@ static int substep_fwd(bcg_cuda_sim *s, int n, const bcg_real *q, int qs, const 
 static int substep_bwd(bcg_cuda_sim *s, int n, const bcg_real *q, int qs, const bcg_real *u, int us, const bcg_real *a,
                        const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, int bs, bcg_real *ab) {
   int nc = s->ncon, n3 = 3 * nc;
+  if (!s->stack_vjp) {
+    if (reserve_stack(1, 0, s->errmsg, sizeof s->errmsg)) return -1;
+    s->stack_vjp = 1;
+  }
   int rc = pre_and_contact(s, n, q, qs, u, us, a, NULL, s->store_full);
   if (rc) return rc;
   tbeg(s);
@@ -531,7 +582,7 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
 
   size_t nc = (size_t)cap * s->ncon, n3 = 3 * (size_t)s->ncon, sx = (size_t)s->nq + s->nv;
   cudaError_t e = cudaSuccess;
-  size_t total = 0, stack_need = 0; /* stack_need: the per-thread stack CUDA could not reserve */
+  size_t total = 0;
 #define DALLOC(ptr, bytes)                                                \
   do {                                                                    \
     if (e == cudaSuccess) {                                               \
@@ -565,21 +616,10 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
     DALLOC(s->Gb, sizeof(bcg_real) * (size_t)cap * n3 * n3);
   }
 #undef DALLOC
-  /* per-thread stack: at least the largest kernel frame (step.h's local arrays) */
-  if (e == cudaSuccess) {
-    const void *kern[] = {(const void *)k_pre, (const void *)k_post, (const void *)k_post_vjp,
-                          (const void *)k_pre_vjp};
-    size_t need = 0, have = 0;
-    for (int i = 0; i < 4 && e == cudaSuccess; i++) {
-      cudaFuncAttributes fa;
-      e = cudaFuncGetAttributes(&fa, kern[i]);
-      if (e == cudaSuccess && fa.localSizeBytes > need) need = fa.localSizeBytes;
-    }
-    if (e == cudaSuccess) e = cudaDeviceGetLimit(&have, cudaLimitStackSize);
-    if (e == cudaSuccess && need + 256 > have) {
-      e = cudaDeviceSetLimit(cudaLimitStackSize, need + 256);
-      if (e != cudaSuccess) stack_need = need + 256;
-    }
+  /* the forward kernels' per-thread stack (the adjoints' at the first backward pass) */
+  if (e == cudaSuccess && reserve_stack(0, total, err, errlen)) {
+    bcg_cuda_sim_free(s);
+    return NULL;
   }
   if (e == cudaSuccess) e = cudaMemcpy(s->m, m, sizeof(bcg_mdata), cudaMemcpyHostToDevice);
   s->sp.G_prezeroed = s->G != NULL;
@@ -602,22 +642,12 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
       resident = p.multiProcessorCount * p.maxThreadsPerMultiProcessor;
     if (cudaDeviceGetLimit(&stk, cudaLimitStackSize) == cudaSuccess) resv = (double)stk * resident;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) fr = tot = 0;
-    if (stack_need) /* the batch's buffers were allocated; the stack reservation failed */
-      snprintf(err, errlen,
-               "CUDA could not reserve the stepper kernels' per-thread stack: %.0f KB (the largest kernel frame, "
-               "step.h's local arrays in %s) x %d resident threads = %.1f GiB, with %.1f of %.1f GiB free after "
-               "the batch's %.2f GiB (%s): this GPU is too small for this precision (double needs about twice "
-               "float's), or another process holds its memory",
-               stack_need / 1024.0, sizeof(bcg_real) == 8 ? "double" : "float", resident,
-               (double)stack_need * resident / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0,
-               total / 1073741824.0, cudaGetErrorString(e0));
-    else
-      snprintf(err, errlen,
-               "CUDA allocation of a batch of %d environments (%.2f GiB of device memory) failed: %s (%.1f of %.1f "
-               "GiB free; each bcg process also reserves its kernels' per-thread stack, %.0f KB x every resident "
-               "thread = %.1f GiB: run one CUDA training per GPU)",
-               cap, total / 1073741824.0, cudaGetErrorString(e0), fr / 1073741824.0, tot / 1073741824.0,
-               stk / 1024.0, resv / 1073741824.0);
+    snprintf(err, errlen,
+             "CUDA allocation of a batch of %d environments (%.2f GiB of device memory) failed: %s (%.1f of %.1f GiB "
+             "free; each bcg process also reserves its kernels' per-thread stack, %.0f KB x every resident thread = "
+             "%.1f GiB: run one CUDA training per GPU)",
+             cap, total / 1073741824.0, cudaGetErrorString(e0), fr / 1073741824.0, tot / 1073741824.0, stk / 1024.0,
+             resv / 1073741824.0);
     cudaGetLastError();
     bcg_cuda_sim_free(s);
     return NULL;
