@@ -2,7 +2,10 @@
 # iniparser, HDF5, CUnit and OpenBLAS available on the device machine (no
 # network, no apt) from the Debian packages carried in build-debs/, unpacked
 # privately under /tmp/bcgdeps; only what the machine lacks is put on the
-# search paths. Expects say() and T0 from the caller.
+# search paths. Expects say() and T0 from the caller. BCG_DEBS names another
+# folder of packages (default build-debs), e.g. only the iniparser and CUnit
+# packages the CUDA image lacks, when build-debs would push the carried files
+# past the call's size limit (the G1 data is 27 MB).
 D=/tmp/bcgdeps
 have_hdr() { echo "#include <$1>" | gcc -E -x c - ${2:-} >/dev/null 2>&1; }
 have_lib() { [ "$(gcc -print-file-name=lib$1.so)" != "lib$1.so" ]; }
@@ -16,12 +19,13 @@ F=${BCG_FORCE_DEBS:-} # set: use every carried package even where the machine ha
 [ -n "$F" ] && missing="$missing (forced)"
 if [ -n "$missing" ]; then
   say "missing here:$missing"
-  if ! ls build-debs/*.deb >/dev/null 2>&1; then
-    say "FATAL: no build-debs/*.deb: run 'sh bench/fetch_debs.sh' on the dev machine and carry build-debs"
+  DEBS=${BCG_DEBS:-build-debs}
+  if ! ls $DEBS/*.deb >/dev/null 2>&1; then
+    say "FATAL: no $DEBS/*.deb: run 'sh bench/fetch_debs.sh' on the dev machine and carry $DEBS"
     exit 2
   fi
   rm -rf "$D"; mkdir -p "$D/lib-missing" "$D/lib-dev"
-  for f in build-debs/*.deb; do
+  for f in $DEBS/*.deb; do
     if command -v dpkg-deb >/dev/null; then dpkg-deb -x "$f" "$D"
     else t=$(mktemp -d); abs=$(readlink -f "$f"); (cd "$t" && ar x "$abs" && tar -xf data.tar.* -C "$D"); rm -rf "$t"; fi
   done
@@ -40,7 +44,7 @@ if [ -n "$missing" ]; then
   export CPATH="$D/usr/include:$D/usr/include/hdf5/serial:$D/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}"
   export LIBRARY_PATH="$D/lib-dev:$D/lib-missing${LIBRARY_PATH:+:$LIBRARY_PATH}"
   export LD_LIBRARY_PATH="$D/lib-missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  say "unpacked $(ls build-debs/*.deb | wc -l) packages into $D; $n libraries taken from them: $(ls $D/lib-missing | tr '\n' ' ')"
+  say "unpacked $(ls $DEBS/*.deb | wc -l) packages into $D; $n libraries taken from them: $(ls $D/lib-missing | tr '\n' ' ')"
   if [ ! -e /usr/share/mujoco/model/humanoid/humanoid.xml ] && [ -e "$D/usr/share/mujoco/model/humanoid/humanoid.xml" ]; then
     if [ ! -e /usr/share/mujoco/model ] && mkdir -p /usr/share/mujoco 2>/dev/null && ln -s "$D/usr/share/mujoco/model" /usr/share/mujoco/model; then
       say "linked /usr/share/mujoco/model -> $D/usr/share/mujoco/model"

@@ -29,6 +29,8 @@
 #   6. gpu_bench: float and double, no contact plugin and smoothed_kappa,
 #      n = 1024 ... 65536 (float: ... 131072) on the GPU, the CPU stepper (all threads) at n = 1024
 #      and 4096, per-stage GPU times; none starts past $DEADLINE (400 s)
+#   6d. $CONCURRENT (3) float PPO trainings side by side on the GPU (forward-only sims
+#      reserve only the forward kernels' stack), 2 iterations each
 #   7. training iterations, device = cpu and cuda, with the time split
 #      (physics forward, adjoint, networks, the rest); none past 500 s
 #
@@ -206,6 +208,29 @@ for p in ${BENCH_REALS-float double}; do # BENCH_REALS="": no stepper benchmark
     [ $rc = 0 ] || { fail="$fail bench-$p-$plug"; say "gpu_bench $p $plug: FAILED (rc $rc)"; echo "## (exit $rc)" >>"$B"; }
   done
 done
+# ---- 6d. forward-only processes side by side on the one GPU: a sim reserves the per-thread stack of
+# the forward kernels at creation and the adjoints' only at its first backward pass, so PPO
+# trainings (float, 4096 envs) can share a GPU; $CONCURRENT of them, 2 iterations each, must all finish
+NC=${CONCURRENT:-3}
+if [ "$NC" -gt 0 ] && [ -x build-h200-float/bcg ] && [ $(($(date +%s) - T0)) -lt $((TRAIN_DEADLINE - 120)) ]; then
+  say "$NC float PPO trainings (jump_ppo, device = cuda, 2 iterations) side by side on the GPU"
+  cpids=""
+  for i in $(seq 1 $NC); do
+    timeout 150 build-h200-float/bcg train configs/experiments/jump_ppo.ini run.iterations=2 run.device=cuda \
+      run.threads=$((NP / NC > 0 ? NP / NC : 1)) run.checkpoint_every=0 run.out_dir=/tmp/bcg-conc run.name=c$i \
+      >/tmp/bcg-conc-$i.log 2>&1 &
+    cpids="$cpids $!"
+  done
+  sleep 20
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/  GPU memory while they run: /'
+  i=0
+  for p in $cpids; do
+    i=$((i + 1))
+    if wait $p; then say "  PPO process $i: $(grep -o 'finished after .*samples, [0-9.]* s' /tmp/bcg-conc-$i.log | tail -n 1)"
+    else fail="$fail concurrent-$i"; say "  PPO process $i FAILED:"; tail -n 3 /tmp/bcg-conc-$i.log; fi
+  done
+fi
+
 # ---- 7. training iterations: SHAC+BCG (64 envs, horizon 32, B = 10) and PPO (4096 envs) ---------
 # wall time of training iterations with device = cpu (all cores) and device = cuda, same commit,
 # the paper's settings (configs/experiments/jump_*.ini, domain randomisation on); double build.

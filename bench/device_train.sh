@@ -26,6 +26,10 @@
 #   KAPPA=1        SHAC+BCG at kappa 50 and 300 instead (the transfer ablation);
 #   RUNS=...       any two runs ("name|config|overrides;...")
 #   BUILD_DIR      build folder (default build-train); SKIP_BUILD=1 uses it as is
+#   FLOAT_CUDA=1   runs with run.device=cuda use a second build, REAL=float with CUDA, in
+#                  BUILD_DIR-float (trained and evaluated with it), the others the double
+#                  CPU build: on an 80 GB GPU the double stepper kernels' stack frames do
+#                  not fit (docs/performance.md), and a float process leaves room for others
 #   NP             cores to use (default nproc)
 #   SELECT_BEST=1  also evaluate (MuJoCo and bcg) each run's checkpoint of lowest E_fixed in bcg
 #                  (bcg eval --select-best)
@@ -35,8 +39,8 @@
 #                  TRAIN_SECONDS, is added); runs of RUNS not in it start afresh
 #
 # Files under $OUT: device_train.log (everything), runs.tgz (every run's
-# config.ini, log.h5, eval.h5), policies.tgz (the last checkpoint of each, when
-# under 16 MB), efixed.tsv (the table).
+# config.ini, log.h5, eval.h5), policies-NAME.tgz (the last checkpoint of each run,
+# when under 16 MB), efixed.tsv (the table).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-out}
@@ -58,16 +62,27 @@ T2=${THREADS_2:-$H}
 BD=${BUILD_DIR:-build-train}
 CUDA_BUILD=0
 case "$SO $PO ${RUNS:-}" in *device=cuda*) CUDA_BUILD=1 ;; esac
+FC=${FLOAT_CUDA:-}
+[ -n "$FC" ] && [ $CUDA_BUILD = 1 ] || FC=""
 say "cores $NP; $(grep PRETTY_NAME /etc/os-release 2>/dev/null); commit $(git log --oneline -1 2>/dev/null)"
 . bench/device_deps.sh
 if [ -z "${SKIP_BUILD:-}" ]; then
   say "build (CUDA=$CUDA_BUILD) in $BD"
   [ $CUDA_BUILD = 1 ] && export TMPDIR=$(mktemp -d /tmp/bcg-nvcc.XXXXXX)
-  make -j"$NP" BUILD=$BD CUDA=$CUDA_BUILD all >/tmp/bcg-train-build.log 2>&1 || { tail -n 40 /tmp/bcg-train-build.log; exit 2; }
+  if [ -n "$FC" ]; then
+    make -j"$NP" BUILD=$BD CUDA=0 all >/tmp/bcg-train-build.log 2>&1 || { tail -n 40 /tmp/bcg-train-build.log; exit 2; }
+    say "float CUDA build in $BD-float"
+    make -j"$NP" BUILD=$BD-float REAL=float CUDA=1 all >/tmp/bcg-train-build-f.log 2>&1 ||
+      { tail -n 40 /tmp/bcg-train-build-f.log; exit 2; }
+  else
+    make -j"$NP" BUILD=$BD CUDA=$CUDA_BUILD all >/tmp/bcg-train-build.log 2>&1 || { tail -n 40 /tmp/bcg-train-build.log; exit 2; }
+  fi
 fi
 B=$BD/bcg
+# the binary of run NAME (FLOAT_CUDA: the float build for the runs on the GPU)
+binof() { cat "/tmp/bcg-bin-$1" 2>/dev/null || echo "$B"; }
 R=/tmp/bcg-runs
-rm -rf "$R"
+rm -rf "$R" /tmp/bcg-bin-*
 mkdir -p "$R"
 if [ -n "${RESUME_TGZ:-}" ]; then
   tar xzf "$RESUME_TGZ" -C "$R" || { say "cannot unpack $RESUME_TGZ"; exit 2; }
@@ -89,14 +104,17 @@ for spec in "${SPEC[@]}"; do
   extra="$PO"; th=$T2
   [ $first = 1 ] && extra="$SO" && th=$T1
   first=0
+  rb=$B
+  [ -n "$FC" ] && case "$ovs $extra" in *device=cuda*) rb=$BD-float/bcg ;; esac
+  echo "$rb" >"/tmp/bcg-bin-$name"
   # keep_last=0: every checkpoint stays for the E_fixed curve below (no rotation)
   prev=$(ls -td $R/$name/*/ 2>/dev/null | head -n 1)
   if [ -n "$prev" ]; then
     # the run's own thread count (an override of RUNS) stays; other overrides are in its config.ini
     rth=$(echo "$ovs $extra" | tr ' ' '\n' | grep '^run.threads=' | tail -n 1)
-    $B train --resume "$prev" run.seconds=$((S + ${RESUME_SECONDS_BEFORE:-$S})) run.threads=$th $rth run.keep_last=0 >/tmp/bcg-$name.log 2>&1 &
+    $rb train --resume "$prev" run.seconds=$((S + ${RESUME_SECONDS_BEFORE:-$S})) run.threads=$th $rth run.keep_last=0 >/tmp/bcg-$name.log 2>&1 &
   else
-    $B train "$cfg" run.name=$name run.seconds=$S run.threads=$th run.out_dir=$R run.keep_last=0 $ovs $extra >/tmp/bcg-$name.log 2>&1 &
+    $rb train "$cfg" run.name=$name run.seconds=$S run.threads=$th run.out_dir=$R run.keep_last=0 $ovs $extra >/tmp/bcg-$name.log 2>&1 &
   fi
   pids="$pids $!"
   names="$names $name"
@@ -125,14 +143,14 @@ say "E_fixed in bcg ($ER episodes, $ES s window from the clip's start) of $(wc -
 ev() {
   local name=$1 it=$2 target=$3 flag=${4:-}
   local log=$E/$name.$it.txt
-  OMP_NUM_THREADS=1 $B eval "$target" $flag --sim bcg --runs $ER --seconds $ES --out - run.threads=1 run.device=cpu >"$log" 2>&1
+  OMP_NUM_THREADS=1 $(binof "$name") eval "$target" $flag --sim bcg --runs $ER --seconds $ES --out - run.threads=1 run.device=cpu >"$log" 2>&1
   awk -v n="$name" -v it="$it" '
     /^policy of / { for (i = 1; i <= NF; i++) { if ($i == "(iteration") { it2 = $(i+1); sub(",", "", it2) }
                                                 if ($i == "samples,") s = $(i-1); if ($i == "s" && $(i+1) == "of") w = $(i-1) } }
     /^bcg / { split($2, f, "/"); printf "%s %s %s %s %s %s %s %s %s\n", n, (it == "initial" ? 0 : it2), (it == "initial" ? 0 : s),
                      (it == "initial" ? 0 : w), $15, $17, $12, $9, f[1] "/" f[2] }' "$log"
 }
-export -f ev
+export -f ev binof
 export B E ER ES
 xargs -P "$NP" -L 1 bash -c 'ev "$@"' _ <"$jobs" >"$E/rows" 2>"$E/xargs.err"
 sort -k1,1 -k2,2n "$E/rows" >"$E/sorted"
@@ -162,10 +180,10 @@ tpids=""
 for name in $names; do
   d=$(ls -td $R/$name/*/ 2>/dev/null | head -n 1)
   [ -n "$d" ] || continue
-  OMP_NUM_THREADS=$H $B eval "$d" --runs 5 --seconds $ES run.device=cpu >/tmp/bcg-transfer-$name.log 2>&1 &
+  OMP_NUM_THREADS=$H $(binof "$name") eval "$d" --runs 5 --seconds $ES run.device=cpu >/tmp/bcg-transfer-$name.log 2>&1 &
   tpids="$tpids $!"
   # the checkpoint with the lowest E_fixed in bcg (MuJoCo plays no part in the choice), in both
-  [ -n "${SELECT_BEST:-}" ] && OMP_NUM_THREADS=1 $B eval "$d" --select-best --runs 5 --seconds $ES --out - run.device=cpu \
+  [ -n "${SELECT_BEST:-}" ] && OMP_NUM_THREADS=1 $(binof "$name") eval "$d" --select-best --runs 5 --seconds $ES --out - run.device=cpu \
     >/tmp/bcg-best-$name.log 2>&1 &
   tpids="$tpids $!"
 done
@@ -178,11 +196,14 @@ for name in $names; do
   [ -n "${SELECT_BEST:-}" ] && say "transfer evaluation of $name's best checkpoint in bcg" && cat /tmp/bcg-best-$name.log
   ls "$d"/checkpoints/ckpt_*.h5 | head -n -1 | xargs rm -f
 done
-# runs.tgz: every run's config.ini, log.h5 and eval.h5; policies.tgz: the final checkpoints
-# (for a later call's RESUME_TGZ: unpack both into one folder and tar it), left out when over
-# the 16 MiB a returned file may have
+# runs.tgz: every run's config.ini, log.h5 and eval.h5; policies-NAME.tgz: each run's final
+# checkpoint (for a later call's RESUME_TGZ: unpack them all into one folder and tar it), one
+# file per run so that a large one (PPO's) does not take the others with it; a file over the
+# 16 MiB a returned file may have is left out
 tar czf "$OUT/runs.tgz" -C "$R" --exclude=checkpoints . 2>/dev/null
-(cd "$R" && tar czf "$OUT/policies.tgz" */*/checkpoints) 2>/dev/null
-[ "$(stat -c %s "$OUT/policies.tgz")" -gt 16000000 ] && say "policies.tgz is $(stat -c %s "$OUT/policies.tgz") bytes: left out" &&
-  rm -f "$OUT/policies.tgz"
+for name in $names; do
+  (cd "$R" && tar czf "$OUT/policies-$name.tgz" $name/*/checkpoints) 2>/dev/null
+  sz=$(stat -c %s "$OUT/policies-$name.tgz" 2>/dev/null || echo 0)
+  [ "$sz" -gt 16000000 ] && say "policies-$name.tgz is $sz bytes: left out" && rm -f "$OUT/policies-$name.tgz"
+done
 say "done in $(($(date +%s) - T0)) s"
