@@ -33,6 +33,7 @@ struct bcg_cuda_sim {
   int async;
   int store_full; /* backward: the recompute stores the whole first-half workspace (ws_full) */
   int stack_vjp;  /* the per-thread stack was raised for the adjoint kernels' frames (reserve_stack) */
+  size_t bytes;   /* the batch's device memory */
   cudaStream_t st;
   /* device memory */
   bcg_mdata *m;
@@ -434,7 +435,7 @@ static int substep_bwd(bcg_cuda_sim *s, int n, const bcg_real *q, int qs, const 
                        const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, int bs, bcg_real *ab) {
   int nc = s->ncon, n3 = 3 * nc;
   if (!s->stack_vjp) {
-    if (reserve_stack(1, 0, s->errmsg, sizeof s->errmsg)) return -1;
+    if (reserve_stack(1, s->bytes, s->errmsg, sizeof s->errmsg)) return -1;
     s->stack_vjp = 1;
   }
   int rc = pre_and_contact(s, n, q, qs, u, us, a, NULL, s->store_full);
@@ -617,6 +618,7 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
   }
 #undef DALLOC
   /* the forward kernels' per-thread stack (the adjoints' at the first backward pass) */
+  s->bytes = total;
   if (e == cudaSuccess && reserve_stack(0, total, err, errlen)) {
     bcg_cuda_sim_free(s);
     return NULL;
