@@ -29,10 +29,27 @@
 #define MAX_FUT 16
 #define MAX_KEY 16
 
+#define RING 4 /* reference poses remembered per environment (ref_at) */
+
+/* Per-environment scratch. Two memos, both of pure functions, so a hit
+ * gives exactly what a recomputation would:
+ * - k, the robot's pose kinematics, is that of the state kq (robot_at): the
+ *   reward and the next observation of a control step read the same state;
+ * - kr, qr, ur hold the reference at time rt[rcur] (ref_at), and the ring
+ *   rbuf the last RING reference poses: with future = 1,2,3 a control step's
+ *   reward and two of its three future frames were computed at the step
+ *   before. From a ring entry only what the task reads of kr is restored
+ *   (o, R and p of every body, the root dofs' cdof; ring_len), the rest of
+ *   kr is stale then. */
 typedef struct ws {
   bcg_kin k, kr;
   tu_adj a;
   bcg_real qr[BCG_MAX_Q], ur[BCG_MAX_DOF];
+  bcg_real kq[BCG_MAX_Q]; /* the state of k (valid when kq_ok) */
+  int kq_ok;
+  double rt[RING];        /* the times of the ring's entries (valid where rok's bit is set) */
+  int rok, rnext, rcur;   /* valid entries (bits), the next to overwrite, the one in kr (-1: none) */
+  bcg_real *rbuf;         /* [RING][ring_len] */
 } ws;
 
 typedef struct imit {
@@ -46,7 +63,8 @@ typedef struct imit {
   double dt, w[5], sc[5], w_action, w_rate, w_self, w_limit, term_h, max_err;
   tu_self self;
   int nf, fut[MAX_FUT], nk, key[MAX_KEY];
-  ws *w_; /* [nenv] scratch (no state across calls) */
+  ws *w_;         /* [nenv] scratch (memos of pure functions only: no state across calls) */
+  bcg_real *ring; /* [nenv][RING][ring_len] the reference poses of ref_at */
   /* ADD */
   int add, track, adim;
   double add_w, add_scale;
@@ -55,6 +73,62 @@ typedef struct imit {
 } imit;
 
 enum { T_POS, T_ROT, T_JPOS, T_JVEL, T_ROOT };
+
+/* the reals of one ring entry: qr, ur, kr's o, R and p of every body, the root dofs' cdof */
+static size_t ring_len(const imit *s) {
+  return (size_t)s->nq + s->nv + 3 + 12 * (size_t)s->m->nbody + 6 * (size_t)s->L.nrdof;
+}
+
+/* copy w's reference (qr, ur, the read part of kr) to ring entry i (to = 1) or back (to = 0) */
+static void ring_copy(const imit *s, ws *w, int i, int to) {
+  bcg_real *d = w->rbuf + (size_t)i * ring_len(s);
+  int nb = s->m->nbody;
+#define RC(field, n)                                                  \
+  do {                                                                \
+    if (to) memcpy(d, (field), sizeof(bcg_real) * (size_t)(n));       \
+    else memcpy((field), d, sizeof(bcg_real) * (size_t)(n));          \
+    d += (n);                                                         \
+  } while (0)
+  RC(w->qr, s->nq);
+  RC(w->ur, s->nv);
+  RC(w->kr.o, 3);
+  RC(&w->kr.R[0][0], 9 * nb);
+  RC(&w->kr.p[0][0], 3 * nb);
+  RC(&w->kr.cdof[s->L.rdof0][0], 6 * s->L.nrdof);
+#undef RC
+}
+
+/* reference state at time t into w->qr, w->ur and its pose kinematics into
+ * w->kr, from the ring when it holds t */
+static void ref_at(const imit *s, ws *w, double t) {
+  if (w->rcur >= 0 && w->rt[w->rcur] == t) return;
+  for (int i = 0; i < RING; i++)
+    if ((w->rok >> i & 1) && w->rt[i] == t) {
+      ring_copy(s, w, i, 0);
+      w->rcur = i;
+      return;
+    }
+  double q[BCG_MAX_Q], u[BCG_MAX_DOF];
+  bcg_motion_state(&s->mo, s->m, t, s->loop, q, u);
+  for (int i = 0; i < s->nq; i++) w->qr[i] = (bcg_real)q[i];
+  for (int i = 0; i < s->nv; i++) w->ur[i] = (bcg_real)u[i];
+  bcg_kinematics_pose(s->m, w->qr, &w->kr);
+  int i = w->rnext;
+  w->rnext = (i + 1) % RING;
+  ring_copy(s, w, i, 1);
+  w->rt[i] = t;
+  w->rok |= 1 << i;
+  w->rcur = i;
+}
+
+/* the robot's pose kinematics at q into w->k, unless it holds them already */
+static void robot_at(const imit *s, ws *w, const bcg_real *q) {
+  if (w->kq_ok && !memcmp(w->kq, q, sizeof(bcg_real) * (size_t)s->nq)) return;
+  bcg_kinematics_pose(s->m, q, &w->k);
+  memcpy(w->kq, q, sizeof(bcg_real) * (size_t)s->nq);
+  w->kq_ok = 1;
+}
+
 
 /* the clip ([task] motion, its format, quaternion order, rate and segment),
  * with the loader's warnings logged */
@@ -116,7 +190,7 @@ static void check_clip_overlap(imit *s, const bcg_services *svc, const bcg_param
   for (int f = 0; f < s->mo.nframes; f++) {
     bcg_real qf[BCG_MAX_Q];
     for (int c = 0; c < s->nq; c++) qf[c] = (bcg_real)s->mo.qpos[(size_t)f * s->mo.nq + c];
-    bcg_kinematics(s->m, qf, &s->w_[0].k);
+    robot_at(s, &s->w_[0], qf);
     double pen = tu_self_penalty(&s->self, &s->w_[0].k, 0, NULL);
     if (pen > 0) nover++;
     if (pen > pmax) pmax = pen, worst = f;
@@ -192,9 +266,15 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
   s->pdim = tu_proprio_dim(&s->L, s->nu);
   s->odim = s->pdim + 3 * s->nk + s->nf * (9 + s->L.nj + 3 * s->nk);
   s->w_ = malloc(sizeof(ws) * s->nenv);
-  if (!s->w_) {
+  s->ring = malloc(sizeof(bcg_real) * RING * ring_len(s) * (size_t)s->nenv);
+  if (!s->w_ || !s->ring) {
     snprintf(err, errlen, "out of memory");
     goto fail;
+  }
+  for (int e = 0; e < s->nenv; e++) {
+    s->w_[e].kq_ok = s->w_[e].rok = s->w_[e].rnext = 0;
+    s->w_[e].rcur = -1;
+    s->w_[e].rbuf = s->ring + (size_t)e * RING * ring_len(s);
   }
   if (tu_self_set_margin(&s->self, s->m, svc->get_real(p, "self_margin"))) {
     snprintf(err, errlen, "out of memory");
@@ -215,21 +295,13 @@ static void destroy(void *p) {
   if (!s) return;
   bcg_motion_free(&s->mo);
   free(s->w_);
+  free(s->ring);
   if (s->add) add_free(&s->disc);
   free(s->delta), free(s->dbar), free(s->z), free(s->dz);
   free(s);
 }
 static int obs_dim(const void *p) { return ((const imit *)p)->odim; }
 static int act_dim(const void *p) { return ((const imit *)p)->nu; }
-
-/* reference state at time t into w->qr, w->ur and its kinematics into w->kr */
-static void ref_at(const imit *s, ws *w, double t) {
-  double q[BCG_MAX_Q], u[BCG_MAX_DOF];
-  bcg_motion_state(&s->mo, s->m, t, s->loop, q, u);
-  for (int i = 0; i < s->nq; i++) w->qr[i] = (bcg_real)q[i];
-  for (int i = 0; i < s->nv; i++) w->ur[i] = (bcg_real)u[i];
-  bcg_kinematics(s->m, w->qr, &w->kr);
-}
 
 static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bcg_task_clock *clk) {
   imit *s = p;
@@ -259,7 +331,7 @@ static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, b
   const bcg_mdata *m = s->m;
   bcg_kin *k = &w->k;
   int r = s->L.root, nj = s->L.nj;
-  bcg_kinematics(m, q, k);
+  robot_at(s, w, q);
   tu_proprio(&s->L, m, k, q, q + s->nq, pa, o);
   o += s->pdim;
   bcg_real Hi[9], d[3], pr[3];
@@ -308,7 +380,7 @@ static void observe_vjp_one(imit *s, int e, const bcg_real *q, bcg_task_clock c,
   bcg_kin *k = &w->k;
   tu_adj *A = &w->a;
   int r = s->L.root, nj = s->L.nj;
-  bcg_kinematics(m, q, k);
+  robot_at(s, w, q);
   tu_adj_zero(A);
   tu_proprio_vjp(&s->L, m, k, q + s->nq, ob, A, pab);
   ob += s->pdim;
@@ -483,7 +555,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     const bcg_real *q = x + (size_t)e * s->nx, *ae = a + (size_t)e * s->nu;
     const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
     double tau = clk[e].phase + clk[e].t * s->dt, err[5], et;
-    bcg_kinematics(s->m, q, &w->k);
+    robot_at(s, w, q);
     ref_at(s, w, tau);
     errors(s, w, q, q + s->nq, err, &et);
     double r = 0, aa = 0, da = 0;
@@ -522,7 +594,7 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
   const bcg_real *u = q + s->nq;
   int nb = m->nbody - 1, nj = s->L.nj, r = s->L.root;
   double err[5], et, c[5];
-  bcg_kinematics(m, q, k);
+  robot_at(s, w, q);
   ref_at(s, w, ck.phase + ck.t * s->dt);
   errors(s, w, q, u, err, &et);
   for (int i = 0; i < 5; i++) c[i] = s->track ? -g * s->w[i] * s->sc[i] * exp(-s->sc[i] * err[i]) : 0; /* dr/de_i */
@@ -574,7 +646,7 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     for (int e = 0; e < s->nenv; e++) {
       ws *w = &s->w_[e];
       const bcg_real *q = x + (size_t)e * s->nx;
-      bcg_kinematics(s->m, q, &w->k);
+      robot_at(s, w, q);
       ref_at(s, w, clk[e].phase + clk[e].t * s->dt);
       add_delta(s, w, q, q + s->nq, s->delta + (size_t)e * s->adim);
     }
@@ -662,7 +734,7 @@ static int tracking_error(void *p, const bcg_real *x, const bcg_task_clock *clk,
     ws *w = &s->w_[e];
     const bcg_real *q = x + (size_t)e * s->nx;
     double err[5], et;
-    bcg_kinematics(s->m, q, &w->k);
+    robot_at(s, w, q);
     ref_at(s, w, clk[e].phase + clk[e].t * s->dt);
     errors(s, w, q, q + s->nq, err, &et);
     out[e] = (bcg_real)et;

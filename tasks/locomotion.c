@@ -123,7 +123,7 @@ static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bc
     for (int d = 0; d < s->nv; d++) u[d] = s->noise * z[s->L.nj + d];
     if (s->zq >= 0 && m->has_floor && m->ncp > 0) {
       bcg_kin *k = &s->k[e];
-      bcg_kinematics(m, q, k);
+      bcg_kinematics_pose(m, q, k);
       bcg_real lo = 1e30;
       for (int c = 0; c < m->ncp; c++) {
         bcg_real pc[3];
@@ -144,7 +144,7 @@ static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < s->nenv; e++) {
     const bcg_real *q = x + (size_t)e * s->nx;
-    bcg_kinematics(s->m, q, &s->k[e]);
+    bcg_kinematics_pose(s->m, q, &s->k[e]);
     tu_proprio(&s->L, s->m, &s->k[e], q, q + s->nq, prev_a ? prev_a + (size_t)e * s->nu : NULL,
                obs + (size_t)e * s->odim);
   }
@@ -159,7 +159,7 @@ static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const
     const bcg_real *q = x + (size_t)e * s->nx;
     bcg_kin *k = &s->k[e];
     tu_adj *a = &s->adj[e];
-    bcg_kinematics(s->m, q, k);
+    bcg_kinematics_pose(s->m, q, k);
     tu_adj_zero(a);
     tu_proprio_vjp(&s->L, s->m, k, q + s->nq, ob + (size_t)e * s->odim, a, pab ? pab + (size_t)e * s->nu : NULL);
     tu_adj_finish(&s->L, s->m, k, a, xb + (size_t)e * 2 * s->nv);
@@ -202,7 +202,7 @@ static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real 
     const bcg_real *q = x + (size_t)e * s->nx, *u = q + s->nq, *ae = a + (size_t)e * s->nu;
     const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
     bcg_kin *k = &s->k[e];
-    bcg_kinematics(m, q, k);
+    bcg_kinematics_pose(m, q, k);
     bcg_real v[3], w[3];
     tu_root_vel(&s->L, k, u, v, w);
     double dv = v[0] - s->target, r = s->w_speed * exp(-s->speed_scale * dv * dv) + progress(s, v[0], NULL);
@@ -236,7 +236,7 @@ static int reward_vjp(void *p, const bcg_real *x, const bcg_real *a, const bcg_r
     bcg_kin *k = &s->k[e];
     tu_adj *A = &s->adj[e];
     bcg_real g = rb[e];
-    bcg_kinematics(m, q, k);
+    bcg_kinematics_pose(m, q, k);
     tu_adj_zero(A);
     bcg_real v[3], w[3], vb[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
     tu_root_vel(&s->L, k, u, v, w);

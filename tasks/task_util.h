@@ -281,8 +281,9 @@ static inline void tu_self_init(tu_self *S, const bcg_model *M) {
     S->pair[i][0] = M->sc_pair[i][0], S->pair[i][1] = M->sc_pair[i][1], S->pm[i] = 0;
 }
 
-BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_kin *k, int i, bcg_real *s, bcg_real *t, bcg_real E[4][3],
-                                 bcg_real L[4][3], bcg_real n[3]);
+BCG_HD void tu_self_ends(const tu_self *S, const bcg_kin *k, bcg_real (*L)[2][3], bcg_real (*E)[2][3]);
+BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_real (*E)[2][3], int i, bcg_real *s, bcg_real *t,
+                                 bcg_real n[3]);
 
 /* The penalty's margin: `margin` for every pair, but never more than the
  * pair's gap in the model's default pose (qpos0), so that pose is never
@@ -292,10 +293,12 @@ static inline int tu_self_set_margin(tu_self *S, const bcg_mdata *m, bcg_real ma
   S->margin = margin;
   bcg_kin *k = (bcg_kin *)malloc(sizeof *k);
   if (!k) return -1;
-  bcg_kinematics(m, m->qpos0, k);
+  bcg_kinematics_pose(m, m->qpos0, k);
+  bcg_real L[TU_MAX_SEG][2][3], E[TU_MAX_SEG][2][3];
+  tu_self_ends(S, k, L, E);
   for (int i = 0; i < S->npair; i++) {
-    bcg_real s, t, E[4][3], L[4][3], n[3];
-    bcg_real g = tu_self_pair_gap(S, k, i, &s, &t, E, L, n);
+    bcg_real s, t, n[3];
+    bcg_real g = tu_self_pair_gap(S, (const bcg_real(*)[2][3])E, i, &s, &t, n);
     S->pm[i] = g < 0 ? 0 : g < margin ? g : margin;
   }
   free(k);
@@ -310,38 +313,53 @@ static inline void tu_self_warn(const bcg_model *M, double w_self, const bcg_ser
                 "those are left out of it", M->path, M->sc_dropped, BCG_MAX_SC);
 }
 
-/* pair i at kinematics k: its surface gap d - r1 - r2, the closest points'
- * parameters s and t, the world endpoints E (A0 A1 B0 B1, relative to o),
- * their offsets L from the body origins and n = P - Q */
-BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_kin *k, int i, bcg_real *s, bcg_real *t, bcg_real E[4][3],
-                                 bcg_real L[4][3], bcg_real n[3]) {
-  int x = S->pair[i][0], y = S->pair[i][1], bx = S->body[x], by = S->body[y];
-  bcg_m3_mulv(L[0], k->R[bx], S->a[x]);
-  bcg_m3_mulv(L[1], k->R[bx], S->c[x]);
-  bcg_m3_mulv(L[2], k->R[by], S->a[y]);
-  bcg_m3_mulv(L[3], k->R[by], S->c[y]);
-  for (int q = 0; q < 3; q++) {
-    E[0][q] = L[0][q] + k->p[bx][q], E[1][q] = L[1][q] + k->p[bx][q];
-    E[2][q] = L[2][q] + k->p[by][q], E[3][q] = L[3][q] + k->p[by][q];
+/* every capsule's endpoints at kinematics k: L[c] their offsets from the
+ * body's origin (world axes), E[c] the points (relative to o) */
+BCG_HD void tu_self_ends(const tu_self *S, const bcg_kin *k, bcg_real (*L)[2][3], bcg_real (*E)[2][3]) {
+  for (int c = 0; c < S->nseg; c++) {
+    int b = S->body[c];
+    bcg_m3_mulv(L[c][0], k->R[b], S->a[c]);
+    bcg_m3_mulv(L[c][1], k->R[b], S->c[c]);
+    for (int q = 0; q < 3; q++) E[c][0][q] = L[c][0][q] + k->p[b][q], E[c][1][q] = L[c][1][q] + k->p[b][q];
   }
-  bcg_real P[3], Q[3];
-  bcg_seg_closest(E[0], E[1], E[2], E[3], s, t);
+}
+
+/* pair i from the endpoints E (tu_self_ends): its surface gap d - r1 - r2, the
+ * closest points' parameters s and t and n = P - Q */
+BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_real (*E)[2][3], int i, bcg_real *s, bcg_real *t,
+                                 bcg_real n[3]) {
+  int x = S->pair[i][0], y = S->pair[i][1];
+  bcg_seg_closest(E[x][0], E[x][1], E[y][0], E[y][1], s, t);
   for (int q = 0; q < 3; q++) {
-    P[q] = E[0][q] + *s * (E[1][q] - E[0][q]);
-    Q[q] = E[2][q] + *t * (E[3][q] - E[2][q]);
-    n[q] = P[q] - Q[q];
+    bcg_real P = E[x][0][q] + *s * (E[x][1][q] - E[x][0][q]), Q = E[y][0][q] + *t * (E[y][1][q] - E[y][0][q]);
+    n[q] = P - Q;
   }
   return sqrt(bcg_v3_dot(n, n)) - S->r[x] - S->r[y];
 }
 
 /* the penalty sum over pairs of max(0, r1 + r2 + margin_i - d)^2 at kinematics k (margin_i:
- * tu_self_set_margin); with A non-NULL, also A->pb / A->tb += g * its gradient */
+ * tu_self_set_margin); with A non-NULL, also A->pb / A->tb += g * its gradient. A pair
+ * whose bound on the gap (the capsules' midpoints' distance less their half lengths and
+ * radii; every point of a segment lies within half its length of its midpoint) clears
+ * its margin by more than a micrometre contributes nothing and is skipped unsolved:
+ * the same sum as solving every pair. */
 BCG_HD bcg_real tu_self_penalty(const tu_self *S, const bcg_kin *k, bcg_real g, tu_adj *A) {
+  bcg_real L[TU_MAX_SEG][2][3], E[TU_MAX_SEG][2][3], M[TU_MAX_SEG][3], h[TU_MAX_SEG];
+  tu_self_ends(S, k, L, E);
+  for (int c = 0; c < S->nseg; c++) {
+    bcg_real d[3];
+    for (int q = 0; q < 3; q++) M[c][q] = (bcg_real)0.5 * (E[c][0][q] + E[c][1][q]), d[q] = E[c][1][q] - E[c][0][q];
+    h[c] = (bcg_real)0.5 * sqrt(bcg_v3_dot(d, d));
+  }
   bcg_real tot = 0;
   for (int i = 0; i < S->npair; i++) {
     int x = S->pair[i][0], y = S->pair[i][1], bx = S->body[x], by = S->body[y];
-    bcg_real E[4][3], L[4][3], s, t, n[3];
-    bcg_real gap = tu_self_pair_gap(S, k, i, &s, &t, E, L, n);
+    bcg_real dm[3];
+    bcg_v3_sub(dm, M[x], M[y]);
+    bcg_real cm = sqrt(bcg_v3_dot(dm, dm));
+    if (cm - h[x] - h[y] - S->r[x] - S->r[y] - S->pm[i] > (bcg_real)1e-6 * (1 + cm)) continue;
+    bcg_real s, t, n[3];
+    bcg_real gap = tu_self_pair_gap(S, (const bcg_real(*)[2][3])E, i, &s, &t, n);
     bcg_real d = gap + S->r[x] + S->r[y], o = S->pm[i] - gap;
     if (o <= 0 || d < (bcg_real)1e-12) continue;
     tot += o * o;
@@ -349,9 +367,10 @@ BCG_HD bcg_real tu_self_penalty(const tu_self *S, const bcg_kin *k, bcg_real g, 
     bcg_real cf = -2 * o * g / d, w[4] = {(1 - s) * cf, s * cf, -(1 - t) * cf, -t * cf}; /* d d / d P = n / d */
     for (int e = 0; e < 4; e++) {
       int b = e < 2 ? bx : by;
+      const bcg_real *Le = L[e < 2 ? x : y][e & 1];
       bcg_real ge[3] = {w[e] * n[0], w[e] * n[1], w[e] * n[2]};
       for (int q = 0; q < 3; q++) A->pb[b][q] += ge[q];
-      bcg_v3_cross_add(A->tb[b], L[e], ge);
+      bcg_v3_cross_add(A->tb[b], Le, ge);
     }
   }
   return tot;

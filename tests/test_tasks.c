@@ -16,6 +16,7 @@
 #include "bcg/step.h"
 #include "../tasks/motion.h"
 #include "../tasks/add.h"
+#include "../tasks/task_util.h"
 #include "bcg/runlog.h"
 #include "bcg/train.h"
 #include "testutil.h"
@@ -1163,6 +1164,132 @@ static void test_imitation_self(void) {
   bcg_model_free(model);
 }
 
+/* The imitation task memoises the robot's kinematics per state and keeps the
+ * last reference poses per environment (a ring keyed by time): both must give
+ * exactly what a recomputation gives. Instance A runs a rollout in the
+ * learner's order (reward, then the next observation, of each state), where
+ * the reward's frame and two future frames come from the ring; instance B
+ * runs the same calls with other queries in between (other states, times 7
+ * steps apart, evaluation's tracking error) that overwrite every memo, so B
+ * always recomputes. Observations, rewards, flags and tracking errors agree
+ * bit for bit. The dance clip turns its root (humanoid run.csv keeps the
+ * root's orientation for seconds, where a stale root cdof would not show). */
+static void test_imitation_memo(void) {
+  inst A, B;
+  char lines[1024];
+  snprintf(lines, sizeof lines,
+           "plugin = imitation\nmotion = %s\nloop = true\nw_self = 100\nself_margin = 0.05\nw_limit = 10\n"
+           "future = 1,2,3\n", motion_file("dance.csv"));
+  int ra = inst_make(&A, HUMANOID, lines, 4), rb = inst_make(&B, HUMANOID, lines, 4);
+  if (ra || rb) fprintf(stderr, "%s%s\n", A.err, B.err);
+  CU_ASSERT_FATAL(!ra && !rb);
+  int n = 4, nx = A.env->nx, nv = A.env->nv, nu = A.env->nu, od = A.ops->obs_dim(A.task), envs[4] = {0, 1, 2, 3};
+  bcg_task_clock ca[4], cb[4], co[4];
+  bcg_real *x = calloc((size_t)n * nx, sizeof *x), *xo = calloc((size_t)n * nx, sizeof *x);
+  bcg_real *a = calloc((size_t)n * nu, sizeof *a), *oa = calloc((size_t)n * od, sizeof *a);
+  bcg_real *ob = calloc((size_t)n * od, sizeof *a), *junk = calloc((size_t)n * od, sizeof *a);
+  bcg_real rwa[4], rwb[4], ta[4], tb[4], tj[4];
+  int da[4], db[4], dj[4], same = 1, steps = 0;
+  A.ops->reset(A.task, envs, n, 3, x, ca);
+  B.ops->reset(B.task, envs, n, 3, x, cb);
+  CU_ASSERT(!memcmp(ca, cb, sizeof ca));
+  for (int k = 0; k < 12; k++) {
+    /* the next state: the reference's neighbourhood, perturbed */
+    for (int e = 0; e < n; e++) {
+      bcg_real dq[BCG_MAX_DOF], du[BCG_MAX_DOF], y[BCG_MAX_Q + BCG_MAX_DOF];
+      for (int d = 0; d < nv; d++) dq[d] = 0.02 * nrand(), du[d] = 0.2 * nrand();
+      bcg_env_perturb(A.env, x + e * nx, dq, du, y);
+      memcpy(x + e * nx, y, sizeof(bcg_real) * nx);
+      for (int d = 0; d < nv; d++) dq[d] = 0.3 * nrand(), du[d] = nrand();
+      bcg_env_perturb(A.env, x + e * nx, dq, du, xo + e * nx);
+      for (int i = 0; i < nu; i++) a[e * nu + i] = 0.3 * nrand();
+      ca[e].t = cb[e].t = k + 1;
+      co[e] = ca[e];
+      co[e].t = k + 8;
+    }
+    A.ops->reward(A.task, x, a, NULL, ca, rwa, da);
+    A.ops->observe(A.task, x, a, ca, oa);
+    A.ops->tracking_error(A.task, x, ca, ta);
+    B.ops->observe(B.task, xo, a, co, junk); /* other state, 4 other times: every memo overwritten */
+    B.ops->tracking_error(B.task, xo, co, tj);
+    B.ops->reward(B.task, x, a, NULL, cb, rwb, db);
+    B.ops->reward(B.task, xo, a, NULL, co, tj, dj);
+    B.ops->observe(B.task, xo, a, co, junk);
+    B.ops->observe(B.task, x, a, cb, ob);
+    B.ops->observe(B.task, xo, a, co, junk);
+    B.ops->tracking_error(B.task, x, cb, tb);
+    same &= !memcmp(rwa, rwb, sizeof rwa) && !memcmp(da, db, sizeof da) && !memcmp(oa, ob, sizeof(bcg_real) * n * od) &&
+            !memcmp(ta, tb, sizeof ta);
+    steps++;
+  }
+  if (!same) fprintf(stderr, "imitation memo: A and B differ\n");
+  CU_ASSERT(same);
+  CU_ASSERT_EQUAL(steps, 12);
+  free(x), free(xo), free(a), free(oa), free(ob), free(junk);
+  inst_free(&A);
+  inst_free(&B);
+}
+
+/* the self-collision penalty skips pairs whose midpoint bound clears the
+ * margin: its value and gradient equal, exactly, every pair solved, on poses
+ * that bring limbs together and on the default pose (the G1 where present:
+ * 50-odd capsules) */
+static void test_self_penalty_bound(void) {
+  const char *models[2] = {HUMANOID, "../shared/robots/unitree_g1/scene_29dof.xml"};
+  int ran = 0;
+  for (int mi = 0; mi < 2; mi++) {
+    char mp[1024];
+    if (mi && access(repo_path(models[mi], mp, sizeof mp), R_OK)) continue;
+    bcg_model *model = load_model(models[mi]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+    const bcg_mdata *m = &model->m;
+    tu_self *S = malloc(sizeof *S);
+    bcg_kin *k = malloc(sizeof *k);
+    tu_adj *P = malloc(sizeof *P), *Q = malloc(sizeof *Q);
+    tu_self_init(S, model);
+    CU_ASSERT_FATAL(tu_self_set_margin(S, m, 0.03) == 0);
+    int hits = 0, bad = 0;
+    for (int trial = 0; trial < 200; trial++) {
+      bcg_real q[BCG_MAX_Q];
+      memcpy(q, m->qpos0, sizeof(bcg_real) * m->nq);
+      if (trial)
+        for (int j = 0; j < m->njnt; j++)
+          if (m->jnt_type[j] == BCG_JNT_HINGE) q[m->jnt_qposadr[j]] += (trial < 100 ? 0.3 : 1.2) * nrand();
+      bcg_kinematics_pose(m, q, k);
+      tu_adj_zero(P);
+      tu_adj_zero(Q);
+      bcg_real v = tu_self_penalty(S, k, 0.7, P);
+      /* every pair solved */
+      bcg_real L[TU_MAX_SEG][2][3], E[TU_MAX_SEG][2][3], w = 0;
+      tu_self_ends(S, k, L, E);
+      for (int i = 0; i < S->npair; i++) {
+        int x = S->pair[i][0], y = S->pair[i][1];
+        bcg_real s, t, nn[3];
+        bcg_real gap = tu_self_pair_gap(S, (const bcg_real(*)[2][3])E, i, &s, &t, nn);
+        bcg_real d = gap + S->r[x] + S->r[y], o = S->pm[i] - gap;
+        if (o <= 0 || d < (bcg_real)1e-12) continue;
+        w += o * o;
+        bcg_real cf = -2 * o * (bcg_real)0.7 / d, wt[4] = {(1 - s) * cf, s * cf, -(1 - t) * cf, -t * cf};
+        for (int e = 0; e < 4; e++) {
+          int b = S->body[e < 2 ? x : y];
+          bcg_real ge[3] = {wt[e] * nn[0], wt[e] * nn[1], wt[e] * nn[2]};
+          for (int c = 0; c < 3; c++) Q->pb[b][c] += ge[c];
+          bcg_v3_cross_add(Q->tb[b], L[e < 2 ? x : y][e & 1], ge);
+        }
+      }
+      hits += v > 0;
+      bad += v != w || memcmp(P->pb, Q->pb, sizeof P->pb) || memcmp(P->tb, Q->tb, sizeof P->tb);
+    }
+    if (bad) fprintf(stderr, "self penalty bound (%s): %d of 200 poses differ\n", models[mi], bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(hits > 20); /* the poses do bring capsules within the margin */
+    free(S), free(k), free(P), free(Q);
+    bcg_model_free(model);
+    ran++;
+  }
+  CU_ASSERT(ran >= 1);
+}
+
 /* the action-rate penalty: w |a - prev_a|^2 off the replayed reference's
  * maximal reward 1, zero for a repeated action, |a|^2 with prev_a = NULL */
 static void test_action_rate(void) {
@@ -1846,6 +1973,7 @@ BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_m
           {"hdf5_attributes", test_hdf5_attributes}, {"motion_declared_sizes", test_motion_declared_sizes},
           {"motion_messages_one_line", test_motion_messages_one_line},
           {"interpolation", test_interpolation}, {"replay", test_replay}, {"reference_qpos", test_reference_qpos}, {"imitation_vjp", test_imitation_vjp}, {"imitation_self", test_imitation_self},
+          {"imitation_memo", test_imitation_memo}, {"self_penalty_bound", test_self_penalty_bound},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},
           {"termination", test_termination}, {"shipped_motions", test_shipped_motions},

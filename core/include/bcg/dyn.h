@@ -48,7 +48,11 @@ BCG_HD int bcg_has_free_root(const bcg_mdata *m) {
   return m->nbody > 1 && m->body_jntnum[1] > 0 && m->jnt_type[m->body_jntadr[1]] == BCG_JNT_FREE;
 }
 
-BCG_HD void bcg_kinematics(const bcg_mdata *m, const bcg_real *q, bcg_kin *k) {
+/* The pose part of the kinematics: o, R, p, cdof and anchor (what the
+ * tasks and bcg_kinematics_vjp read); bcg_kinematics adds the bodies' mass
+ * properties (com, Ic, h, Ib) with bcg_kinematics_massprops, the same
+ * operations as one pass. */
+BCG_HD void bcg_kinematics_pose(const bcg_mdata *m, const bcg_real *q, bcg_kin *k) {
   if (bcg_has_free_root(m)) {
     int a = m->jnt_qposadr[m->body_jntadr[1]];
     k->o[0] = q[a]; k->o[1] = q[a + 1]; k->o[2] = q[a + 2];
@@ -129,7 +133,13 @@ BCG_HD void bcg_kinematics(const bcg_mdata *m, const bcg_real *q, bcg_kin *k) {
     }
     for (int i = 0; i < 9; i++) k->R[b][i] = R[i];
     bcg_v3_copy(k->p[b], p);
-    /* mass properties in world axes */
+  }
+}
+
+/* the bodies' mass properties in world axes about o, from the pose part */
+BCG_HD void bcg_kinematics_massprops(const bcg_mdata *m, bcg_kin *k) {
+  for (int b = 1; b < m->nbody; b++) {
+    const bcg_real *R = k->R[b], *p = k->p[b];
     bcg_real mass = m->body_mass[b], Ri[9], Rw[9], D[9] = {0};
     bcg_quat2mat(Ri, m->body_iquat[b]);
     bcg_m3_mul(Rw, R, Ri);
@@ -146,6 +156,11 @@ BCG_HD void bcg_kinematics(const bcg_mdata *m, const bcg_real *q, bcg_kin *k) {
       for (int j2 = 0; j2 < 3; j2++)
         k->Ib[b][3 * i + j2] = k->Ic[b][3 * i + j2] + mass * ((i == j2 ? cc : 0) - c[i] * c[j2]);
   }
+}
+
+BCG_HD void bcg_kinematics(const bcg_mdata *m, const bcg_real *q, bcg_kin *k) {
+  bcg_kinematics_pose(m, q, k);
+  bcg_kinematics_massprops(m, k);
 }
 
 /* Pose adjoints produced by the body mass properties: given hb (adjoint of
