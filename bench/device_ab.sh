@@ -30,7 +30,7 @@ export TMPDIR=$(mktemp -d /tmp/bcg-nvcc.XXXXXX)
 B=/tmp/bcg-ab-base
 rm -rf $B
 git worktree add -f $B "$BASE" >/dev/null 2>&1 || { say "cannot check out $BASE"; exit 2; }
-BC=$(git -C $B log --oneline -1 | cut -c1-70)
+BC=$(git -C $B log -1 --format=%h)
 ln -sfn "$PWD/deps" $B/deps
 [ -d data ] && ln -sfn "$PWD/data" $B/data
 say "build new (working tree) and base ($BC), REAL=$REAL CUDA=${CUDA:-1}"
