@@ -6,6 +6,11 @@
 #include <ctype.h>
 #include <math.h>
 #include <omp.h>
+
+/* row-wise helpers (normaliser, batched Gaussian) run on the OpenMP threads
+ * from this many elements on; each row or dimension stays on one thread, so
+ * results do not depend on the thread count */
+#define BCG_NN_PAR_MIN 16384
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,9 +37,14 @@
  * OpenMP threads instead: C's rows (or its columns, when it has more of them)
  * in contiguous blocks, one single-threaded GEMM per block. Each element of C
  * is still one dot product over K in OpenBLAS's order, so the result does not
- * depend on the split (and a given thread count gives the same bits every
- * time). Inside a parallel region a GEMM stays on its thread. */
+ * depend on the split, provided the blocks start at multiples of NN_ALIGN:
+ * OpenBLAS's kernels work on tiles of up to 16 (double) or 32 (float) rows
+ * or columns and treat a block's last, partial tile with other instructions,
+ * which round differently (8192 rows in 3 unaligned blocks changed 46 of
+ * 262 144 elements; aligned, none). Inside a parallel region a GEMM stays on
+ * its thread. */
 #define NN_PAR_MIN (1 << 18)
+#define NN_ALIGN 32
 
 void openblas_set_num_threads(int n); /* libopenblas */
 static int blas_single; /* OpenBLAS set to one thread */
@@ -52,7 +62,7 @@ static void nn_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
    * nesting is allowed there, else this thread alone */
   int nt = omp_get_active_level() < omp_get_max_active_levels() ? omp_get_max_threads() : 1;
   if (nt > work / NN_PAR_MIN) nt = (int)(work / NN_PAR_MIN);
-  if (nt > D / 4) nt = D / 4; /* blocks of at least 4 rows or columns */
+  if (nt > D / NN_ALIGN) nt = D / NN_ALIGN; /* blocks of at least NN_ALIGN rows or columns */
   if (nt <= 1) {
     BCG_GEMM(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
@@ -60,7 +70,8 @@ static void nn_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), n = omp_get_num_threads();
-    int lo = (int)((long)D * t / n), hi = (int)((long)D * (t + 1) / n);
+    int lo = (int)((long)D * t / n) / NN_ALIGN * NN_ALIGN;
+    int hi = t == n - 1 ? D : (int)((long)D * (t + 1) / n) / NN_ALIGN * NN_ALIGN;
     if (hi > lo) {
       if (split_rows) /* op(A) rows lo..hi: A's rows (NoTrans) or columns (Trans) */
         BCG_GEMM(CblasRowMajor, ta, tb, hi - lo, N, K, alpha, ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo,
@@ -593,6 +604,8 @@ int bcg_normalizer_update(bcg_normalizer *nz, const bcg_real *x, int batch) {
   if (batch == 0) return BCG_NN_OK;
   int d = nz->dim;
   double nb = (double)batch, na = nz->count, tot = na + nb;
+  /* each dimension by one thread, in the same order: the same sums for any thread count */
+#pragma omp parallel for schedule(static) if ((size_t)batch * d >= BCG_NN_PAR_MIN)
   for (int i = 0; i < d; i++) {
     double bm = 0, bv = 0; /* two passes over the batch */
     for (int s = 0; s < batch; s++) bm += (double)x[(size_t)s * d + i];
@@ -612,6 +625,7 @@ int bcg_normalizer_update(bcg_normalizer *nz, const bcg_real *x, int batch) {
 }
 
 void bcg_normalizer_apply(const bcg_normalizer *nz, const bcg_real *x, int batch, bcg_real *y) {
+#pragma omp parallel for schedule(static) if ((size_t)batch * nz->dim >= BCG_NN_PAR_MIN)
   for (int s = 0; s < batch; s++) {
     size_t o = (size_t)s * nz->dim;
     bcg_norm_apply(nz->dim, nz->mean, nz->var, nz->var_eps, nz->clip, x + o, y + o);
@@ -620,6 +634,7 @@ void bcg_normalizer_apply(const bcg_normalizer *nz, const bcg_real *x, int batch
 
 void bcg_normalizer_vjp(const bcg_normalizer *nz, const bcg_real *x, const bcg_real *dy, int batch,
                         bcg_real *dx) {
+#pragma omp parallel for schedule(static) if ((size_t)batch * nz->dim >= BCG_NN_PAR_MIN)
   for (int s = 0; s < batch; s++) {
     size_t o = (size_t)s * nz->dim;
     bcg_norm_apply_vjp(nz->dim, nz->mean, nz->var, nz->var_eps, nz->clip, x + o, dy + o, dx + o);
@@ -630,6 +645,7 @@ void bcg_normalizer_vjp(const bcg_normalizer *nz, const bcg_real *x, const bcg_r
 
 void bcg_gauss_sample_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
                             const bcg_real *eps, bcg_real *a) {
+#pragma omp parallel for schedule(static) if ((size_t)batch * n >= BCG_NN_PAR_MIN)
   for (int s = 0; s < batch; s++) {
     size_t o = (size_t)s * n;
     bcg_gauss_sample(n, mu + o, ls, eps + o, a + o);
@@ -646,6 +662,7 @@ void bcg_gauss_sample_vjp_batch(int batch, int n, const bcg_real *ls, const bcg_
 
 void bcg_gauss_logprob_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
                              const bcg_real *a, bcg_real *lp) {
+#pragma omp parallel for schedule(static) if ((size_t)batch * n >= BCG_NN_PAR_MIN)
   for (int s = 0; s < batch; s++) {
     size_t o = (size_t)s * n;
     lp[s] = bcg_gauss_logprob(n, mu + o, ls, a + o);

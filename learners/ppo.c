@@ -189,11 +189,13 @@ static int rollout(ppo *s, lu_sums *sum) {
     normalise(s, s->obs, N, O);
     if (bcg_mlp_forward(&s->actor, NULL, O, N, MUt) || bcg_mlp_forward(&s->critic, NULL, O, N, s->V + (size_t)t * N))
       return -1;
+#pragma omp parallel for schedule(static) if (N >= 256)
     for (int e = 0; e < N; e++)
       bcg_rng_fill_normal(s->eps + (size_t)e * nu, nu, s->tr->seed, BCG_RNG_ACTION, (uint32_t)e, (uint32_t)s->step);
     s->step++;
     bcg_gauss_sample_batch(N, nu, MUt, ls, s->eps, Ac);
     bcg_gauss_logprob_batch(N, nu, MUt, ls, Ac, s->LP + (size_t)t * N);
+#pragma omp parallel for schedule(static) if (N >= 256)
     for (int i = 0; i < N * nu; i++) s->env_a[i] = s->squash ? tanh(Ac[i]) : Ac[i];
     if (s->est_ops->forward(s->est, t, s->x, s->env_a, s->xn)) return -1;
     for (int e = 0; e < N; e++) s->clk[e].t++;
@@ -282,6 +284,7 @@ static int advantages(ppo *s) {
 static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, double *gn_out) {
   int nu = s->nu, od = s->od;
   const bcg_real *ls = s->actor.extra_params;
+#pragma omp parallel for schedule(static) if (n >= 256)
   for (int i = 0; i < n; i++) {
     int src = s->perm[b0 + i];
     memcpy(s->mbo + (size_t)i * od, s->OBS + (size_t)src * od, sizeof(bcg_real) * od);

@@ -129,7 +129,6 @@ static void robot_at(const imit *s, ws *w, const bcg_real *q) {
   w->kq_ok = 1;
 }
 
-
 /* the clip ([task] motion, its format, quaternion order, rate and segment),
  * with the loader's warnings logged */
 static int load_motion(imit *s, const bcg_services *svc, const bcg_params *p, char *err, size_t errlen) {
