@@ -7,7 +7,9 @@
 #   run(command="BCG_DEBS=build-debs-min bash bench/device_g1.sh", carry=["build-debs-min", "deps", "data"])
 #   (build-debs-min: the iniparser and CUnit packages of build-debs, which the CUDA image
 #   lacks; all of build-debs with data/ is over the 64 MiB a call may carry)
-#   (the next call: RESUME_TGZ=<runs+policies of this one> bash bench/device_g1.sh)
+#   The next call continues the runs: unpack this call's runs.tgz and every
+#   policies-NAME.tgz into one folder, tar it into a carried path, and pass
+#   RESUME_TGZ=that.tgz (device_train.sh).
 #
 # data/ holds the G1 and the LAFAN1 clips as docs/g1.md section 1 says.
 # Default runs: PPO on the jump segment on the GPU (the float build: the double
