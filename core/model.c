@@ -579,18 +579,13 @@ static void fit_capsule(const mjtNum (*P)[3], int n, mjtNum a[3], mjtNum b[3], m
   for (int i = 0; i < 3; i++) a[i] = mean[i] + (mid - hl) * ax[i], b[i] = mean[i] + (mid + hl) * ax[i];
 }
 
-/* closest distance between segments p0-p1 and q0-q1 (the closed form with
- * the parameters clamped to the segments; once per pair at load time) */
-/* the distance of two segments (bcg_seg_closest, the closed form the
- * self-collision penalty uses) */
+/* the distance of two segments, W = A0 A1 B0 B1 (bcg_seg_nearest, the closed
+ * form the self-collision penalty uses; once per pair at load time) */
 static double seg_dist(const mjtNum W[4][3]) {
-  bcg_real E[4][3], s, t, P[3], Q[3];
+  bcg_real E[4][3], s, t, n[3];
   for (int i = 0; i < 4; i++)
     for (int q = 0; q < 3; q++) E[i][q] = (bcg_real)W[i][q];
-  bcg_seg_closest(E[0], E[1], E[2], E[3], &s, &t);
-  for (int q = 0; q < 3; q++) P[q] = E[0][q] + s * (E[1][q] - E[0][q]), Q[q] = E[2][q] + t * (E[3][q] - E[2][q]);
-  bcg_v3_sub(P, P, Q);
-  return sqrt((double)bcg_v3_dot(P, P));
+  return (double)bcg_seg_nearest(E[0], E[1], E[2], E[3], &s, &t, n);
 }
 
 /* Whether MuJoCo's collision filters let geoms g1 and g2 of different

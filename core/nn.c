@@ -6,11 +6,6 @@
 #include <ctype.h>
 #include <math.h>
 #include <omp.h>
-
-/* row-wise helpers (normaliser, batched Gaussian) run on the OpenMP threads
- * from this many elements on; each row or dimension stays on one thread, so
- * results do not depend on the thread count */
-#define BCG_NN_PAR_MIN 16384
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +40,11 @@
  * its thread. */
 #define NN_PAR_MIN (1 << 18)
 #define NN_ALIGN 32
+
+/* row-wise helpers (normaliser, batched Gaussian) run on the OpenMP threads
+ * from this many elements on; each row or dimension stays on one thread, so
+ * results do not depend on the thread count */
+#define BCG_NN_PAR_MIN 16384
 
 void openblas_set_num_threads(int n); /* libopenblas */
 static int blas_single; /* OpenBLAS set to one thread */

@@ -63,7 +63,7 @@ typedef struct imit {
   double dt, w[5], sc[5], w_action, w_rate, w_self, w_limit, term_h, max_err;
   tu_self self;
   int nf, fut[MAX_FUT], nk, key[MAX_KEY];
-  ws *w_;         /* [nenv] scratch (memos of pure functions only: no state across calls) */
+  ws *w_;         /* [nenv] scratch; what it keeps across calls are memos of pure functions (ws) */
   bcg_real *ring; /* [nenv][RING][ring_len] the reference poses of ref_at */
   /* ADD */
   int add, track, adim;

@@ -329,12 +329,7 @@ BCG_HD void tu_self_ends(const tu_self *S, const bcg_kin *k, bcg_real (*L)[2][3]
 BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_real (*E)[2][3], int i, bcg_real *s, bcg_real *t,
                                  bcg_real n[3]) {
   int x = S->pair[i][0], y = S->pair[i][1];
-  bcg_seg_closest(E[x][0], E[x][1], E[y][0], E[y][1], s, t);
-  for (int q = 0; q < 3; q++) {
-    bcg_real P = E[x][0][q] + *s * (E[x][1][q] - E[x][0][q]), Q = E[y][0][q] + *t * (E[y][1][q] - E[y][0][q]);
-    n[q] = P - Q;
-  }
-  return sqrt(bcg_v3_dot(n, n)) - S->r[x] - S->r[y];
+  return bcg_seg_nearest(E[x][0], E[x][1], E[y][0], E[y][1], s, t, n) - S->r[x] - S->r[y];
 }
 
 /* the penalty sum over pairs of max(0, r1 + r2 + margin_i - d)^2 at kinematics k (margin_i:

@@ -402,6 +402,18 @@ static int rw_dset(const char *file, const char *name, double *x, size_t n, int 
   return rc;
 }
 
+/* the whole dataset NAME of FILE (malloc'd) and its length in *n; NULL when
+ * the file or the dataset cannot be read */
+static double *read_dset(const char *file, const char *name, long *n) {
+  hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return NULL;
+  *n = bcg_h5_length(f, name);
+  H5Fclose(f);
+  double *x = *n > 0 ? malloc(sizeof(double) * (size_t)*n) : NULL;
+  if (x && rw_dset(file, name, x, (size_t)*n, 0)) free(x), x = NULL;
+  return x;
+}
+
 /* resume dir (latest checkpoint ckpt1) for one iteration with the actor's
  * parameters th written into ckpt1; returns that iteration's actor loss and
  * removes the checkpoint it wrote (ckpt2), so that ckpt1 is the latest again */
@@ -588,15 +600,11 @@ static void test_shac_critics_threads(void) {
       for (int k = 0; k < 3; k++) {
         char name[64];
         snprintf(name, sizeof name, "learner/critic%d/params", k);
-        if (!np) {
-          hid_t f = H5Fopen(ck, H5F_ACC_RDONLY, H5P_DEFAULT);
-          CU_ASSERT_FATAL(f >= 0);
-          np = bcg_h5_length(f, name);
-          H5Fclose(f);
-          CU_ASSERT_FATAL(np > 10);
-        }
-        double *x = malloc(sizeof(double) * np);
-        CU_ASSERT_EQUAL_FATAL(rw_dset(ck, name, x, np, 0), 0);
+        long nk = 0;
+        double *x = read_dset(ck, name, &nk);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+        if (!np) np = nk;
+        CU_ASSERT_FATAL(np > 10 && nk == np);
         if (thr == 1) {
           ref[k] = x;
         } else {
@@ -641,15 +649,11 @@ static void test_ppo_threads(void) {
     CU_ASSERT_EQUAL(r.iterations, 2);
     snprintf(ck, sizeof ck, "%s/checkpoints/ckpt_000000002.h5", dir);
     for (int k = 0; k < 4; k++) {
-      if (!len[k]) {
-        hid_t f = H5Fopen(ck, H5F_ACC_RDONLY, H5P_DEFAULT);
-        CU_ASSERT_FATAL(f >= 0);
-        len[k] = bcg_h5_length(f, names[k]);
-        H5Fclose(f);
-        CU_ASSERT_FATAL(len[k] > 0);
-      }
-      double *x = malloc(sizeof(double) * len[k]);
-      CU_ASSERT_EQUAL_FATAL(rw_dset(ck, names[k], x, len[k], 0), 0);
+      long nk = 0;
+      double *x = read_dset(ck, names[k], &nk);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+      if (!len[k]) len[k] = nk;
+      CU_ASSERT_FATAL(len[k] > 0 && nk == len[k]);
       if (thr == 1) ref[k] = x;
       else {
         if (memcmp(x, ref[k], sizeof(double) * len[k])) fprintf(stderr, "ppo threads %d: %s differs\n", thr, names[k]);

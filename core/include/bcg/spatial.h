@@ -218,4 +218,13 @@ BCG_HD void bcg_seg_closest(const bcg_real *A0, const bcg_real *A1, const bcg_re
   if (*t > 1) *t = 1;
 }
 
+/* the closest points of two segments (bcg_seg_closest): their parameters s
+ * and t, n = P - Q; returns the distance |n| */
+BCG_HD bcg_real bcg_seg_nearest(const bcg_real *A0, const bcg_real *A1, const bcg_real *B0, const bcg_real *B1,
+                                bcg_real *s, bcg_real *t, bcg_real n[3]) {
+  bcg_seg_closest(A0, A1, B0, B1, s, t);
+  for (int q = 0; q < 3; q++) n[q] = (A0[q] + *s * (A1[q] - A0[q])) - (B0[q] + *t * (B1[q] - B0[q]));
+  return sqrt(bcg_v3_dot(n, n));
+}
+
 #endif
