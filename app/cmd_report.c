@@ -18,13 +18,15 @@
  * --runs: one row per run instead (its plugins, first -> last and best
  * return, ...). --plots OUTDIR: learning curves of the groups as PNG files,
  * drawn by bcg_plots.py (python3 with matplotlib and h5py) found next to
- * the bcg executable or in ../share/bcg.
+ * the bcg executable or in ../share/bcg; the interpreter is $BCG_PYTHON, else
+ * the first of python3 on PATH and /usr/bin/python3 that has those modules.
  *
  * A run whose log cannot be read is listed with the reason, and the exit
  * status is then 1. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <iniparser/iniparser.h>
 #include <limits.h>
@@ -760,6 +762,43 @@ static int find_plots_script(char *out, size_t len) {
   return -1;
 }
 
+/* 1 when interpreter py runs and imports the script's modules (its output discarded) */
+static int python_has_modules(const char *py) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return 0;
+  if (pid == 0) {
+    int dn = open("/dev/null", O_RDWR);
+    if (dn >= 0) {
+      dup2(dn, 0);
+      dup2(dn, 1);
+      dup2(dn, 2);
+    }
+    execlp(py, py, "-c", "import matplotlib, numpy, h5py", (char *)NULL);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* The interpreter for bcg_plots.py: $BCG_PYTHON when set; else the first of
+ * python3 on PATH and the system's /usr/bin/python3 (where `make deps`
+ * installs Debian's python3-matplotlib and python3-h5py) that imports
+ * matplotlib, numpy and h5py, so a python3 earlier on PATH without them (a
+ * pyenv or virtualenv one) does not hide the packaged modules. When neither
+ * has them, python3: the script then names what is missing. */
+static const char *plots_python(void) {
+  const char *py = getenv("BCG_PYTHON");
+  if (py && *py) return py;
+  static const char *const cand[] = {"python3", "/usr/bin/python3"};
+  for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
+    if (python_has_modules(cand[i])) return cand[i];
+  return cand[0];
+}
+
 /* the groups go to the script's stdin: "group<TAB>label" then "run<TAB>dir" lines */
 static int plots(const rows *R, const groups *G, const char *outdir) {
   char script[PATH_MAX + 64];
@@ -767,8 +806,7 @@ static int plots(const rows *R, const groups *G, const char *outdir) {
     return bcg_cli_error("report --plots: bcg_plots.py is neither next to the bcg executable (%s) nor in its "
                          "../share/bcg (make builds it into the build folder, make install into PREFIX/share/bcg)",
                          script);
-  const char *py = getenv("BCG_PYTHON");
-  if (!py || !*py) py = "python3";
+  const char *py = plots_python();
   int fd[2];
   if (pipe(fd)) return bcg_cli_error("report --plots: pipe: %s", strerror(errno));
   fflush(stdout);

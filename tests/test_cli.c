@@ -408,6 +408,29 @@ static void test_report_plots(void) {
     CU_ASSERT_EQUAL(w, 700);
     CU_ASSERT_EQUAL(ht, 450);
   }
+  /* a python3 first on PATH without the modules (a pyenv or virtualenv
+   * one) does not hide the system's, where make deps installed them */
+  if (access("/usr/bin/python3", X_OK) == 0) {
+    char fake[700], fpy[800], path[8192];
+    snprintf(fake, sizeof fake, "%s/fakepy", tmpdir);
+    mkdir(fake, 0755);
+    snprintf(fpy, sizeof fpy, "%s/python3", fake);
+    FILE *fp = fopen(fpy, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+    fputs("#!/bin/sh\necho 'No module named matplotlib' >&2\nexit 1\n", fp);
+    fclose(fp);
+    chmod(fpy, 0755);
+    const char *old = getenv("PATH");
+    char *saved = strdup(old ? old : "");
+    snprintf(path, sizeof path, "%s:%s", fake, saved);
+    setenv("PATH", path, 1);
+    snprintf(fpy, sizeof fpy, "%s/return_vs_samples.png", plots);
+    remove(fpy);
+    CU_ASSERT_EQUAL(run("report %s --plots %s", fixture_root, plots), 0);
+    CU_ASSERT_EQUAL(access(fpy, R_OK), 0);
+    setenv("PATH", saved, 1);
+    free(saved);
+  }
   setenv("BCG_PYTHON", "/nonexistent/python3", 1);
   CU_ASSERT_EQUAL(run("report %s --plots %s", fixture_root, plots), 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: error: report --plots: cannot run /nonexistent/python3: --plots needs "
