@@ -334,6 +334,26 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
   s->sigma_p = svc->get_real(params, "sigma_p");
   s->sigma_v = svc->get_real(params, "sigma_v");
   s->thr = svc->get_real(params, "force_threshold");
+  {
+    /* the model's weight: the trigger is meant for impacts, not for the
+     * robot's own weight resting on one contact */
+    double mass = 0, g = sqrt((double)s->m->gravity[0] * s->m->gravity[0] + (double)s->m->gravity[1] * s->m->gravity[1] +
+                              (double)s->m->gravity[2] * s->m->gravity[2]);
+    for (int b = 0; b < s->m->nbody; b++) mass += (double)s->m->body_mass[b];
+    double wgt = mass * g, rel = svc->get_real(params, "force_threshold_weight");
+    if (rel > 0) {
+      s->thr = rel * wgt;
+    } else if (wgt > 0 && s->thr < 1.1 * wgt) {
+      static int warned; /* once per process (a run creates its estimator again after validating it) */
+      if (!warned)
+        svc->log(1,
+                 "[estimator] bcg: force_threshold = %g N is %.2f times the model's weight (%.1f kg, %.1f N): "
+                 "contacts carrying no more than the robot's own weight start bundles; the BCG paper's 400 N is "
+                 "1.16 times its 35.1 kg G1's weight (force_threshold_weight = 1.16 scales it to this model)",
+                 (double)s->thr, (double)s->thr / wgt, mass, wgt);
+      warned = 1;
+    }
+  }
   s->lambda = svc->get_real(params, "jacobian_damping");
   s->root = strcmp(svc->get_string(params, "perturb"), "root") == 0;
   s->fixed = svc->get_bool(params, "fixed_draws");
@@ -746,6 +766,9 @@ static const bcg_key_spec keys[] = {
     {"force_threshold", BCG_KEY_REAL, "400", 0, 1e300, NULL,
      "tau: bundle a transition whose largest normal contact force over its substeps exceeds this, N "
      "(BCG paper: 400 N); a huge value never bundles (plain autodiff)"},
+    {"force_threshold_weight", BCG_KEY_REAL, "0", 0, 1e300, NULL,
+     "tau as a multiple of the model's weight (total mass times |gravity|); > 0 replaces force_threshold "
+     "(the BCG paper's 400 N on its 35.1 kg G1 is 1.16); 0: force_threshold in N"},
     {"perturb", BCG_KEY_CHOICE, "contacts", 0, 0, "contacts|root",
      "contacts: noise on the contacting end-effectors through the damped pseudo-inverse of their Jacobian "
      "(BCG paper); root: noise on the floating base's position and linear velocity only (ablation)"},

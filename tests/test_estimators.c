@@ -537,6 +537,24 @@ static void test_trigger(void) {
   CU_ASSERT(env_equal(&P, &RA, &RB, 1)); /* airborne: autodiff bit for bit */
   CU_ASSERT(env_equal(&P, &RA, &RB, 2)); /* below the threshold: autodiff bit for bit */
   CU_ASSERT(!env_equal(&P, &RA, &RB, 0)); /* the bundled env differs */
+  {
+    /* the same threshold as a multiple of the model's weight: the same run
+     * bit for bit (force_threshold, here far above every force, is replaced) */
+    const bcg_mdata *md = &env->model->m;
+    double mass = 0, g = sqrt(md->gravity[0] * md->gravity[0] + md->gravity[1] * md->gravity[1] +
+                              md->gravity[2] * md->gravity[2]);
+    for (int b = 0; b < md->nbody; b++) mass += md->body_mass[b];
+    CU_ASSERT_FATAL(mass * g > 0);
+    snprintf(text, sizeof text, "plugin = bcg\nbranches = 4\nforce_threshold = 1e300\nforce_threshold_weight = %.17g",
+             thr / (mass * g));
+    est W = make_est(env, text, T);
+    result RW;
+    run_full(&W, &P, thr, &RW);
+    CU_ASSERT_EQUAL(RW.st.triggered, RB.st.triggered);
+    for (int e = 0; e < n; e++) CU_ASSERT(env_equal(&P, &RB, &RW, e));
+    free_result(&RW);
+    free_est(&W);
+  }
   free_result(&RB);
   free_est(&Bc);
 
