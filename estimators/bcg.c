@@ -56,6 +56,8 @@ typedef struct step_rec {
 
 typedef struct bcg_est {
   uint64_t it_starts, it_branch; /* log_values: bundles started and branch samples since begin() */
+  uint64_t it_restarts;           /* bundles started by the step right after a bundle ended */
+  unsigned char *ended;           /* per env: its bundle ended with the last forward() */
   bcg_env *env;
   const bcg_mdata *m;
   int nenv, nq, nv, nu, nx, ns;
@@ -307,7 +309,7 @@ static void bcg_destroy(void *p) {
     for (int t = 0; t < s->horizon; t++) free_rec(&s->rec[t]);
   free(s->rec);
   bcg_env_free(s->benv);
-  free(s->remain); free(s->inb); free(s->cur); free(s->carry); free(s->carry_t);
+  free(s->remain); free(s->inb); free(s->ended); free(s->cur); free(s->carry); free(s->carry_t);
   free(s->xf); free(s->af); free(s->xnf); free(s->XB); free(s->XBo); free(s->AB);
   free(s->XBb); free(s->XSb); free(s->ABb); free(s->yb); free(s->xbb); free(s->abb);
   free(s->pert_tmp); free(s->dfn); free(s->dpen); free(s->dbad); free(s->trig); free(s->blist);
@@ -378,6 +380,7 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
   }
   s->remain = calloc(n, sizeof(int));
   s->inb = calloc(n, sizeof(int));
+  s->ended = calloc(n, 1);
   s->cur = malloc(sizeof(bcg_real) * nB * nx);
   s->carry = malloc(sizeof(bcg_real) * nB * 2 * nv);
   s->carry_t = malloc(sizeof(int) * n);
@@ -404,7 +407,7 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
   s->bmap = calloc(nB, sizeof(int));
   s->J = malloc(sizeof(bcg_real) * 3 * BCG_MAX_BODY * BCG_MAX_DOF);
   s->A = malloc(sizeof(bcg_real) * 9 * BCG_MAX_BODY * BCG_MAX_BODY);
-  if (!s->remain || !s->inb || !s->cur || !s->carry || !s->carry_t || !s->xf || !s->af || !s->xnf || !s->XB ||
+  if (!s->remain || !s->inb || !s->ended || !s->cur || !s->carry || !s->carry_t || !s->xf || !s->af || !s->xnf || !s->XB ||
       !s->XBo || !s->AB || !s->XBb || !s->XSb || !s->ABb || !s->yb || !s->xbb || !s->abb || !s->pert_tmp ||
       !s->dfn || !s->dpen || !s->dbad || !s->trig || !s->blist || !s->flist || !s->nomrow || !s->bmap || !s->J || !s->A)
     goto oom;
@@ -441,10 +444,11 @@ static int bcg_begin(void *p) {
     s->remain[e] = 0;
     s->inb[e] = 0;
     s->carry_t[e] = -1;
+    s->ended[e] = 0;
   }
   s->nrec = 0;
   s->last_bwd = -1;
-  s->it_starts = s->it_branch = 0;
+  s->it_starts = s->it_branch = s->it_restarts = 0;
   for (int t = 0; t < s->horizon; t++) {
     s->rec[t].recorded = 0;
     if (!s->fixed) memset(s->rec[t].pert_ok, 0, (size_t)s->nenv);
@@ -460,6 +464,7 @@ static int bcg_reset_envs(void *p, const int *envs, int n) {
     if (e < 0 || e >= s->nenv) return -1;
     s->inb[e] = 0;
     s->remain[e] = 0;
+    s->ended[e] = 0;
   }
   return 0;
 }
@@ -505,6 +510,8 @@ static int forward_nominal(bcg_est *s, step_rec *r, const bcg_real *x, const bcg
     s->dbad[e] = dg.bad[i];
     s->trig[e] = dg.maxfn[i] > s->thr; /* the trigger */
     nstart += s->trig[e];
+    s->it_restarts += (uint64_t)(s->trig[e] && s->ended[e]);
+    s->ended[e] = 0;
   }
   s->st.samples += (uint64_t)nF; /* discarded nominal steps of bundle starts included */
   s->st.triggered += (uint64_t)nstart;
@@ -598,6 +605,7 @@ static int forward_bundles(bcg_est *s, step_rec *r, const bcg_real *x, const bcg
       if (s->inb[e]) s->remain[e]--;
       else s->remain[e] = s->H - 1;
       s->inb[e] = s->remain[e] > 0;
+      s->ended[e] = !s->inb[e];
       if (s->inb[e]) memcpy(s->cur + (size_t)e * B * nx, Xe, sizeof(bcg_real) * B * nx);
     }
   }
@@ -785,10 +793,11 @@ static const bcg_key_spec keys[] = {
  * uninterrupted one does */
 static int bcg_log_values(void *p, const char **names, double *values, int cap) {
   bcg_est *s = p;
-  if (cap < 2) return 0;
+  if (cap < 3) return 0;
   names[0] = "bundle_starts", values[0] = (double)s->it_starts;
   names[1] = "branch_samples", values[1] = (double)s->it_branch;
-  return 2;
+  names[2] = "bundle_restarts", values[2] = (double)s->it_restarts;
+  return 3;
 }
 
 static const bcg_estimator_ops ops = {sizeof(bcg_estimator_ops), bcg_create, bcg_destroy, bcg_begin, bcg_forward,

@@ -558,6 +558,34 @@ static void test_trigger(void) {
   free_result(&RB);
   free_est(&Bc);
 
+  /* the per-iteration counts (log_values): with H = 1 and a threshold below
+   * every contact force, a step starts a bundle exactly when its env is in
+   * contact, and a start right after its env's previous bundle (the step
+   * before) is a restart */
+  {
+    est R1 = make_est(env, "plugin = bcg\nbranches = 2\nduration = 1\nforce_threshold = 1e-9", T);
+    result RR;
+    run_full(&R1, &P, 1e-9, &RR);
+    int starts = 0, restarts = 0;
+    for (int t = 0; t < T; t++)
+      for (int e = 0; e < n; e++) {
+        starts += RR.stiff[t * n + e];
+        restarts += t > 0 && RR.stiff[t * n + e] && RR.stiff[(t - 1) * n + e];
+      }
+    const char *names[8] = {0};
+    double v[8] = {0};
+    int nv = R1.ops->log_values(R1.self, names, v, 8);
+    CU_ASSERT_EQUAL_FATAL(nv, 3);
+    CU_ASSERT_STRING_EQUAL(names[0], "bundle_starts");
+    CU_ASSERT_STRING_EQUAL(names[2], "bundle_restarts");
+    CU_ASSERT(restarts >= T - 1); /* the resting env bundles at every step */
+    CU_ASSERT_EQUAL((int)v[0], starts);
+    CU_ASSERT_EQUAL((int)v[2], restarts);
+    bcg_test_report("restart test: bundle starts, restarts", (double)restarts);
+    free_result(&RR);
+    free_est(&R1);
+  }
+
   /* a threshold above every force: autodiff for any B and sigma */
   est N = make_est(env, "plugin = bcg\nbranches = 5\nsigma_p = 0.05\nsigma_v = 0.1\nforce_threshold = 1e300", T);
   result RN;
