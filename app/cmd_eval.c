@@ -298,10 +298,13 @@ int bcg_cmd_eval(int argc, char **argv) {
   bcg_eval_result *before = NULL, *res = calloc(1, sizeof *res);
   if (A.compare || A.initial) {
     before = calloc(1, sizeof *before);
+    o.trace = A.initial ? A.trace : NULL; /* --initial: the untrained policy's episodes are the ones traced */
     if (!before || bcg_eval(E, bcg_eval_learner_policy, &S, &o, before, err, sizeof err)) {
       rc = bcg_cli_error("eval of the initial policy: %s", err);
       goto out;
     }
+    o.trace = NULL;
+    if (A.initial && A.trace) printf("trace: %s\n", A.trace);
     printf("initial policy (untrained), %d episodes of up to %g s:\n", o.runs, o.seconds);
     bcg_eval_print(before, stdout);
     if (A.initial) goto out;
@@ -322,7 +325,7 @@ int bcg_cmd_eval(int argc, char **argv) {
     rc = bcg_cli_error("%s", err);
     goto out;
   }
-  o.trace = A.trace; /* the final policy's episodes only (not the untrained's, not --select-best's scan) */
+  o.trace = A.trace; /* the final policy's episodes only (not --compare-initial's untrained ones, not --select-best's scan) */
   if (!res || bcg_eval(E, bcg_eval_learner_policy, &S, &o, res, err, sizeof err)) {
     rc = bcg_cli_error("eval: %s", err);
     goto out;

@@ -787,6 +787,18 @@ static void test_old_abi_plugin(void) {
   snprintf(dir, sizeof dir, "%s/runs/oldabi", tmpdir);
   CU_ASSERT_EQUAL(run("eval \"$(ls -d %s/*/ | head -n 1)\" --runs 2 --seconds 0.2 --out - eval.fall_height=0", dir), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "fell"));
+  /* --initial --trace: the untrained policy's episodes are traced */
+  {
+    char tp[PATH_MAX];
+    snprintf(tp, sizeof tp, "%s/initial_trace.h5", tmpdir);
+    CU_ASSERT_EQUAL(run("eval \"$(ls -d %s/*/ | head -n 1)\" --initial --trace %s --runs 2 --seconds 0.2 --sim bcg "
+                        "eval.fall_height=0", dir, tp), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "trace: "));
+    hid_t h = H5Fopen(tp, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(h >= 0);
+    CU_ASSERT(H5Lexists(h, "bcg", H5P_DEFAULT) > 0);
+    H5Fclose(h);
+  }
   /* a runtime failure reported through the error channel: the plugin's
    * message and code with its kind, name, call and step */
   CU_ASSERT_EQUAL(run("train %s run.name=failing estimator.fail_backward_at=3", p), 1);
