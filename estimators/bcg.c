@@ -338,9 +338,11 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
   s->thr = svc->get_real(params, "force_threshold");
   {
     /* the model's weight: the trigger is meant for impacts, not for the
-     * robot's own weight resting on one contact (a note, not a warning: on
-     * humanoid.xml the paper's 400 N is 1.00 m g and trains well once the
-     * actor starts near zero, docs/learning.md section 7) */
+     * robot's own weight resting on one contact. A debug note only
+     * (BCG_LOG_LEVEL=3): on humanoid.xml the paper's 400 N is 1.00 m g and
+     * trains well once the actor starts near zero (docs/learning.md
+     * section 7), and every process that builds the estimator (train, eval)
+     * would repeat it */
     double mass = 0, g = sqrt((double)s->m->gravity[0] * s->m->gravity[0] + (double)s->m->gravity[1] * s->m->gravity[1] +
                               (double)s->m->gravity[2] * s->m->gravity[2]);
     for (int b = 0; b < s->m->nbody; b++) mass += (double)s->m->body_mass[b];
@@ -350,7 +352,7 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
     } else if (wgt > 0 && s->thr < 1.1 * wgt) {
       static int warned; /* once per process (a run creates its estimator again after validating it) */
       if (!warned)
-        svc->log(2,
+        svc->log(3,
                  "[estimator] bcg: force_threshold = %g N is %.2f times the model's weight (%.1f kg, %.1f N): "
                  "contacts carrying no more than the robot's own weight start bundles; the BCG paper's 400 N is "
                  "1.16 times its 35.1 kg G1's weight (force_threshold_weight = 1.16 scales it to this model)",
