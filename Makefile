@@ -115,11 +115,18 @@ else
 	@echo "bcg: nvcc not found (or CUDA=0): building the CPU backend only"
 endif
 
-# Rebuild everything when the precision or CUDA setting changes.
+# Rebuild everything when the precision or CUDA setting changes. Done while
+# the Makefile is read, before any rule runs: as a rule, the stamp was never
+# remade when missing (.SECONDARY below makes every target secondary, so a
+# missing stamp did not count as out of date: a REAL=float build folder
+# reused for double kept its float objects), and when another rule did remake
+# it, its rm -rf ran in the middle of a parallel build.
 FLAGS_STAMP := $(BUILD)/.flags-$(REAL)-cuda$(CUDA)$(if $(SANITIZE),-san)
+ifeq ($(wildcard $(FLAGS_STAMP)),)
+$(shell rm -f $(BUILD)/.flags-*; rm -rf $(BUILD)/obj $(BUILD)/plugins $(BUILD)/tests; mkdir -p $(BUILD) && touch $(FLAGS_STAMP))
+endif
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD)
-	@rm -f $(BUILD)/.flags-* ; rm -rf $(BUILD)/obj $(BUILD)/plugins $(BUILD)/tests
 	@touch $@
 
 $(MUJOCO_HDR) $(MUJOCO_DIR)/lib/$(MUJOCO_SO):

@@ -71,6 +71,32 @@ static int sh(const char *fmt, ...) {
 
 /* ---- install and out-of-tree builds ------------------------------------------- */
 
+/* A build folder whose precision or CUDA setting changes is rebuilt from
+ * scratch: a folder stamped REAL=float, holding an object file, asked for
+ * double (make -n: nothing is compiled) loses its objects and is restamped
+ * while the Makefile is read, and the object is then to be compiled. (The
+ * stamp used to be a rule that a missing stamp never triggered.) */
+static void test_flags_rebuild(void) {
+  char b[300], p[400];
+  snprintf(b, sizeof b, "%s/flagsbuild", tmp);
+  CU_ASSERT_EQUAL_FATAL(sh("mkdir -p '%s/obj/core' && touch '%s/.flags-float-cuda0' && sleep 1 && "
+                           "touch '%s/obj/core/nn.o'", b, b, b), 0);
+  CU_ASSERT_EQUAL(sh(CLEAN_ENV " make -n --no-print-directory BUILD='%s' CUDA=0 REAL=double '%s/obj/core/nn.o'", b, b), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "-c core/nn.c"));
+  snprintf(p, sizeof p, "%s/obj/core/nn.o", b);
+  CU_ASSERT_NOT_EQUAL(access(p, F_OK), 0);
+  snprintf(p, sizeof p, "%s/.flags-double-cuda0", b);
+  CU_ASSERT_EQUAL(access(p, F_OK), 0);
+  snprintf(p, sizeof p, "%s/.flags-float-cuda0", b);
+  CU_ASSERT_NOT_EQUAL(access(p, F_OK), 0);
+  /* the same setting again: the object stays */
+  CU_ASSERT_EQUAL_FATAL(sh("mkdir -p '%s/obj/core' && touch '%s/obj/core/nn.o'", b, b), 0);
+  CU_ASSERT_EQUAL(sh(CLEAN_ENV " make -n --no-print-directory BUILD='%s' CUDA=0 REAL=double '%s/obj/core/nn.o'", b, b), 0);
+  snprintf(p, sizeof p, "%s/obj/core/nn.o", b);
+  CU_ASSERT_EQUAL(access(p, F_OK), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "-c core/nn.c"));
+}
+
 static void test_install(void) {
   CU_ASSERT_FATAL(access("Makefile", R_OK) == 0 && access("plugins/example/Makefile", R_OK) == 0);
   snprintf(tmp, sizeof tmp, "%s", bcg_test_tmpdir());
@@ -696,6 +722,7 @@ static void test_teardown(void) {
 }
 
 BCG_TESTS({"install into a temporary prefix: lib, bin, headers, bcg.pc, SDK", test_install},
+          {"a build folder is rebuilt when REAL or CUDA changes", test_flags_rebuild},
           {"example and template build from the installed SDK only", test_build_example},
           {"installed bcg: plugins lists the example, describe shows its keys", test_cli},
           {"clip_autodiff off / template at 1 equal autodiff bit for bit", test_exact_when_off},
