@@ -121,9 +121,14 @@ endif
 # missing stamp did not count as out of date: a REAL=float build folder
 # reused for double kept its float objects), and when another rule did remake
 # it, its rm -rf ran in the middle of a parallel build.
+# Goals that build nothing (install-built installs what BUILD holds, of
+# whichever setting) leave the folder alone.
 FLAGS_STAMP := $(BUILD)/.flags-$(REAL)-cuda$(CUDA)$(if $(SANITIZE),-san)
+NOBUILD_GOALS := install-built clean deps cuda-note
+ifneq ($(filter-out $(NOBUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifeq ($(wildcard $(FLAGS_STAMP)),)
 $(shell rm -f $(BUILD)/.flags-*; rm -rf $(BUILD)/obj $(BUILD)/plugins $(BUILD)/tests; mkdir -p $(BUILD) && touch $(FLAGS_STAMP))
+endif
 endif
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD)

@@ -95,6 +95,13 @@ static void test_flags_rebuild(void) {
   snprintf(p, sizeof p, "%s/obj/core/nn.o", b);
   CU_ASSERT_EQUAL(access(p, F_OK), 0);
   CU_ASSERT_PTR_NULL(strstr(out, "-c core/nn.c"));
+  /* install-built builds nothing: a folder of another setting is left alone */
+  CU_ASSERT_EQUAL_FATAL(sh("mkdir -p '%s/plugins' && touch '%s/plugins/x.so'", b, b), 0);
+  sh(CLEAN_ENV " make -n --no-print-directory BUILD='%s' CUDA=0 REAL=float install-built PREFIX='%s/none'", b, tmp);
+  snprintf(p, sizeof p, "%s/plugins/x.so", b);
+  CU_ASSERT_EQUAL(access(p, F_OK), 0);
+  snprintf(p, sizeof p, "%s/.flags-double-cuda0", b);
+  CU_ASSERT_EQUAL(access(p, F_OK), 0);
 }
 
 static void test_install(void) {
