@@ -6,8 +6,11 @@
 #include <ctype.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bcg/rng.h"
 #include "clock.h"
@@ -47,14 +50,61 @@
 #define BCG_NN_PAR_MIN 16384
 
 void openblas_set_num_threads(int n); /* libopenblas */
-static int blas_single; /* OpenBLAS set to one thread */
+
+/* OpenBLAS's kernels. A DYNAMIC_ARCH build (Debian's) picks them by the CPU
+ * model, and a model it does not know gets its generic Prescott kernels:
+ * Debian 12's OpenBLAS 0.3.21 on an Intel Xeon of family 6, model 207 (a
+ * 2026 cloud VM) ran a 128 x 128 x 80 dgemm at 8.7 GFLOP/s on one thread,
+ * and at 55 GFLOP/s with the Cooperlake kernels that the CPU's instruction
+ * set supports (docs/performance.md section 7). So when OpenBLAS chose
+ * Prescott and the user did not choose (OPENBLAS_CORETYPE unset), the kernels
+ * are chosen again by instruction set: AVX-512 (F, BW, VL, DQ) with BF16
+ * Cooperlake, without SkylakeX, AVX2 with FMA Haswell, AVX Sandybridge;
+ * through OpenBLAS's own OPENBLAS_CORETYPE and its exported re-initialisation
+ * (weak: other BLAS builds skip this). Once per process, before the first
+ * GEMM; OpenBLAS is also set to one thread (the GEMMs are split over
+ * OpenMP here). */
+extern char *openblas_get_corename(void) __attribute__((weak));
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static char blas_desc[128] = "BLAS";
+
+static void blas_setup(void) {
+  openblas_set_num_threads(1);
+  const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+  if (!core) return;
+  snprintf(blas_desc, sizeof blas_desc, "OpenBLAS %s kernels", core);
+  const char *env = getenv("OPENBLAS_CORETYPE");
+  if ((env && *env) || strcasecmp(core, "Prescott") != 0 || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
+  __builtin_cpu_init();
+  const char *pick = NULL;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    pick = __builtin_cpu_supports("avx512bf16") ? "Cooperlake" : "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    pick = "Haswell";
+  else if (__builtin_cpu_supports("avx"))
+    pick = "Sandybridge";
+  if (!pick) return;
+  setenv("OPENBLAS_CORETYPE", pick, 1);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+  openblas_set_num_threads(1);
+  const char *now = openblas_get_corename();
+  snprintf(blas_desc, sizeof blas_desc, "OpenBLAS %s kernels (chosen by bcg; OpenBLAS's own choice: Prescott)",
+           now ? now : "?");
+}
+
+const char *bcg_blas_describe(void) {
+  pthread_once(&blas_once, blas_setup);
+  return blas_desc;
+}
 
 static void nn_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, bcg_real alpha, const bcg_real *A,
                     int lda, const bcg_real *B, int ldb, bcg_real beta, bcg_real *C, int ldc) {
-  if (!__atomic_load_n(&blas_single, __ATOMIC_RELAXED)) {
-    openblas_set_num_threads(1);
-    __atomic_store_n(&blas_single, 1, __ATOMIC_RELAXED);
-  }
+  pthread_once(&blas_once, blas_setup);
   double work = (double)M * (double)N * (double)K;
   int split_rows = M >= N, D = split_rows ? M : N;
   /* outside a parallel region: all threads; inside one (SHAC's critics side

@@ -202,6 +202,9 @@ BCG_HD void bcg_norm_apply_vjp(int n, const bcg_real *mean, const bcg_real *var,
 /* ================================ host API ================================= */
 
 const char *bcg_nn_strerror(int err);
+/* the BLAS kernels in use, one line (e.g. "OpenBLAS Haswell kernels"); the
+ * first call sets OpenBLAS up as the first GEMM would (core/nn.c) */
+const char *bcg_blas_describe(void);
 /* "identity" | "relu" | "tanh" | "elu" (case-insensitive) -> *out. */
 int bcg_act_parse(const char *name, bcg_act *out);
 const char *bcg_act_name(bcg_act act);
