@@ -40,8 +40,14 @@
  * or columns and treat a block's last, partial tile with other instructions,
  * which round differently (8192 rows in 3 unaligned blocks changed 46 of
  * 262 144 elements; aligned, none). Inside a parallel region a GEMM stays on
- * its thread. */
-#define NN_PAR_MIN (1 << 18)
+ * its thread. And no block may fall below the size under which OpenBLAS's
+ * SkylakeX and Cooperlake kernels take their separate small-matrix path
+ * (M N K <= 100^3 in 0.3.21), which rounds differently: with the per-thread
+ * minimum at 2^18 multiply-adds a 24 x 80 x 600 GEMM split into two blocks
+ * changed bits there. With at least 2^21 per block on average, each block
+ * has at least 2^20 > 100^3 (the aligned split leaves every block at least
+ * half the average). */
+#define NN_PAR_MIN (1 << 21)
 #define NN_ALIGN 32
 
 /* row-wise helpers (normaliser, batched Gaussian) run on the OpenMP threads

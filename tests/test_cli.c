@@ -1271,6 +1271,20 @@ static void test_bench_train(void) {
   }
   CU_ASSERT(fabs(sum - total) <= 5e-6 + 1e-6 * total);
   CU_ASSERT(bench_row("physics forward") > 0 && bench_row("physics adjoint") > 0 && bench_row("networks") > 0);
+  /* the BLAS kernels in use are printed; never OpenBLAS's generic Prescott
+   * ones on a CPU with AVX2 and FMA unless the user asked for them */
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "OpenBLAS 1; OpenBLAS "));
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    CU_ASSERT_PTR_NULL(strstr(out, "OpenBLAS Prescott kernels"));
+  /* OPENBLAS_CORETYPE set by the user is kept */
+  setenv("TMPDIR", tdir, 1);
+  setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+  rc = run_out("bench --train %s --iterations 1 learner.horizon=4", p);
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv("TMPDIR");
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "OpenBLAS Prescott kernels\n"));
   /* nothing left of the temporary run */
   snprintf(cmd, sizeof cmd, "rmdir %s", tdir);
   CU_ASSERT_EQUAL(system(cmd), 0);

@@ -187,8 +187,10 @@ static void test_mlp_vjp_layernorm(void) {
  * path; unaligned blocks of 3 threads changed elements). Shapes split along
  * rows (batch > width) and along columns (width > batch). */
 static void test_mlp_threads(void) {
-  static const int shapes[3][2] = {{512, 96}, {24, 600}, {8192, 32}}; /* batch, hidden width */
-  for (int sh = 0; sh < 3; sh++) {
+  /* batch, hidden width: split along rows, along columns, small enough to
+   * stay whole */
+  static const int shapes[4][2] = {{512, 96}, {24, 600}, {8192, 32}, {48, 1024}};
+  for (int sh = 0; sh < 4; sh++) {
     int B = shapes[sh][0], H = shapes[sh][1], IN = 80, OUT = 7;
     bcg_mlp_config c;
     memset(&c, 0, sizeof c);
