@@ -60,9 +60,10 @@ void openblas_set_num_threads(int n); /* libopenblas */
 /* OpenBLAS's kernels. A DYNAMIC_ARCH build (Debian's) picks them by the CPU
  * model, and a model it does not know gets its generic Prescott kernels:
  * Debian 12's OpenBLAS 0.3.21 on an Intel Xeon of family 6, model 207 (a
- * 2026 cloud VM) ran a 128 x 128 x 80 dgemm at 8.7 GFLOP/s on one thread,
- * and at 55 GFLOP/s with the Cooperlake kernels that the CPU's instruction
- * set supports (docs/performance.md section 7). So when OpenBLAS chose
+ * 2026 cloud VM) ran a 128 x 128 x 80 dgemm on one thread at a quarter of
+ * the rate of the Cooperlake kernels that the CPU's instruction set
+ * supports, and the demo's iteration 1.5x slower (docs/performance.md
+ * section 7). So when OpenBLAS chose
  * Prescott and the user did not choose (OPENBLAS_CORETYPE unset), the kernels
  * are chosen again by instruction set: AVX-512 (F, BW, VL, DQ) with BF16
  * Cooperlake, without SkylakeX, AVX2 with FMA Haswell, AVX Sandybridge;
