@@ -60,7 +60,7 @@ void openblas_set_num_threads(int n); /* libopenblas */
 /* OpenBLAS's kernels. A DYNAMIC_ARCH build (Debian's) picks them by the CPU
  * model, and a model it does not know gets its generic Prescott kernels:
  * Debian 12's OpenBLAS 0.3.21 on an Intel Xeon of family 6, model 207 (a
- * 2026 cloud VM) ran a 128 x 128 x 80 dgemm on one thread at a quarter of
+ * 2026 cloud VM) ran a 128 x 128 x 80 dgemm on one thread at a fifth to a quarter of
  * the rate of the Cooperlake kernels that the CPU's instruction set
  * supports, and the demo's iteration 1.5x slower (docs/performance.md
  * section 7). So when OpenBLAS chose
