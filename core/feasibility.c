@@ -305,11 +305,8 @@ static int feas_torque_limits(feas_ctx *c) {
 /* the model's mass and weight into the result's header */
 static void feas_mass(feas_ctx *c) {
   const bcg_mdata *m = c->m;
-  double mass = 0;
-  for (int b = 1; b < m->nbody; b++) mass += m->body_mass[b];
-  const double g = sqrt((double)m->gravity[0] * m->gravity[0] + (double)m->gravity[1] * m->gravity[1] +
-                        (double)m->gravity[2] * m->gravity[2]);
-  c->weight = mass * g;
+  double mass;
+  c->weight = bcg_model_weight(m, &mass);
   c->wscale = c->weight > 0 ? c->weight : 1; /* a force scale even without gravity */
   c->res->nframes = c->nframes;
   c->res->njoint = c->nj;

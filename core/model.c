@@ -781,6 +781,14 @@ const char *bcg_model_default_path(void) {
   return e && e[0] ? e : DEFAULT_MODEL;
 }
 
+double bcg_model_weight(const bcg_mdata *m, double *mass) {
+  double M = 0;
+  for (int b = 1; b < m->nbody; b++) M += m->body_mass[b];
+  if (mass) *mass = M;
+  return M * sqrt((double)m->gravity[0] * m->gravity[0] + (double)m->gravity[1] * m->gravity[1] +
+                  (double)m->gravity[2] * m->gravity[2]);
+}
+
 int bcg_model_body_id(const bcg_model *model, const char *name) {
   if (!model || !name) return -1;
   if (model->mj) return mj_name2id((const mjModel *)model->mj, mjOBJ_BODY, name);

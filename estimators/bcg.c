@@ -343,10 +343,7 @@ static void *bcg_create(const bcg_services *svc, const bcg_params *params, bcg_e
      * trains well once the actor starts near zero (docs/learning.md
      * section 7), and every process that builds the estimator (train, eval)
      * would repeat it */
-    double mass = 0, g = sqrt((double)s->m->gravity[0] * s->m->gravity[0] + (double)s->m->gravity[1] * s->m->gravity[1] +
-                              (double)s->m->gravity[2] * s->m->gravity[2]);
-    for (int b = 0; b < s->m->nbody; b++) mass += (double)s->m->body_mass[b];
-    double wgt = mass * g, rel = svc->get_real(params, "force_threshold_weight");
+    double mass, wgt = bcg_model_weight(s->m, &mass), rel = svc->get_real(params, "force_threshold_weight");
     if (rel > 0) {
       s->thr = rel * wgt;
     } else if (wgt > 0 && s->thr < 1.1 * wgt) {

@@ -540,13 +540,10 @@ static void test_trigger(void) {
   {
     /* the same threshold as a multiple of the model's weight: the same run
      * bit for bit (force_threshold, here far above every force, is replaced) */
-    const bcg_mdata *md = &env->model->m;
-    double mass = 0, g = sqrt(md->gravity[0] * md->gravity[0] + md->gravity[1] * md->gravity[1] +
-                              md->gravity[2] * md->gravity[2]);
-    for (int b = 0; b < md->nbody; b++) mass += md->body_mass[b];
-    CU_ASSERT_FATAL(mass * g > 0);
+    double wgt = bcg_model_weight(&env->model->m, NULL);
+    CU_ASSERT_FATAL(wgt > 0);
     snprintf(text, sizeof text, "plugin = bcg\nbranches = 4\nforce_threshold = 1e300\nforce_threshold_weight = %.17g",
-             thr / (mass * g));
+             thr / wgt);
     est W = make_est(env, text, T);
     result RW;
     run_full(&W, &P, thr, &RW);

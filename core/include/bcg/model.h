@@ -155,6 +155,10 @@ const char *bcg_model_default_path(void);
 
 int bcg_model_body_id(const bcg_model *model, const char *name); /* -1 if absent */
 
+/* The model's weight, its total mass (the bodies after the world) times
+ * |gravity|, in N; the mass (kg) into *mass unless NULL. */
+double bcg_model_weight(const bcg_mdata *m, double *mass);
+
 BCG_END_DECLS
 
 #endif
