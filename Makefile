@@ -53,12 +53,17 @@ MUJOCO_HDR := $(MUJOCO_DIR)/include/mujoco/mujoco.h
 MUJOCO_SO := libmujoco.so.$(MUJOCO_VERSION)
 MUJOCO_LIB := $(BUILD)/$(MUJOCO_SO)
 
+# glibc's vector maths library (x86-64, glibc >= 2.35): the networks' ELU
+# through its vector expm1 (core/nn.c); without it, the scalar expm1
+HAVE_MVEC := $(shell printf 'int main(void){return 0;}' | $(CC) -x c - -o /dev/null -lmvec 2>/dev/null && echo 1)
+MVEC_LIB := $(if $(HAVE_MVEC),-lmvec)
+MVEC_DEF := $(if $(HAVE_MVEC),-DBCG_HAVE_MVEC)
 SANITIZE ?=
 OPT ?= -O2
-CFLAGS_BASE := -std=c11 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter -fopenmp \
-  -D_GNU_SOURCE $(REALDEF) -Icore/include -Icore -I$(MUJOCO_DIR)/include $(HDF5_CFLAGS) $(SANITIZE)
+CFLAGS_BASE := -std=c11 $(OPT) -g -fPIC -fno-math-errno -Wall -Wextra -Wno-unused-parameter -fopenmp \
+  -D_GNU_SOURCE $(REALDEF) $(MVEC_DEF) -Icore/include -Icore -I$(MUJOCO_DIR)/include $(HDF5_CFLAGS) $(SANITIZE)
 CFLAGS += $(CFLAGS_BASE)
-LDLIBS_CORE := -L$(BUILD) -l:$(MUJOCO_SO) -liniparser $(HDF5_LIBS) -lopenblas -ldl -lm -fopenmp $(SANITIZE)
+LDLIBS_CORE := -L$(BUILD) -l:$(MUJOCO_SO) -liniparser $(HDF5_LIBS) -lopenblas $(MVEC_LIB) -ldl -lm -fopenmp $(SANITIZE)
 
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # -fmad=false: no fused multiply-adds the CPU build does not make, so the GPU
@@ -115,7 +120,7 @@ else
 	@echo "bcg: nvcc not found (or CUDA=0): building the CPU backend only"
 endif
 
-# Rebuild everything when the precision or CUDA setting changes. Done while
+# Rebuild everything when the precision, CUDA setting or flags change. Done while
 # the Makefile is read, before any rule runs: as a rule, the stamp was never
 # remade when missing (.SECONDARY below makes every target secondary, so a
 # missing stamp did not count as out of date: a REAL=float build folder
@@ -123,7 +128,11 @@ endif
 # it, its rm -rf ran in the middle of a parallel build.
 # Goals that build nothing (install-built installs what BUILD holds, of
 # whichever setting) leave the folder alone.
-FLAGS_STAMP := $(BUILD)/.flags-$(REAL)-cuda$(CUDA)$(if $(SANITIZE),-san)
+# The stamp names the precision, the CUDA setting and a checksum of the
+# compiler flags, so that any change of flags (OPT=-O3, SANITIZE, a new
+# define) rebuilds too.
+FLAGS_SUM := $(shell printf '%s' "$(CFLAGS) | $(NVCCFLAGS)" | cksum | cut -d' ' -f1)
+FLAGS_STAMP := $(BUILD)/.flags-$(REAL)-cuda$(CUDA)-$(FLAGS_SUM)
 NOBUILD_GOALS := install-built clean deps cuda-note
 ifneq ($(filter-out $(NOBUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifeq ($(wildcard $(FLAGS_STAMP)),)

@@ -327,7 +327,8 @@ static int bench_train(int argc, char **argv) {
   part[5] = total - part[0] - part[1] - part[2] - part[3] - part[4];
   static const char *names[6] = {"physics forward", "physics adjoint", "networks", "task", "estimator",
                                  "the rest"};
-  printf("threads: %d (OpenMP), OpenBLAS %d; %s\n", c.threads, c.blas_threads, bcg_blas_describe());
+  printf("threads: %d (OpenMP), OpenBLAS %d; %s; %s\n", c.threads, c.blas_threads, bcg_blas_describe(),
+         bcg_nn_act_describe());
   printf("iterations: %ld measured after 1 warm-up, %.3f s\n\n", iters, wall);
   printf("%-18s %12s %8s\n", "per iteration", "s", "share");
   for (int k = 0; k < 6; k++) printf("%-18s %12.6f %7.1f%%\n", names[k], part[k], total > 0 ? 100 * part[k] / total : 0);

@@ -13,6 +13,11 @@
 #include <stddef.h>
 #include "bcg/nn.h"
 
+/* The vector instruction set of the CPU's ELU (core/nn.c): 0 scalar (built
+ * without libmvec), 1 SSE2, 2 AVX2, 3 AVX-512. limit > 0 caps it from then
+ * on (tests run every variant the CPU has); returns the one in use. */
+int bcg_nn_vec_isa(int limit);
+
 typedef struct bcg_nn_tape_ptrs {
   bcg_real *x;
   bcg_real *pre[BCG_MLP_MAX_HIDDEN + 1], *post[BCG_MLP_MAX_HIDDEN + 1];

@@ -10,6 +10,7 @@
 
 #include "bcg/nn.h"
 #include "bcg/rng.h"
+#include "nn_tape.h"
 #include "testutil.h"
 
 #ifdef BCG_REAL_FLOAT
@@ -230,6 +231,69 @@ static void test_mlp_threads(void) {
     free(dy);
     bcg_mlp_destroy(&m);
   }
+}
+
+/* A layer's ELU (core/nn.c: libmvec's vector expm1 where built with it, else
+ * the scalar one): every element within 2 ulp of the scalar ELU over the
+ * whole input range (tiny, large negative, positive, signed zeros), and an
+ * element's value independent of its place in the batch and of the batch
+ * size (the last partial vector is padded, never computed another way). */
+static void elu_layer(void) {
+  enum { N = 61 };
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = c.out_dim = 1;
+  c.nhidden = 0;
+  c.out_act = BCG_ACT_ELU;
+  c.max_batch = 4 * N;
+  bcg_mlp m;
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m, &c), 0);
+  m.params[m.off_w[0]] = 1; /* y = ELU(x) */
+  m.params[m.off_b[0]] = 0;
+  bcg_real x[4 * N], y[4 * N], y1[4 * N];
+  int n = 0;
+  static const double special[] = {0.0, -0.0, 1e-300, -1e-300, -1e-17, -1e-9, -0.3465, -0.5, -1, -20,
+                                   -40, -800, 0.5, 3, 1e30};
+  for (size_t k = 0; k < sizeof special / sizeof *special; k++) x[n++] = (bcg_real)special[k];
+  randn(x + n, N - n, 40, 3);
+  for (int i = n; i < N; i++) x[i] = -fabs((double)x[i]) * (i % 2 ? 1 : 1e-3); /* mostly the expm1 branch */
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_forward(&m, NULL, x, N, y), 0);
+  double worst = 0;
+  for (int i = 0; i < N; i++) {
+    double ref = x[i] > 0 ? (double)x[i] : (double)bcg_act_f(BCG_ACT_ELU, x[i]);
+    double ulp = nextafter(fabs(ref), INFINITY) - fabs(ref);
+    double e = ref == (double)y[i] ? 0 : fabs((double)y[i] - ref) / ulp;
+    if (e > worst) worst = e;
+    if (x[i] > 0 || x[i] == 0) CU_ASSERT_EQUAL((double)y[i], (double)x[i]);
+  }
+  bcg_test_report("ELU layer vs scalar ELU (ulp)", worst);
+  CU_ASSERT(worst <= 2);
+  /* each element alone, and the batch shifted by 1..3 places: the same bits */
+  for (int i = 0; i < N; i++) {
+    CU_ASSERT_EQUAL_FATAL(bcg_mlp_forward(&m, NULL, x + i, 1, y1), 0);
+    CU_ASSERT_EQUAL(memcmp(&y1[0], &y[i], sizeof(bcg_real)), 0);
+  }
+  for (int sh = 1; sh <= 3; sh++) {
+    bcg_real xs[4 * N];
+    for (int i = 0; i < sh; i++) xs[i] = (bcg_real)-0.25 * (bcg_real)(i + 1);
+    memcpy(xs + sh, x, sizeof(bcg_real) * N);
+    CU_ASSERT_EQUAL_FATAL(bcg_mlp_forward(&m, NULL, xs, N + sh, y1), 0);
+    CU_ASSERT_EQUAL(memcmp(y1 + sh, y, sizeof(bcg_real) * N), 0);
+  }
+  bcg_mlp_destroy(&m);
+}
+
+/* every vector variant the CPU has (AVX-512, AVX2, SSE2), then back to the best */
+static void test_elu_layer(void) {
+  int best = bcg_nn_vec_isa(0), n = 0;
+  for (int isa = best; isa >= (best ? 1 : 0); isa--) {
+    CU_ASSERT_EQUAL(bcg_nn_vec_isa(isa ? isa : 1), isa);
+    elu_layer();
+    n++;
+  }
+  bcg_nn_vec_isa(3);
+  CU_ASSERT_EQUAL(bcg_nn_vec_isa(0), best);
+  bcg_test_report("ELU variants checked", n);
 }
 
 static void test_mlp_tapes(void) {
@@ -655,6 +719,7 @@ static void test_regression_sin(void) {
 BCG_TESTS({"philox known answers", test_philox_kat}, {"rng streams", test_rng_streams},
           {"mlp vjp (no layernorm)", test_mlp_vjp_plain},
           {"mlp vjp (layernorm pre/post)", test_mlp_vjp_layernorm}, {"mlp tapes", test_mlp_tapes}, {"mlp split over threads", test_mlp_threads},
+          {"elu layer", test_elu_layer},
           {"mlp init", test_mlp_init}, {"normaliser statistics", test_normalizer_stats},
           {"normaliser vjp", test_normalizer_vjp}, {"gaussian vjps", test_gauss_vjp},
           {"adam", test_adam}, {"clip and polyak", test_clip},

@@ -205,6 +205,8 @@ const char *bcg_nn_strerror(int err);
 /* the BLAS kernels in use, one line (e.g. "OpenBLAS Haswell kernels"); the
  * first call sets OpenBLAS up as the first GEMM would (core/nn.c) */
 const char *bcg_blas_describe(void);
+/* how the CPU computes the activations (ELU through libmvec's vector expm1 where available) */
+const char *bcg_nn_act_describe(void);
 /* "identity" | "relu" | "tanh" | "elu" (case-insensitive) -> *out. */
 int bcg_act_parse(const char *name, bcg_act *out);
 const char *bcg_act_name(bcg_act act);
