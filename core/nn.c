@@ -540,7 +540,10 @@ static void act_df_layer(int act, const bcg_real *restrict pre, const bcg_real *
   case BCG_ACT_IDENTITY: return;
   case BCG_ACT_ELU:
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) d[i] *= pre[i] > 0 ? (bcg_real)1 : post[i] + (bcg_real)1;
+    for (size_t i = 0; i < n; i++) {
+      const bcg_real f = post[i] + (bcg_real)1, one = 1; /* both loaded: a select the vectoriser takes */
+      d[i] *= pre[i] > 0 ? one : f;
+    }
     return;
   case BCG_ACT_TANH:
 #pragma omp simd
@@ -548,7 +551,10 @@ static void act_df_layer(int act, const bcg_real *restrict pre, const bcg_real *
     return;
   case BCG_ACT_RELU:
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) d[i] *= pre[i] > 0 ? (bcg_real)1 : (bcg_real)0;
+    for (size_t i = 0; i < n; i++) {
+      const bcg_real one = 1, zero = 0;
+      d[i] *= pre[i] > 0 ? one : zero;
+    }
     return;
   default:
     for (size_t i = 0; i < n; i++) d[i] *= bcg_act_df(act, pre[i], post[i]);
