@@ -201,7 +201,8 @@ static int parse_bool(const char *s, int *out) {
   char b[8];
   size_t n = strlen(s);
   if (n >= sizeof b) return -1;
-  for (size_t i = 0; i <= n; i++) b[i] = (char)tolower((unsigned char)s[i]);
+  for (size_t i = 0; i < n; i++) b[i] = (char)tolower((unsigned char)s[i]);
+  b[n] = 0;
   for (int i = 0; i < 4; i++) {
     if (strcmp(b, t[i]) == 0) return *out = 1, 0;
     if (strcmp(b, f[i]) == 0) return *out = 0, 0;

@@ -55,7 +55,7 @@ static double *pose_clip(const bcg_model *M, int n, double lift) {
   const bcg_mdata *m = &M->m;
   double *Q = malloc(sizeof(double) * n * m->nq);
   static bcg_kin k;
-  bcg_real q[BCG_MAX_Q];
+  bcg_real q[BCG_MAX_Q] = {0};
   for (int i = 0; i < m->nq; i++) q[i] = m->qpos0[i];
   bcg_kinematics(m, q, &k);
   q[2] += (bcg_real)lift - bcg_lowest_gap(m, &k);
