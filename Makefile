@@ -117,7 +117,7 @@ RPATH_BIN := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_PLUG := -Wl,-rpath,'$$ORIGIN/..'
 RPATH_TEST := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: motions all deps test test-asan demo bench check-learning install install-built clean cuda-note flags
+.PHONY: motions all deps test test-asan demo bench check-learning install install-built clean cuda-note
 # keep the object files of tests (make would delete them as intermediates and relink each time)
 .SECONDARY:
 all: cuda-note $(LIB) $(BIN) $(PLUGINS) $(BUILD)/bcg_plots.py
