@@ -55,7 +55,10 @@ MUJOCO_LIB := $(BUILD)/$(MUJOCO_SO)
 
 # glibc's vector maths library (x86-64, glibc >= 2.35): the networks' ELU
 # through its vector expm1 (core/nn.c); without it, the scalar expm1
-HAVE_MVEC := $(shell printf 'int main(void){return 0;}' | $(CC) -x c - -o /dev/null -lmvec 2>/dev/null && echo 1)
+# (the probe links a call of its SSE2 expm1: libmvec before 2.35 has no expm1)
+HAVE_MVEC := $(shell printf '%s\n' 'typedef double v2d __attribute__((vector_size(16)));' 'v2d _ZGVbN2v_expm1(v2d);' \
+  'int main(void) { volatile v2d x = {0.5, 0.5}; x = _ZGVbN2v_expm1(x); return 0; }' | \
+  $(CC) -x c - -o /dev/null -lmvec 2>/dev/null && echo 1)
 MVEC_LIB := $(if $(HAVE_MVEC),-lmvec)
 MVEC_DEF := $(if $(HAVE_MVEC),-DBCG_HAVE_MVEC)
 SANITIZE ?=
@@ -138,9 +141,9 @@ endif
 # Goals that build nothing (install-built installs what BUILD holds, of
 # whichever setting) leave the folder alone.
 # The stamp names the precision, the CUDA setting and a checksum of the
-# compiler flags, so that any change of flags (OPT=-O3, SANITIZE, a new
-# define) rebuilds too.
-FLAGS_SUM := $(shell printf '%s' "$(CFLAGS) | $(NVCCFLAGS)" | cksum | cut -d' ' -f1)
+# compiler and its flags, so that any change of them (CC, OPT=-O3, SANITIZE,
+# a new define) rebuilds too.
+FLAGS_SUM := $(shell printf '%s' "$(CC) $(CFLAGS) | $(NVCCFLAGS)" | cksum | cut -d' ' -f1)
 FLAGS_STAMP := $(BUILD)/.flags-$(REAL)-cuda$(CUDA)-$(FLAGS_SUM)
 NOBUILD_GOALS := install-built clean deps cuda-note
 ifneq ($(filter-out $(NOBUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
