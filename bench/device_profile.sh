@@ -41,15 +41,16 @@ R="$OUT/bench_train.txt"
 bench() { # label, env..., -- args
   say "bench $*"
   echo "#### $*" >>"$R"
-  timeout ${BENCH_S:-150} env "$@" >>"$R" 2>&1 || echo "(rc $?)" >>"$R"
-  grep -E '^(threads|physics|networks|task|the rest|total|samples)' <(tail -n 16 "$R") | sed 's/^/    /'
+  timeout ${BENCH_S:-150} env "$@" >/tmp/bcg-prof-last.txt 2>&1 || echo "(rc $?)" >>/tmp/bcg-prof-last.txt
+  cat /tmp/bcg-prof-last.txt >>"$R"
+  grep -E '^(threads|physics|networks|task|the rest|total|samples)' /tmp/bcg-prof-last.txt | sed 's/^/    /'
 }
 for cfg in $CONFIGS; do
   for dev in $DEVICES; do
     # PPO's 4096 environments on the CPU take minutes per iteration: cuda only
     case "$cfg" in *ppo*) [ $dev = cpu ] && continue ;; esac
     bench $B/bcg bench --train $cfg --iterations $ITERS run.device=$dev run.threads=$NP
-    own=$(grep -o "OpenBLAS's own choice: [A-Za-z]*" "$R" | tail -n 1 | awk '{print $4}')
+    own=$(grep -o "OpenBLAS's own choice: [A-Za-z]*" /tmp/bcg-prof-last.txt | awk '{print $4}')
     if [ -n "$own" ]; then
       bench OPENBLAS_CORETYPE=$own $B/bcg bench --train $cfg --iterations $ITERS run.device=$dev run.threads=$NP
     fi
