@@ -223,6 +223,7 @@ static bcg_eval_opts eval_opts(const eval_args *A, const bcg_config *cfg) {
   o.runs = A->runs > 0 ? A->runs : (int)bcg_config_get_int(cfg, "eval", "episodes");
   o.seconds = A->seconds > 0 ? A->seconds : bcg_config_get_real(cfg, "eval", "seconds");
   o.fall_height = bcg_config_get_real(cfg, "eval", "fall_height");
+  o.mj_timestep = bcg_config_get_real(cfg, "eval", "mujoco_timestep");
   o.seed = (uint64_t)bcg_config_get_int(cfg, "eval", "seed");
   o.noise_q = bcg_config_get_real(cfg, "eval", "noise_q");
   o.noise_u = bcg_config_get_real(cfg, "eval", "noise_u");

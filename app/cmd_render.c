@@ -287,6 +287,7 @@ static int trace_episode(bcg_session *E, bcg_session *S, const bcg_config *cfg, 
   o.runs = 1;
   o.seconds = A->seconds;
   o.fall_height = bcg_config_get_real(cfg, "eval", "fall_height");
+  o.mj_timestep = bcg_config_get_real(cfg, "eval", "mujoco_timestep");
   o.seed = (uint64_t)bcg_config_get_int(cfg, "eval", "seed");
   o.sims = !strcmp(A->sim, "bcg") ? BCG_EVAL_BCG : BCG_EVAL_MUJOCO;
   o.fall_penalty = 1;

@@ -109,6 +109,9 @@ static const bcg_key_spec eval_keys[] = {
      "bcg: the training simulator; mujoco: transfer to MuJoCo; both: both, with the penetration gap Delta d"},
     {"fall_height", BCG_KEY_REAL, "0.3", 0, 10, NULL,
      "an episode counts as a fall when the root drops below this height (m)"},
+    {"mujoco_timestep", BCG_KEY_REAL, "0", 0, 1, NULL,
+     "MuJoCo's timestep in the transfer evaluation (s); 0: bcg's substep (control_dt / substeps). The control "
+     "step must be a whole number of them; the policy's actions are held over them"},
     {"seed", BCG_KEY_INT, "1", 0, 2147483647.0, NULL, "seed of the initial-state noise"},
     {"noise_q", BCG_KEY_REAL, "0.01", 0, 1, NULL, "std of the joint-angle noise added to each initial state (rad)"},
     {"noise_u", BCG_KEY_REAL, "0.05", 0, 10, NULL, "std of the velocity noise added to each initial state"},

@@ -146,7 +146,7 @@ static void test_bad_policy_falls(void) {
   bcg_session S;
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
-  bcg_eval_opts o = {3, 4.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, NULL};
+  bcg_eval_opts o = {3, 4.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, NULL, 0};
   bcg_eval_result *res = calloc(1, sizeof *res);
   CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, res, err, sizeof err), 0);
   CU_ASSERT_EQUAL(res->stats[0].falls, 3);
@@ -194,7 +194,7 @@ static void test_trace(void) {
   char err[2048], path[256];
   CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
   snprintf(path, sizeof path, "%s/trace.h5", tmpdir);
-  bcg_eval_opts o = {3, 1.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, path};
+  bcg_eval_opts o = {3, 1.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, path, 0};
   bcg_eval_result *res = calloc(1, sizeof *res);
   CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, res, err, sizeof err), 0);
   int nx = S.env->nx, nu = S.env->nu, T = 50;
@@ -344,7 +344,7 @@ static void test_fixed_window(void) {
   bcg_session S;
   char err[2048];
   CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
-  bcg_eval_opts o = {3, 2.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, NULL};
+  bcg_eval_opts o = {3, 2.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, NULL, 0};
   bcg_eval_result *bad = calloc(1, sizeof *bad), *zero = calloc(1, sizeof *zero);
   CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, bad_policy, &S, &o, bad, err, sizeof err), 0);
   CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, zero_policy, &S, &o, zero, err, sizeof err), 0);
@@ -398,6 +398,52 @@ static void test_fixed_window(void) {
  * whole multiples of a step that bcg_real rounded (0.02 in float is
  * 0.0199999996) count as whole, not one step more (a float build evaluated
  * 51 steps for 1 s); anything past a whole number is one step more */
+/* [eval] mujoco_timestep: MuJoCo's own step in the transfer evaluation. bcg's
+ * substep given explicitly is the default, bit for bit; a quarter of it runs 4x
+ * the MuJoCo steps per control step, changes MuJoCo's result and leaves bcg's;
+ * a timestep that does not divide the control step is refused by name; eval.h5
+ * records what MuJoCo ran at. */
+static void test_mujoco_timestep(void) {
+  bcg_config *cfg = load_cfg("rsi = false\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  bcg_session S;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
+  const bcg_simparams *sp = &S.env->sim->sp;
+  bcg_eval_opts o = {2, 1.0, 0.3, 7, 0.01, 0.05, BCG_EVAL_BCG | BCG_EVAL_MUJOCO, 0, NULL, 0};
+  bcg_eval_result *r0 = calloc(1, sizeof *r0), *r1 = calloc(1, sizeof *r1), *r4 = calloc(1, sizeof *r4);
+  CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, zero_policy, &S, &o, r0, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(r0->mj_steps, sp->substeps);
+  CU_ASSERT_DOUBLE_EQUAL(r0->mj_timestep, (double)sp->dt, 1e-15);
+  o.mj_timestep = (double)sp->dt;
+  CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, zero_policy, &S, &o, r1, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(memcmp(&r0->stats, &r1->stats, sizeof r0->stats), 0);
+  o.mj_timestep = (double)sp->dt / 4;
+  CU_ASSERT_EQUAL_FATAL(bcg_eval(&S, zero_policy, &S, &o, r4, err, sizeof err), 0);
+  CU_ASSERT_EQUAL(r4->mj_steps, 4 * sp->substeps);
+  CU_ASSERT_EQUAL(memcmp(&r0->stats[0], &r4->stats[0], sizeof r0->stats[0]), 0); /* bcg: unchanged */
+  CU_ASSERT(r0->stats[1].pen_mean != r4->stats[1].pen_mean);                     /* MuJoCo: another step */
+  char path[256];
+  snprintf(path, sizeof path, "%s/eval_mjdt.h5", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(bcg_eval_write(r4, &o, path, err, sizeof err), 0);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  CU_ASSERT_FATAL(f >= 0);
+  double v[2] = {0, 0};
+  hid_t d = H5Dopen2(f, "mujoco_timestep_steps", H5P_DEFAULT);
+  CU_ASSERT(d >= 0 && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+  if (d >= 0) H5Dclose(d);
+  H5Fclose(f);
+  CU_ASSERT_DOUBLE_EQUAL(v[0], (double)sp->dt / 4, 1e-12);
+  CU_ASSERT_EQUAL(v[1], 4 * sp->substeps);
+  o.mj_timestep = 0.003; /* 0.02 s is not a whole number of 3 ms steps */
+  err[0] = 0;
+  CU_ASSERT_NOT_EQUAL(bcg_eval(&S, zero_policy, &S, &o, r1, err, sizeof err), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "[eval] mujoco_timestep"));
+  free(r0), free(r1), free(r4);
+  bcg_session_close(&S);
+  bcg_config_free(cfg);
+}
+
 static void test_steps_for(void) {
   CU_ASSERT_EQUAL(bcg_steps_for(1.0, 0.02), 50);
   CU_ASSERT_EQUAL(bcg_steps_for(1.0, (double)0.02f), 50);
@@ -410,5 +456,6 @@ static void test_steps_for(void) {
 }
 
 BCG_TESTS({"steps_for", test_steps_for}, {"replay_etrack_zero", test_replay_etrack_zero}, {"airborne_matches_mujoco", test_airborne_matches_mujoco},
-          {"bad_policy_falls", test_bad_policy_falls}, {"trace", test_trace}, {"fixed_window", test_fixed_window});
+          {"bad_policy_falls", test_bad_policy_falls}, {"trace", test_trace}, {"fixed_window", test_fixed_window},
+          {"mujoco_timestep", test_mujoco_timestep});
 BCG_RUN("eval")

@@ -52,6 +52,8 @@ typedef struct bcg_eval_opts {
   int sims;           /* BCG_EVAL_BCG | BCG_EVAL_MUJOCO */
   double fall_penalty;/* E_fixed: the error (m) of a step after a fall, and the clip of every step's error; 0: 1 m */
   const char *trace;  /* non-NULL: also write every step of every episode to this HDF5 file (see bcg_eval) */
+  double mj_timestep; /* MuJoCo's timestep (s); 0: bcg's substep (control_dt / substeps). The control step must
+                         be a whole number of them (bcg_eval fails otherwise) */
 } bcg_eval_opts;
 
 typedef struct bcg_eval_run {
@@ -80,6 +82,8 @@ typedef struct bcg_eval_result {
   int window_steps;      /* K of E_fixed (control steps) */
   double window_s;       /* K * control_dt */
   double penalty_m;      /* P of E_fixed (m) */
+  double mj_timestep;    /* MuJoCo: its timestep (s) and steps per control step (have[1]) */
+  int mj_steps;
 } bcg_eval_result;
 
 /* Evaluate policy in the simulators of opts->sims. S must be an open session
