@@ -178,6 +178,8 @@ static int bt_on_iteration(void *ctx, int64_t done, uint64_t samples, double wal
   if (done == c->warm) {
     c->s[0] = bt_now(samples);
     c->threads = omp_get_max_threads();
+    (void)bcg_blas_describe(); /* bcg's OpenBLAS set-up (one thread) runs at the first CPU GEMM: a run whose
+                                   GEMMs all went to cuBLAS has not had one yet, and would print OpenBLAS's default */
     c->blas_threads = openblas_get_num_threads();
   }
   if (done == c->last) c->s[1] = bt_now(samples);
