@@ -147,8 +147,6 @@ typedef struct ev {
   int nenv, nx, nu, nq, nv, N, steps, window;
   size_t xs;
   double P; /* E_fixed's penalty and clip (m) */
-  double mj_dt; /* MuJoCo's timestep and steps per control step */
-  int mj_steps;
   bcg_real *x0, *x, *xn, *a, *pa, *obs, *rew, *et;
   int *done, *envs, *mask;
   bcg_task_clock *clk0, *clk;
@@ -265,7 +263,7 @@ static int ev_sim_open(ev *E, int si, int which, char *err, size_t errlen) {
       bcg_setf(err, errlen, "cannot set up MuJoCo for the evaluation (PD needs joint motors)");
       return -1;
     }
-    bcg_mjref_set_timestep(E->ref[r], E->mj_dt);
+    bcg_mjref_set_timestep(E->ref[r], E->res->mj_timestep);
     double qd[BCG_MAX_Q], ud[BCG_MAX_DOF];
     for (int i = 0; i < E->nq; i++) qd[i] = E->x[(size_t)r * nx + i];
     for (int i = 0; i < E->nv; i++) ud[i] = E->x[(size_t)r * nx + E->nq + i];
@@ -302,7 +300,7 @@ static void ev_step(ev *E, int which, int step) {
       ctrl[i] = sp->actuation == BCG_ACTUATION_PD ? sp->qdef[m->jnt_qposadr[m->act_jnt[i]]] + sp->action_scale * ai : ai;
     }
     if (E->tr_ctrl) memcpy(E->tr_ctrl + ((size_t)r * E->steps + step) * nu, ctrl, sizeof(double) * nu);
-    bcg_mjref_step(E->ref[r], ctrl, E->mj_steps);
+    bcg_mjref_step(E->ref[r], ctrl, E->res->mj_steps);
     int sc = bcg_mjref_self_contacts(E->ref[r]) > 0;
     E->self_n[r] += sc;
     if (E->tr_self) E->tr_self[(size_t)r * E->steps + step] = sc;
@@ -428,18 +426,11 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
              nsteps, (double)env->control_dt);
     return -1;
   }
-  res->runs = N;
-  ev *E = calloc(1, sizeof *E);
-  if (!E) return bcg_setf(err, errlen, "out of memory"), -1;
-  E->S = S, E->o = o, E->res = res, E->env = env, E->M = env->model, E->T = S->task_ops;
-  E->nenv = env->nenv, E->nx = env->nx, E->nu = env->nu, E->nq = env->nq, E->nv = env->nv, E->N = N;
-  E->steps = (int)nsteps;
-  E->P = o->fall_penalty > 0 ? o->fall_penalty : 1.0;
   {
     /* MuJoCo's timestep: bcg's substep, or opts->mj_timestep when it divides the control step */
     const bcg_simparams *sp = &env->sim->sp;
     const double ctl = (double)sp->dt * sp->substeps;
-    E->mj_dt = sp->dt, E->mj_steps = sp->substeps;
+    res->mj_timestep = sp->dt, res->mj_steps = sp->substeps;
     if (o->mj_timestep > 0) {
       const double k = floor(ctl / o->mj_timestep + 0.5);
       if (!(k >= 1) || k > 1e6 || fabs(k * o->mj_timestep - ctl) > 1e-6 * ctl) { /* float: dt is a float */
@@ -447,13 +438,18 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
                  "[eval] mujoco_timestep = %g s does not divide the control step (%g s) into a whole number of "
                  "MuJoCo steps",
                  o->mj_timestep, ctl);
-        free(E);
         return -1;
       }
-      E->mj_dt = ctl / k, E->mj_steps = (int)k;
+      res->mj_timestep = ctl / k, res->mj_steps = (int)k;
     }
-    res->mj_timestep = E->mj_dt, res->mj_steps = E->mj_steps;
   }
+  res->runs = N;
+  ev *E = calloc(1, sizeof *E);
+  if (!E) return bcg_setf(err, errlen, "out of memory"), -1;
+  E->S = S, E->o = o, E->res = res, E->env = env, E->M = env->model, E->T = S->task_ops;
+  E->nenv = env->nenv, E->nx = env->nx, E->nu = env->nu, E->nq = env->nq, E->nv = env->nv, E->N = N;
+  E->steps = (int)nsteps;
+  E->P = o->fall_penalty > 0 ? o->fall_penalty : 1.0;
   /* E_fixed's window: `steps`, or up to the step at which a run that is up
    * reaches the end of the clip or of the episode (done = 2): every run
    * starts at the same clip phase, so that step is the same for all */
@@ -475,7 +471,7 @@ int bcg_eval(bcg_session *S, bcg_policy_fn policy, void *ctx, const bcg_eval_opt
   }
   if (o->trace) {
     const bcg_simparams *sp = &env->sim->sp;
-    trace_mj mjt = {E->tr_ctrl, sp->actuation == BCG_ACTUATION_PD, {{0}}, E->mj_dt, E->mj_steps};
+    trace_mj mjt = {E->tr_ctrl, sp->actuation == BCG_ACTUATION_PD, {{0}}, res->mj_timestep, res->mj_steps};
     for (int i = 0; i < E->nu; i++) mjt.servo[i][0] = sp->kp[i], mjt.servo[i][1] = sp->kd[i], mjt.servo[i][2] = sp->tau_max[i];
     if (write_trace(o->trace, res, N, E->steps, E->nq, E->nx, E->nu, E->tr_x, E->tr_a, E->tr_r, E->tr_self, E->tr_pred,
                     E->tr_len, E->clk0, &mjt, err, errlen))
