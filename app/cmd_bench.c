@@ -151,6 +151,7 @@ static int make_config(const char *contact, const char *model_path, bcg_config *
 typedef struct bt_snap {
   double t, sim, vjp, nn, task, est;
   uint64_t samples;
+  bcg_nn_cuda_split gpu; /* --nn-split */
 } bt_snap;
 
 typedef struct bt_ctx {
@@ -167,6 +168,7 @@ static bt_snap bt_now(uint64_t samples) {
   bcg_nn_time(&f, &b);
   s.nn = f + b;
   bcg_session_time(&s.task, &s.est);
+  bcg_nn_cuda_profile_read(&s.gpu);
   s.samples = samples;
   return s;
 }
@@ -226,13 +228,41 @@ static void git_commit(char *buf, size_t len) {
   pclose(p);
 }
 
+/* --nn-split: the networks' time per iteration split into the device calls'
+ * phases (bcg_nn_cuda_profile) and the calls that ran on the CPU */
+static void print_nn_split(const bcg_nn_cuda_split *a, const bcg_nn_cuda_split *b, double n, double nn) {
+  long nf = b->forwards - a->forwards, nb = b->backwards - a->backwards;
+  printf("\nnetworks per iteration (--nn-split: each phase of a device call waits for the device, so the calls\n"
+         "are a little slower than without it):\n");
+  if (nf + nb == 0) {
+    printf("  no call ran on the GPU ([run] device = cuda and batches of at least [run] nn_min_batch rows do)\n");
+    return;
+  }
+  double ph[7] = {b->params - a->params, b->inputs - a->inputs, b->gemm - a->gemm, b->elementwise - a->elementwise,
+                  b->layernorm - a->layernorm, b->sums - a->sums, b->outputs - a->outputs};
+  static const char *nm[7] = {"parameters in", "inputs in", "GEMM (cuBLAS)", "bias, activation",
+                              "LayerNorm", "batch sums", "outputs back"};
+  double tot = (b->total - a->total) / n, sum = 0;
+  printf("  on the GPU: %.1f forwards (%.0f rows each on average), %.1f backwards\n", nf / n,
+         nf ? (double)(b->rows - a->rows) / nf : 0.0, nb / n);
+  printf("  %-34s %10s %8s\n", "per iteration", "s", "share");
+  for (int k = 0; k < 7; k++) {
+    sum += ph[k] / n;
+    printf("  %-34s %10.6f %7.1f%%\n", nm[k], ph[k] / n, nn > 0 ? 100 * ph[k] / n / nn : 0);
+  }
+  printf("  %-34s %10.6f %7.1f%%\n", "the rest of the device calls", tot - sum, nn > 0 ? 100 * (tot - sum) / nn : 0);
+  printf("  %-34s %10.6f %7.1f%%\n", "device calls", tot, nn > 0 ? 100 * tot / nn : 0);
+  printf("  %-34s %10.6f %7.1f%%\n", "calls on the CPU (smaller batches)", nn - tot, nn > 0 ? 100 * (nn - tot) / nn : 0);
+}
+
 static int bench_train(int argc, char **argv) {
   const char *path = NULL;
   long iters = 3;
   const char *ov[300];
-  int nov = 0;
+  int nov = 0, nn_split = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--train")) {
+    if (!strcmp(argv[i], "--nn-split")) nn_split = 1;
+    else if (!strcmp(argv[i], "--train")) {
       if (i + 1 == argc) return bcg_cli_usage("bench", "--train needs CONFIG");
       path = argv[++i];
     }
@@ -242,7 +272,9 @@ static int bench_train(int argc, char **argv) {
       if (e == argv[i]) iters = 0;
       if (*e || iters < 1 || iters > 1000000) return bcg_cli_usage("bench", "--iterations must be a positive integer");
     } else if (argv[i][0] != '-' && strchr(argv[i], '=') && nov < 256) ov[nov++] = argv[i];
-    else return bcg_cli_usage("bench", "unknown argument '%s' (with --train: --iterations N and section.key=value)", argv[i]);
+    else
+      return bcg_cli_usage("bench", "unknown argument '%s' (with --train: --iterations N, --nn-split and section.key=value)",
+                           argv[i]);
   }
   if (!path) return bcg_cli_usage("bench", "--train needs CONFIG");
   char tmpl[PATH_MAX];
@@ -315,7 +347,9 @@ static int bench_train(int argc, char **argv) {
   opt.ctx = &c;
   bcg_train_result res;
   char err[4096];
+  bcg_nn_cuda_profile(nn_split);
   rc = bcg_train_run(cfg, &opt, &res, err, sizeof err);
+  bcg_nn_cuda_profile(0);
   rm_run_dir(tmpl);
   bcg_config_free(cfg);
   if (rc) return bcg_cli_error("%s", err);
@@ -338,6 +372,7 @@ static int bench_train(int argc, char **argv) {
   double spi = (double)(b->samples - a->samples) / n;
   printf("\nsamples: %.0f per iteration, %.0f samples/s\n", spi, wall > 0 ? spi * n / wall : 0);
   printf("(the rest: the learner's own work: sampling, losses, advantages, gathers, Adam, normalisers; logging)\n");
+  if (nn_split) print_nn_split(&a->gpu, &b->gpu, n, part[2]);
   return BCG_EXIT_OK;
 }
 

@@ -8,8 +8,9 @@
 # 1. the CPU and the OpenBLAS kernels it gets (bcg bench prints them);
 # 2. `bcg bench --train` of each config in CONFIGS (default: the humanoid jump
 #    SHAC+BCG and PPO configs) with run.device=cuda and cpu (DEVICES), all
-#    threads; where bcg replaced OpenBLAS's own choice of kernels, the same
-#    bench again with OpenBLAS's choice (OPENBLAS_CORETYPE set to it);
+#    threads, with BENCH_ARGS added (e.g. --nn-split: the networks' GPU calls
+#    split into their phases); where bcg replaced OpenBLAS's own choice of
+#    kernels, the same bench again with OpenBLAS's choice (OPENBLAS_CORETYPE);
 # 3. if nsys is installed: one PPO bench --train (cuda) under `nsys profile`,
 #    with its CUDA API and kernel summaries (where the networks' time goes).
 # Files under $OUT: device_profile.log (everything), bench_train.txt (the
@@ -43,13 +44,13 @@ bench() { # label, env..., -- args
   echo "#### $*" >>"$R"
   timeout ${BENCH_S:-150} env "$@" >/tmp/bcg-prof-last.txt 2>&1 || echo "(rc $?)" >>/tmp/bcg-prof-last.txt
   cat /tmp/bcg-prof-last.txt >>"$R"
-  grep -E '^(threads|physics|networks|task|the rest|total|samples)' /tmp/bcg-prof-last.txt | sed 's/^/    /'
+  grep -E '^(threads|physics|networks|task|the rest|total|samples|  )' /tmp/bcg-prof-last.txt | sed 's/^/    /'
 }
 for cfg in $CONFIGS; do
   for dev in $DEVICES; do
     # PPO's 4096 environments on the CPU take minutes per iteration: cuda only
     case "$cfg" in *ppo*) [ $dev = cpu ] && continue ;; esac
-    bench $B/bcg bench --train $cfg --iterations $ITERS run.device=$dev run.threads=$NP
+    bench $B/bcg bench --train $cfg --iterations $ITERS ${BENCH_ARGS:-} run.device=$dev run.threads=$NP
     own=$(grep -o "OpenBLAS's own choice: [A-Za-z]*" /tmp/bcg-prof-last.txt | awk '{print $4}')
     if [ -n "$own" ]; then
       bench OPENBLAS_CORETYPE=$own $B/bcg bench --train $cfg --iterations $ITERS run.device=$dev run.threads=$NP

@@ -385,6 +385,8 @@ int bcg_nn_cuda_enabled(int *min_batch) {
 }
 
 const char *bcg_nn_cuda_error(void) { return bcg_cuda_nn_error(); }
+void bcg_nn_cuda_profile(int on) { bcg_cuda_nn_profile(on); }
+void bcg_nn_cuda_profile_read(bcg_nn_cuda_split *s) { bcg_cuda_nn_profile_read(s); }
 
 /* ---- process-wide time in the networks (bcg_nn_time) ---- */
 static uint64_t nn_ns[2]; /* forward, backward */

@@ -29,6 +29,9 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t);
 /* The message of the last failure ("" if none). */
 const char *bcg_cuda_nn_error(void);
+/* bcg_nn_cuda_profile / bcg_nn_cuda_profile_read (bcg/nn.h). */
+void bcg_cuda_nn_profile(int on);
+void bcg_cuda_nn_profile_read(bcg_nn_cuda_split *s);
 
 BCG_END_DECLS
 

@@ -8,6 +8,7 @@ typedef int bcg_nn_cuda_stub_unit; /* keeps the unit non-empty in CUDA builds */
 
 #ifndef BCG_HAVE_CUDA
 #include <stdio.h>
+#include <string.h>
 
 int bcg_cuda_nn_init(char *err, size_t errlen) {
   if (err && errlen) snprintf(err, errlen, "bcg was built without CUDA (make CUDA=0, or nvcc not found)");
@@ -23,4 +24,6 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
 }
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t) { (void)t; }
 const char *bcg_cuda_nn_error(void) { return "bcg was built without CUDA"; }
+void bcg_cuda_nn_profile(int on) { (void)on; }
+void bcg_cuda_nn_profile_read(bcg_nn_cuda_split *s) { memset(s, 0, sizeof *s); }
 #endif

@@ -240,6 +240,57 @@ static void test_dispatch(void) {
   bcg_mlp_destroy(&m);
 }
 
+/* bcg_nn_cuda_profile: the calls counted, phases that add up to at most the
+ * calls' wall time, nothing counted while off, and the same numbers either way */
+static void test_profile(void) {
+  if (!gpu()) return;
+  bcg_mlp m;
+  if (make_mlp(&m, BCG_LN_POST_ACT, BCG_ACT_ELU, 11, 3, 600)) {
+    CU_FAIL("create");
+    return;
+  }
+  int B = 600;
+  size_t np = m.nnet;
+  bcg_real *x = malloc((size_t)B * 11 * sizeof(bcg_real)), *y = malloc((size_t)B * 3 * sizeof(bcg_real));
+  bcg_real *y2 = malloc((size_t)B * 3 * sizeof(bcg_real)), *dy = malloc((size_t)B * 3 * sizeof(bcg_real));
+  bcg_real *g = calloc(np, sizeof(bcg_real)), *g2 = calloc(np, sizeof(bcg_real));
+  randn(x, (size_t)B * 11, 6, 1, 0);
+  randn(dy, (size_t)B * 3, 7, 1, 0);
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 1, NULL, 0), 0);
+  bcg_nn_cuda_split a, b, c;
+  bcg_nn_cuda_profile_read(&a);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, B, y), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, NULL, dy, g, NULL), 0);
+  bcg_nn_cuda_profile_read(&b);
+  CU_ASSERT(b.forwards == a.forwards && b.backwards == a.backwards && b.total == a.total); /* off: nothing */
+  bcg_nn_cuda_profile(1);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, B, y2), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, NULL, dy, g2, NULL), 0);
+  bcg_nn_cuda_profile(0);
+  bcg_nn_cuda_profile_read(&c);
+  CU_ASSERT_EQUAL(c.forwards - b.forwards, 1);
+  CU_ASSERT_EQUAL(c.backwards - b.backwards, 1);
+  CU_ASSERT_EQUAL(c.rows - b.rows, B);
+  double ph[7] = {c.params - b.params, c.inputs - b.inputs, c.gemm - b.gemm, c.elementwise - b.elementwise,
+                  c.layernorm - b.layernorm, c.sums - b.sums, c.outputs - b.outputs};
+  double sum = 0;
+  for (int k = 0; k < 7; k++) {
+    CU_ASSERT(ph[k] >= 0);
+    sum += ph[k];
+  }
+  CU_ASSERT(c.total - b.total > 0 && sum <= c.total - b.total);
+  CU_ASSERT(memcmp(y, y2, (size_t)B * 3 * sizeof(bcg_real)) == 0);
+  CU_ASSERT(memcmp(g, g2, np * sizeof(bcg_real)) == 0);
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  free(x);
+  free(y);
+  free(y2);
+  free(dy);
+  free(g);
+  free(g2);
+  bcg_mlp_destroy(&m);
+}
+
 /* refused without a device, with the reason */
 static void test_refusal(void) {
   char err[512] = "";
@@ -253,5 +304,6 @@ static void test_refusal(void) {
   CU_ASSERT(!bcg_nn_cuda_enabled(NULL));
 }
 
-BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"refusal", test_refusal});
+BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"profile", test_profile},
+          {"refusal", test_refusal});
 BCG_RUN("nn_cuda")

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "bcg/nn.h"
+#include "clock.h"
 #include "nn_cuda.h"
 #include "nn_tape.h"
 
@@ -132,6 +133,34 @@ static struct {
   size_t cparams, cgrad, cs0, cs1, cpart;     /* their capacities in reals */
   char err[512];
 } G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, ""};
+
+/* ---- the split of the device calls' time (bcg_nn_cuda_profile) --------------------------
+ * Off: nothing but a flag test per phase. On: each phase ends with a device-wide
+ * synchronisation and its wall time goes to its bucket, so the phases are
+ * attributed exactly (the calls get a little slower: no overlap of a phase with
+ * the next launch). Read and written under G.mu. */
+enum { PH_PARAMS, PH_IN, PH_GEMM, PH_ELEM, PH_LN, PH_SUM, PH_OUT, PH_N };
+static struct {
+  int on;
+  uint64_t t;
+  bcg_nn_cuda_split s;
+} P;
+
+static void ph_begin(void) {
+  if (!P.on) return;
+  cudaDeviceSynchronize();
+  P.t = bcg_mono_ns();
+}
+
+static void ph(int k) {
+  if (!P.on) return;
+  cudaDeviceSynchronize();
+  uint64_t t = bcg_mono_ns();
+  double d = 1e-9 * (double)(t - P.t);
+  P.t = t;
+  double *b[PH_N] = {&P.s.params, &P.s.inputs, &P.s.gemm, &P.s.elementwise, &P.s.layernorm, &P.s.sums, &P.s.outputs};
+  *b[k] += d;
+}
 
 static void seterr(const char *fmt, ...) {
   va_list ap;
@@ -253,6 +282,7 @@ int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, in
   const bcg_real one = 1;
   dptrs p;
   dtape *dt;
+  uint64_t t0;
   pthread_mutex_lock(&G.mu);
   if (init_locked()) goto fail;
   dt = (dtape *)t->dev;
@@ -265,6 +295,8 @@ int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, in
     t->dev = dt;
   }
   dt->batch = 0;
+  t0 = bcg_mono_ns();
+  ph_begin();
   if (dt->cap < batch || dt->m != m) {
     if (dt->mem) cudaFree(dt->mem);
     dt->mem = NULL;
@@ -276,7 +308,9 @@ int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, in
   dlayout(m, dt->cap, dt->mem, &p);
   CK(grow(&G.params, &G.cparams, m->nnet));
   CK(cudaMemcpy(G.params, m->params, m->nnet * sizeof(bcg_real), cudaMemcpyHostToDevice));
+  ph(PH_PARAMS);
   CK(cudaMemcpy(p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real), cudaMemcpyHostToDevice));
+  ph(PH_IN);
   {
     const bcg_real *a = p.x;
     for (int l = 0; l < m->nlin; l++) {
@@ -286,18 +320,29 @@ int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, in
       const bcg_real *g = ln ? G.params + m->off_lng[l] : NULL, *gb = ln ? G.params + m->off_lnb[l] : NULL;
       bcg_real *z = p.pre[l];
       LAUNCH(k_bias, n, z, bias, n, no);
+      ph(PH_ELEM);
       /* row-major z[batch][no] += a[batch][ni] W^T  ==  column-major z^T += W^T^T a^T */
       CB(GEMM(G.h, CUBLAS_OP_T, CUBLAS_OP_N, no, batch, ni, &one, W, ni, a, ni, &one, z, no));
+      ph(PH_GEMM);
       if (ln == BCG_LN_PRE_ACT) LAUNCH(k_ln, batch, no, batch, z, g, gb, p.xhat[l], p.rstd[l], z);
+      ph(PH_LN);
       LAUNCH(k_act, n, act, z, p.post[l], n);
+      ph(PH_ELEM);
       if (ln == BCG_LN_POST_ACT) LAUNCH(k_ln, batch, no, batch, p.post[l], g, gb, p.xhat[l], p.rstd[l], p.out[l]);
+      ph(PH_LN);
       CK(cudaGetLastError());
       a = p.out[l];
     }
     CK(cudaMemcpy(y, a, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real), cudaMemcpyDeviceToHost));
   }
   CK(cudaStreamSynchronize(G.st));
+  ph(PH_OUT);
   dt->batch = batch;
+  if (P.on) {
+    P.s.forwards++;
+    P.s.rows += batch;
+    P.s.total += 1e-9 * (double)(bcg_mono_ns() - t0);
+  }
   pthread_mutex_unlock(&G.mu);
   return 0;
 fail:
@@ -311,7 +356,10 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   dtape *dt = (dtape *)t->dev;
   int batch;
   bcg_real *d, *e;
+  uint64_t t0;
   pthread_mutex_lock(&G.mu);
+  t0 = bcg_mono_ns();
+  ph_begin();
   if (!dt || dt->m != m || dt->batch <= 0 || dt->batch != t->batch) {
     seterr("nn on CUDA: backward without a matching device forward on this tape");
     goto fail;
@@ -324,11 +372,13 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
     CK(grow(&G.grad, &G.cgrad, m->nnet));
     CK(cudaMemcpy(G.grad, grad, m->nnet * sizeof(bcg_real), cudaMemcpyHostToDevice));
   }
+  ph(PH_PARAMS);
   CK(grow(&G.s0, &G.cs0, (size_t)batch * maxdim(m)));
   CK(grow(&G.s1, &G.cs1, (size_t)batch * maxdim(m)));
   d = G.s0;
   e = G.s1;
   CK(cudaMemcpy(d, dy, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real), cudaMemcpyHostToDevice));
+  ph(PH_IN);
   for (int l = m->nlin - 1; l >= 0; l--) {
     int ni = m->dim[l], no = m->dim[l + 1], act = act_of(m, l), ln = ln_of(m, l);
     long n = (long)batch * no;
@@ -337,20 +387,26 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
     for (int pass = 0; pass < 2; pass++) {
       /* pass 0: POST_ACT LayerNorm, then the activation; pass 1: PRE_ACT LayerNorm */
       if (pass == 1 && act != BCG_ACT_IDENTITY) LAUNCH(k_act_df, n, act, p.pre[l], p.post[l], d, n);
+      ph(PH_ELEM);
       if (ln != (pass == 0 ? BCG_LN_POST_ACT : BCG_LN_PRE_ACT)) continue;
       if (dg) {
         if (colsum(dg, d, p.xhat[l], batch, no) || colsum(dgb, d, NULL, batch, no)) goto fail;
       }
+      ph(PH_SUM);
       LAUNCH(k_ln_vjp, batch, no, batch, p.xhat[l], p.rstd[l], g, d);
+      ph(PH_LN);
     }
     const bcg_real *a = l == 0 ? p.x : p.out[l - 1];
     if (grad) {
       /* row-major gW[no][ni] += d^T a  ==  column-major gW^T += a^T d */
       CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_T, ni, no, batch, &one, a, ni, d, no, &one, G.grad + m->off_w[l], ni));
+      ph(PH_GEMM);
       if (colsum(G.grad + m->off_b[l], d, NULL, batch, no)) goto fail;
+      ph(PH_SUM);
     }
     if (l > 0 || dx) /* row-major da[batch][ni] = d W  ==  column-major da^T = W^T d^T */
       CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_N, ni, batch, no, &one, G.params + m->off_w[l], ni, d, no, &zero, e, ni));
+    ph(PH_GEMM);
     CK(cudaGetLastError());
     bcg_real *tmp = d;
     d = e;
@@ -360,9 +416,28 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   if (dx) CK(cudaMemcpy(dx, d, (size_t)batch * m->dim[0] * sizeof(bcg_real), cudaMemcpyDeviceToHost));
   if (grad) CK(cudaMemcpy(grad, G.grad, m->nnet * sizeof(bcg_real), cudaMemcpyDeviceToHost));
   CK(cudaStreamSynchronize(G.st));
+  ph(PH_OUT);
+  if (P.on) {
+    P.s.backwards++;
+    P.s.total += 1e-9 * (double)(bcg_mono_ns() - t0);
+  }
   pthread_mutex_unlock(&G.mu);
   return 0;
 fail:
   pthread_mutex_unlock(&G.mu);
   return -1;
+}
+
+/* ---- profile switch ----------------------------------------------------------------------- */
+
+void bcg_cuda_nn_profile(int on) {
+  pthread_mutex_lock(&G.mu);
+  P.on = on != 0;
+  pthread_mutex_unlock(&G.mu);
+}
+
+void bcg_cuda_nn_profile_read(bcg_nn_cuda_split *s) {
+  pthread_mutex_lock(&G.mu);
+  *s = P.s;
+  pthread_mutex_unlock(&G.mu);
 }

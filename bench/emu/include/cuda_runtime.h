@@ -32,6 +32,7 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t b, cuda
 static inline cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)malloc(8); return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return 0; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
 static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = (cudaEvent_t)calloc(1, sizeof **e); return 0; }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return 0; }
 static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return 0; }

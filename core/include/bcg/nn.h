@@ -313,6 +313,27 @@ int bcg_nn_set_cuda(int on, int min_batch, char *err, size_t errlen);
 int bcg_nn_cuda_enabled(int *min_batch);
 /* The message of the last BCG_NN_EDEVICE ("" if none). */
 const char *bcg_nn_cuda_error(void);
+/* Where the device calls' time goes (bcg bench --train --nn-split). With the
+ * profile on, every phase of a device forward or backward ends with a
+ * device-wide synchronisation and its wall time is added to its bucket (the
+ * calls get somewhat slower: nothing overlaps across phases); off (the
+ * default) costs a flag test per phase. The sums cover every device call of
+ * the process while the profile was on; without CUDA they stay zero. */
+typedef struct bcg_nn_cuda_split {
+  long forwards, backwards; /* device calls */
+  long rows;                /* rows of the device forwards */
+  double total;             /* s: wall inside the device calls, the phases and the rest (lock, allocation) */
+  double params;            /* s: parameters (and a backward's gradient) copied to the device */
+  double inputs;            /* s: x (forward) and dy (backward) copied to the device */
+  double gemm;              /* s: cuBLAS GEMMs */
+  double elementwise;       /* s: bias, activation and its derivative */
+  double layernorm;         /* s: LayerNorm and its VJP */
+  double sums;              /* s: batch sums of the bias and LayerNorm gradients */
+  double outputs;           /* s: y, dx and the gradient copied back, and the final wait */
+} bcg_nn_cuda_split;
+void bcg_nn_cuda_profile(int on);
+void bcg_nn_cuda_profile_read(bcg_nn_cuda_split *s);
+
 /* Seconds (wall) spent in bcg_mlp_forward and bcg_mlp_backward by every
  * network of the process since it started, on either device (the GPU path's
  * copies included). Calls made inside an OpenMP parallel region count on the
