@@ -11,8 +11,9 @@
 # session's checkout started from: the call sends the working tree, not the
 # commits since), CONFIGS (default the humanoid and G1 jump PPO configs),
 # OVERRIDES (default run.device=cuda run.threads=16), ITERS (3), REPEAT (2),
-# REAL (double). Build folders build-ab-new and build-ab-base. File under
-# $OUT: device_ab.txt.
+# REAL (double). OVERRIDES may carry bench flags too (--nn-split). Build
+# folders build-ab-new and build-ab-base. Files under $OUT: device_ab.txt (the
+# table), device_ab_full.txt (every bench's output).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-out}
@@ -54,6 +55,7 @@ for cfg in $CONFIGS; do
         /^physics forward/ { f = $3 } /^networks/ { n = $2 } /^task/ { t = $2 } /^the rest/ { x = $3 } /^total/ { tot = $2 }
         /^samples:/ { for (i = 1; i <= NF; i++) if ($i == "samples/s") s = $(i-1) }
         END { printf "%-40s %-5s %4s %9.3f %9.3f %9.3f %9.3f %9.3f %9s\n", c, b, r, tot, f, n, t, x, s }' $log >>"$R"
+      { echo "#### $b rep $rep: $cfg"; cat $log; } >>"$OUT/device_ab_full.txt"
       grep -q '^total' $log || { say "$b $cfg failed:"; tail -n 5 $log; }
     done
   done
