@@ -4,12 +4,16 @@
 # memory is host memory; a kernel launch runs every thread as a loop, blocks in
 # a scrambled order) and cublas_v2.h (cublas{D,S}gemm as OpenBLAS cblas_{d,s}gemm
 # in column-major order) and linked into tests/test_nn_cuda.c, whose
-# bcg_nnc_* calls then interpose the CUDA=0 library's stubs. The suite
+# bcg_cuda_nn_* calls then interpose the CUDA=0 library's stubs. The suite
 # compares the "device" with core/nn.c's CPU path and prints the worst errors.
+# The emulation runs LayerNorm one thread per row (bcg_layernorm itself): it
+# has no warps, so the device's warp-per-row kernels are checked on a GPU only
+# (bench/device_nn.sh).
 #   sh bench/emu/nn_run.sh [double|float]    (builds build-nn-cpu[-float] with CUDA=0 first)
 # CHUNK=1000000: one chunk for the batch sums, the CPU's summation order: the
 # emulated device must then equal the CPU bit for bit (the GEMM calls are the
-# same OpenBLAS calls). FMA="-mfma -ffp-contract=fast" estimates the device's
+# same OpenBLAS calls), but for the ELU, which the CPU evaluates with libmvec's
+# vector expm1 where it has it and the device code with expm1 (within 2 ulp). FMA="-mfma -ffp-contract=fast" estimates the device's
 # rounding of the kernels. STAGE (default 4104 bytes, not a multiple of a
 # real's size) sets the halves of the pinned staging buffer, so every copy of
 # the suite runs through several chunks and a partial last one.
