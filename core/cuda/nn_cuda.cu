@@ -3,15 +3,17 @@
  * The device mirror of core/nn.c's bcg_mlp_forward / bcg_mlp_backward, step
  * for step: the same GEMMs (cuBLAS, column-major calls that are exactly the
  * row-major OpenBLAS calls of nn.c), the same per-row LayerNorm and its VJP
- * (bcg/nn.h's BCG_HD bcg_layernorm / bcg_layernorm_vjp, one thread per row),
- * the same activations (bcg_act_f / bcg_act_df, one thread per element).
- * Only the batch sums of the bias and LayerNorm gradients are ordered
- * differently: rows are summed in chunks of CHUNK rows, then the chunk sums in
- * order (a batch of at most CHUNK rows is summed exactly as nn.c does).
+ * (bcg/nn.h's bcg_layernorm / bcg_layernorm_vjp, one warp per row: the
+ * feature sums grouped by lane), the same activations (bcg_act_f /
+ * bcg_act_df, one thread per element). The batch sums of the bias and
+ * LayerNorm gradients are ordered differently: rows are summed in chunks of
+ * CHUNK rows, then the chunk sums in order (a batch of at most CHUNK rows is
+ * summed exactly as nn.c does); a backward's parameter gradient is summed
+ * from zero on the device and added to the caller's array on the host.
  *
  * Device memory: process-wide parameter, gradient, scratch and partial-sum
- * buffers (grown on demand; parameters and gradients are copied in on every
- * call, so the host arrays stay authoritative), and per host tape a device
+ * buffers (grown on demand; the parameters are copied in on every call, so
+ * the host arrays stay authoritative), and per host tape a device
  * tape (t->dev) with what the backward reads: x, and per layer pre, post and
  * with LayerNorm xhat, rstd (POST_ACT: the LN output too), laid out as nn.c's
  * host tape for the batch capacity.
@@ -187,7 +189,8 @@ __global__ void k_colsum_fin(bcg_real *out, const bcg_real *part, int nchunk, in
 #ifndef BCG_NN_CUDA_STAGE
 #define BCG_NN_CUDA_STAGE (1 << 21) /* bytes in each half of the pinned staging buffer */
 #endif
-#define STAGE BCG_NN_CUDA_STAGE
+/* what one chunk moves: whole reals (down_add adds them) */
+#define STAGE ((int)(BCG_NN_CUDA_STAGE / sizeof(bcg_real) * sizeof(bcg_real)))
 
 static struct {
   pthread_mutex_t mu;
@@ -322,9 +325,10 @@ static cudaError_t up(void *dst, const void *src, size_t n) {
   return cudaSuccess;
 }
 
-/* host dst[n bytes] = device src, after the work queued before it; chunk k+1
- * is queued before the host copies chunk k out */
-static cudaError_t down(void *dst, const void *src, size_t n) {
+/* host dst[n bytes] = device src (add: dst += src, n / sizeof(bcg_real)
+ * reals), after the work queued before it; chunk k+1 is queued before the
+ * host copies chunk k out */
+static cudaError_t down_(void *dst, const void *src, size_t n, int add) {
   size_t poff = 0, plen = 0;
   int ph_ = -1;
   for (size_t off = 0;; off += STAGE) {
@@ -343,7 +347,13 @@ static cudaError_t down(void *dst, const void *src, size_t n) {
     }
     if (ph_ >= 0) {
       if ((e = cudaEventSynchronize(G.ev[ph_])) != cudaSuccess) return e;
-      memcpy((char *)dst + poff, G.pin + (size_t)ph_ * STAGE, plen);
+      const char *buf = G.pin + (size_t)ph_ * STAGE;
+      if (add) {
+        bcg_real *a = (bcg_real *)((char *)dst + poff);
+        const bcg_real *b = (const bcg_real *)buf;
+        for (size_t i = 0; i < plen / sizeof(bcg_real); i++) a[i] += b[i];
+      } else
+        memcpy((char *)dst + poff, buf, plen);
     }
     if (h < 0) return cudaSuccess;
     ph_ = h;
@@ -351,6 +361,8 @@ static cudaError_t down(void *dst, const void *src, size_t n) {
     plen = len;
   }
 }
+static cudaError_t down(void *dst, const void *src, size_t n) { return down_(dst, src, n, 0); }
+static cudaError_t down_add(bcg_real *dst, const bcg_real *src, size_t n) { return down_(dst, src, n * sizeof(bcg_real), 1); }
 
 /* ---- device tape ---------------------------------------------------------------------- */
 
@@ -494,9 +506,9 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   dlayout(m, dt->cap, dt->mem, &p);
   CK(grow(&G.params, &G.cparams, m->nnet));
   CK(up(G.params, m->params, m->nnet * sizeof(bcg_real)));
-  if (grad) {
+  if (grad) { /* the device sums this backward's gradient from zero; the host adds it to grad at the end */
     CK(grow(&G.grad, &G.cgrad, m->nnet));
-    CK(up(G.grad, grad, m->nnet * sizeof(bcg_real)));
+    CK(cudaMemsetAsync(G.grad, 0, m->nnet * sizeof(bcg_real), G.st));
   }
   ph(PH_PARAMS);
   CK(grow(&G.s0, &G.cs0, (size_t)batch * maxdim(m)));
@@ -540,7 +552,7 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   }
   /* d now holds dx (after the last swap) */
   if (dx) CK(down(dx, d, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
-  if (grad) CK(down(grad, G.grad, m->nnet * sizeof(bcg_real)));
+  if (grad) CK(down_add(grad, G.grad, m->nnet));
   CK(cudaStreamSynchronize(G.st));
   ph(PH_OUT);
   if (P.on) {
