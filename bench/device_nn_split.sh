@@ -11,8 +11,8 @@
 #    of the humanoid jump SHAC+BCG and PPO configs, device = cuda, all
 #    threads, the two builds alternating (each bench's split of the networks
 #    into the GPU calls' phases and the calls left on the CPU);
-# 3. the working tree's build again with OMP_WAIT_POLICY passive (bcg's
-#    default) and active, and SHAC+BCG with run.nn_min_batch=64 (its rollout
+# 3. the working tree's build again with OMP_WAIT_POLICY=active (bcg's
+#    default is passive), and SHAC+BCG with run.nn_min_batch=64 (its rollout
 #    batches of 64 rows on the GPU too).
 # Files under $OUT: test_nn_cuda.log, device_ab.txt, device_ab_full.txt,
 # extra.txt. About 5 minutes on one GPU box with 16 cores.
@@ -37,14 +37,14 @@ CONFIGS="configs/experiments/jump_shac_bcg.ini configs/experiments/jump_ppo.ini"
   OVERRIDES="--nn-split run.device=cuda run.threads=$NP" bash bench/device_ab.sh
 X="$OUT/extra.txt"
 : >"$X"
-for c in "jump_shac_bcg.ini run.nn_min_batch=64" "jump_shac_bcg.ini" "jump_ppo.ini"; do
-  for w in passive active; do
-    say "bench $c, OMP_WAIT_POLICY=$w"
-    echo "#### $c OMP_WAIT_POLICY=$w" >>"$X"
-    # shellcheck disable=SC2086
-    OMP_WAIT_POLICY=$w timeout 200 $B/bcg bench --train configs/experiments/$c --nn-split run.device=cuda \
-      run.threads=$NP >>"$X" 2>&1
-  done
+# (the passive runs of the plain configs are device_ab.sh's "new" rows)
+for cw in "jump_shac_bcg.ini run.nn_min_batch=64:passive" "jump_shac_bcg.ini:active" "jump_ppo.ini:active"; do
+  c=${cw%:*} w=${cw##*:}
+  say "bench $c, OMP_WAIT_POLICY=$w"
+  echo "#### $c OMP_WAIT_POLICY=$w" >>"$X"
+  # shellcheck disable=SC2086
+  OMP_WAIT_POLICY=$w timeout 200 $B/bcg bench --train configs/experiments/$c --nn-split run.device=cuda \
+    run.threads=$NP >>"$X" 2>&1
 done
 grep -E '^####|^total|^networks|^task|^the rest|device calls|calls on the CPU' "$X" | sed 's/^/  /'
 say "done in $(($(date +%s) - T0)) s"
