@@ -252,7 +252,8 @@ static void print_nn_split(const bcg_nn_cuda_split *a, const bcg_nn_cuda_split *
   }
   printf("  %-34s %10.6f %7.1f%%\n", "the rest of the device calls", tot - sum, nn > 0 ? 100 * (tot - sum) / nn : 0);
   printf("  %-34s %10.6f %7.1f%%\n", "device calls", tot, nn > 0 ? 100 * tot / nn : 0);
-  printf("  %-34s %10.6f %7.1f%%\n", "calls on the CPU (smaller batches)", nn - tot, nn > 0 ? 100 * (nn - tot) / nn : 0);
+  printf("  %-34s %10.6f %7.1f%%\n", "CPU calls, host work around GPU calls", nn - tot,
+         nn > 0 ? 100 * (nn - tot) / nn : 0);
 }
 
 static int bench_train(int argc, char **argv) {

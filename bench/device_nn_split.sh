@@ -46,5 +46,5 @@ for cw in "jump_shac_bcg.ini run.nn_min_batch=64:passive" "jump_shac_bcg.ini:act
   OMP_WAIT_POLICY=$w timeout 200 $B/bcg bench --train configs/experiments/$c --nn-split run.device=cuda \
     run.threads=$NP >>"$X" 2>&1
 done
-grep -E '^####|^total|^networks|^task|^the rest|device calls|calls on the CPU' "$X" | sed 's/^/  /'
+grep -E '^####|^total|^networks|^task|^the rest|device calls|CPU calls' "$X" | sed 's/^/  /'
 say "done in $(($(date +%s) - T0)) s"

@@ -10,8 +10,8 @@
 # CHUNK=1000000: one chunk for the batch sums, the CPU's summation order: the
 # emulated device must then equal the CPU bit for bit (the GEMM calls are the
 # same OpenBLAS calls), but for the ELU, which the CPU evaluates with libmvec's
-# vector expm1 where it has it and the device code with expm1 (within 2 ulp). FMA="-mfma -ffp-contract=fast" estimates the device's
-# rounding of the kernels.
+# vector expm1 where it has it and the device code with expm1 (within 2 ulp).
+# FMA="-mfma -ffp-contract=fast" estimates the device's rounding of the kernels.
 set -e
 cd "$(dirname "$0")/../.."
 REAL=${1:-double}
