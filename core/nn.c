@@ -900,12 +900,54 @@ void bcg_gauss_logprob_batch(int batch, int n, const bcg_real *mu, const bcg_rea
   }
 }
 
+/* exp(-ls) (sign -1) or exp(2 ls) (sign 2) per dimension, into buf when n fits, else NULL */
+#define GAUSS_PRE_MAX 256
+static const bcg_real *gauss_pre(int n, const bcg_real *ls, int sign, bcg_real *buf) {
+  if (n > GAUSS_PRE_MAX) return NULL;
+  for (int i = 0; i < n; i++) buf[i] = bcg_nn_exp(sign < 0 ? -ls[i] : (bcg_real)2 * ls[i]);
+  return buf;
+}
+
 void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
                                  const bcg_real *a, const bcg_real *dlp, bcg_real *da,
                                  bcg_real *dmu, bcg_real *dls) {
+  bcg_real buf[GAUSS_PRE_MAX];
+  const bcg_real *isd = gauss_pre(n, ls, -1, buf);
   for (int s = 0; s < batch; s++) {
     size_t o = (size_t)s * n;
-    bcg_gauss_logprob_vjp(n, mu + o, ls, a + o, dlp[s], da ? da + o : NULL, dmu ? dmu + o : NULL,
-                          dls);
+    if (!isd) {
+      bcg_gauss_logprob_vjp(n, mu + o, ls, a + o, dlp[s], da ? da + o : NULL, dmu ? dmu + o : NULL, dls);
+      continue;
+    }
+    const bcg_real g = dlp[s];
+    for (int i = 0; i < n; i++) { /* bcg_gauss_logprob_vjp's operations, exp(-ls[i]) from isd */
+      bcg_real is = isd[i];
+      bcg_real z = (a[o + i] - mu[o + i]) * is;
+      bcg_real t = g * z * is;
+      if (da) da[o + i] -= t;
+      if (dmu) dmu[o + i] += t;
+      if (dls) dls[i] += g * (z * z - (bcg_real)1);
+    }
   }
+}
+
+double bcg_gauss_kl_sum(int batch, int n, const bcg_real *mu0, const int *rows0, const bcg_real *ls0,
+                        const bcg_real *mu1, const bcg_real *ls1) {
+  bcg_real b0[GAUSS_PRE_MAX], b1[GAUSS_PRE_MAX];
+  const bcg_real *v0 = gauss_pre(n, ls0, 2, b0), *v1 = gauss_pre(n, ls1, 2, b1);
+  double sum = 0;
+  for (int s = 0; s < batch; s++) {
+    const bcg_real *m0 = mu0 + (size_t)(rows0 ? rows0[s] : s) * n, *m1 = mu1 + (size_t)s * n;
+    if (!v0 || !v1) {
+      sum += (double)bcg_gauss_kl(n, m0, ls0, m1, ls1);
+      continue;
+    }
+    bcg_real kl = 0;
+    for (int i = 0; i < n; i++) { /* bcg_gauss_kl's operations, the variances from v0, v1 */
+      bcg_real d = m0[i] - m1[i];
+      kl += ls1[i] - ls0[i] + (v0[i] + d * d) / ((bcg_real)2 * v1[i]) - (bcg_real)0.5;
+    }
+    sum += (double)kl;
+  }
+  return sum;
 }

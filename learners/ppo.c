@@ -295,11 +295,7 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
   bcg_real *vals = s->mbdv; /* values now; overwritten by their adjoint below */
   /* adaptive learning rate from KL(old || new) */
   if (s->adaptive) {
-    double kl = 0;
-    for (int i = 0; i < n; i++) {
-      int src = s->perm[b0 + i];
-      kl += bcg_gauss_kl(nu, s->MU + (size_t)src * nu, s->lsold, s->mbmu + (size_t)i * nu, ls);
-    }
+    double kl = bcg_gauss_kl_sum(n, nu, s->MU, s->perm + b0, s->lsold, s->mbmu, ls);
     bcg_lr_observe_kl(&s->sched, (bcg_real)(kl / n));
   }
   bcg_gauss_logprob_batch(n, nu, s->mbmu, ls, s->mba, s->mblp);

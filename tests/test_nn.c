@@ -578,6 +578,59 @@ static void test_gauss_vjp(void) {
   CU_ASSERT(bcg_gauss_kl(N, mu, ls, mu + N, ls) > 0);
 }
 
+/* The batch forms bit for bit against the per-row functions they stand for
+ * (they evaluate the exponentials once per dimension), with a row map, and
+ * above the dimension count they precompute for (the per-row fallback). */
+static void test_gauss_batch_exact(void) {
+  const int dims[2] = {7, 300};
+  for (int k = 0; k < 2; k++) {
+    int B = 5, N = dims[k];
+    size_t BN = (size_t)B * N;
+    bcg_real *mu0 = malloc(BN * sizeof(bcg_real)), *mu1 = malloc(BN * sizeof(bcg_real));
+    bcg_real *a = malloc(BN * sizeof(bcg_real)), *c = malloc(B * sizeof(bcg_real));
+    bcg_real *ls0 = malloc(N * sizeof(bcg_real)), *ls1 = malloc(N * sizeof(bcg_real));
+    bcg_real *g[2][3];
+    for (int v = 0; v < 2; v++) {
+      g[v][0] = malloc(BN * sizeof(bcg_real));
+      g[v][1] = malloc(BN * sizeof(bcg_real));
+      g[v][2] = malloc(N * sizeof(bcg_real));
+      randn(g[v][0], (int)BN, 90, 1);
+      randn(g[v][1], (int)BN, 91, 1);
+      randn(g[v][2], N, 92, 1); /* both variants start from the same non-zero values */
+    }
+    randn(mu0, (int)BN, 93, 1);
+    randn(mu1, (int)BN, 94, 1);
+    randn(a, (int)BN, 95, 1);
+    randn(c, B, 96, 1);
+    randn(ls0, N, 97, 0.5);
+    randn(ls1, N, 98, 0.5);
+    bcg_gauss_logprob_vjp_batch(B, N, mu1, ls1, a, c, g[0][0], g[0][1], g[0][2]);
+    for (int s = 0; s < B; s++)
+      bcg_gauss_logprob_vjp(N, mu1 + (size_t)s * N, ls1, a + (size_t)s * N, c[s], g[1][0] + (size_t)s * N,
+                            g[1][1] + (size_t)s * N, g[1][2]);
+    CU_ASSERT(memcmp(g[0][0], g[1][0], BN * sizeof(bcg_real)) == 0);
+    CU_ASSERT(memcmp(g[0][1], g[1][1], BN * sizeof(bcg_real)) == 0);
+    CU_ASSERT(memcmp(g[0][2], g[1][2], N * sizeof(bcg_real)) == 0);
+    const int rows[5] = {3, 0, 4, 4, 1};
+    double ref = 0, ref_id = 0;
+    for (int s = 0; s < B; s++) {
+      ref += (double)bcg_gauss_kl(N, mu0 + (size_t)rows[s] * N, ls0, mu1 + (size_t)s * N, ls1);
+      ref_id += (double)bcg_gauss_kl(N, mu0 + (size_t)s * N, ls0, mu1 + (size_t)s * N, ls1);
+    }
+    CU_ASSERT(bcg_gauss_kl_sum(B, N, mu0, rows, ls0, mu1, ls1) == ref);
+    CU_ASSERT(bcg_gauss_kl_sum(B, N, mu0, NULL, ls0, mu1, ls1) == ref_id);
+    CU_ASSERT(ref > 0);
+    for (int v = 0; v < 2; v++)
+      for (int j = 0; j < 3; j++) free(g[v][j]);
+    free(mu0);
+    free(mu1);
+    free(a);
+    free(c);
+    free(ls0);
+    free(ls1);
+  }
+}
+
 /* ---- optimisation ----------------------------------------------------------------- */
 
 static void test_adam(void) {
@@ -722,6 +775,7 @@ BCG_TESTS({"philox known answers", test_philox_kat}, {"rng streams", test_rng_st
           {"elu layer", test_elu_layer},
           {"mlp init", test_mlp_init}, {"normaliser statistics", test_normalizer_stats},
           {"normaliser vjp", test_normalizer_vjp}, {"gaussian vjps", test_gauss_vjp},
+          {"gaussian batch forms exact", test_gauss_batch_exact},
           {"adam", test_adam}, {"clip and polyak", test_clip},
           {"lr schedules", test_lr_schedules}, {"sin regression", test_regression_sin});
 BCG_RUN("nn")

@@ -445,10 +445,17 @@ void bcg_gauss_sample_vjp_batch(int batch, int n, const bcg_real *ls, const bcg_
                                 const bcg_real *da, bcg_real *dmu, bcg_real *dls);
 void bcg_gauss_logprob_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
                              const bcg_real *a, bcg_real *lp);
-/* dlp[batch] upstream; da, dmu [batch][n] and dls [n] accumulate; any may be NULL. */
+/* dlp[batch] upstream; da, dmu [batch][n] and dls [n] accumulate; any may be NULL.
+ * The same operations as bcg_gauss_logprob_vjp row after row (bit for bit),
+ * with exp(-ls) evaluated once per dimension instead of once per element. */
 void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
                                  const bcg_real *a, const bcg_real *dlp, bcg_real *da,
                                  bcg_real *dmu, bcg_real *dls);
+/* sum over the rows s of (double)bcg_gauss_kl(n, mu0 + r * n, ls0, mu1 + s * n, ls1),
+ * r = rows0[s] (rows0 NULL: r = s), added in row order: bit for bit the loop
+ * over bcg_gauss_kl, with the variances exp(2 ls) evaluated once per dimension. */
+double bcg_gauss_kl_sum(int batch, int n, const bcg_real *mu0, const int *rows0, const bcg_real *ls0,
+                        const bcg_real *mu1, const bcg_real *ls1);
 
 BCG_END_DECLS
 
