@@ -900,11 +900,12 @@ void bcg_gauss_logprob_batch(int batch, int n, const bcg_real *mu, const bcg_rea
   }
 }
 
-/* exp(-ls) (sign -1) or exp(2 ls) (sign 2) per dimension, into buf when n fits, else NULL */
+/* exp(scale * ls) per dimension into buf when n fits, else NULL (scale -1 or
+ * 2: the same values as the per-row functions' exp(-ls[i]) and exp(2 * ls[i])) */
 #define GAUSS_PRE_MAX 256
-static const bcg_real *gauss_pre(int n, const bcg_real *ls, int sign, bcg_real *buf) {
+static const bcg_real *gauss_pre(int n, const bcg_real *ls, bcg_real scale, bcg_real *buf) {
   if (n > GAUSS_PRE_MAX) return NULL;
-  for (int i = 0; i < n; i++) buf[i] = bcg_nn_exp(sign < 0 ? -ls[i] : (bcg_real)2 * ls[i]);
+  for (int i = 0; i < n; i++) buf[i] = bcg_nn_exp(scale * ls[i]);
   return buf;
 }
 
@@ -912,7 +913,7 @@ void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg
                                  const bcg_real *a, const bcg_real *dlp, bcg_real *da,
                                  bcg_real *dmu, bcg_real *dls) {
   bcg_real buf[GAUSS_PRE_MAX];
-  const bcg_real *isd = gauss_pre(n, ls, -1, buf);
+  const bcg_real *isd = gauss_pre(n, ls, (bcg_real)-1, buf);
   for (int s = 0; s < batch; s++) {
     size_t o = (size_t)s * n;
     if (!isd) {
@@ -934,7 +935,7 @@ void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg
 double bcg_gauss_kl_sum(int batch, int n, const bcg_real *mu0, const int *rows0, const bcg_real *ls0,
                         const bcg_real *mu1, const bcg_real *ls1) {
   bcg_real b0[GAUSS_PRE_MAX], b1[GAUSS_PRE_MAX];
-  const bcg_real *v0 = gauss_pre(n, ls0, 2, b0), *v1 = gauss_pre(n, ls1, 2, b1);
+  const bcg_real *v0 = gauss_pre(n, ls0, (bcg_real)2, b0), *v1 = gauss_pre(n, ls1, (bcg_real)2, b1);
   double sum = 0;
   for (int s = 0; s < batch; s++) {
     const bcg_real *m0 = mu0 + (size_t)(rows0 ? rows0[s] : s) * n, *m1 = mu1 + (size_t)s * n;
