@@ -573,8 +573,7 @@ static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch
   if (batch == 0) return BCG_NN_OK;
   bcg_nn_tape_ptrs p;
   bcg_nn_tape_layout(m, t->max_batch, t->mem, &p, 1);
-  memcpy(p.x, x, (size_t)batch * (size_t)m->dim[0] * sizeof(bcg_real));
-  if (nn_cuda_on && batch >= nn_cuda_min) { /* the GPU: input and output in the host tape */
+  if (nn_cuda_on && batch >= nn_cuda_min) { /* the GPU: only the output in the host tape */
     bcg_real *out = p.out[m->nlin - 1];
     if (bcg_cuda_nn_forward(m, t, x, batch, out)) {
       t->batch = 0;
@@ -584,6 +583,7 @@ static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch
     if (y) memcpy(y, out, (size_t)batch * (size_t)m->dim[m->nlin] * sizeof(bcg_real));
     return BCG_NN_OK;
   }
+  memcpy(p.x, x, (size_t)batch * (size_t)m->dim[0] * sizeof(bcg_real));
   const bcg_real *a = p.x;
   for (int l = 0; l < m->nlin; l++) {
     int ni = m->dim[l], no = m->dim[l + 1], act = layer_act(m, l);

@@ -4,10 +4,12 @@
  *
  * Every call copies the network parameters (m->params, first m->nnet reals)
  * to the device, so the host copy stays the only authoritative one (Adam,
- * clipping, Polyak averaging and checkpoints work on it unchanged).
+ * clipping, Polyak averaging and checkpoints work on it unchanged); a
+ * backward's gradient is summed on the device from zero and added to the
+ * host gradient on the way back.
  * The activations a backward needs stay on the device, in a device tape
  * owned by the host tape (t->dev, grown on demand to the batch seen); the
- * host tape receives the input and the output only. All calls serialise on
+ * host tape receives the output only. All calls serialise on
  * one process-wide lock, stream and cuBLAS handle, and wait for their work.
  * Return 0, or -1 with a message kept for bcg_cuda_nn_error(). */
 #ifndef BCG_NN_CUDA_H

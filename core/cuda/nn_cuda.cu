@@ -3,23 +3,24 @@
  * The device mirror of core/nn.c's bcg_mlp_forward / bcg_mlp_backward, step
  * for step: the same GEMMs (cuBLAS, column-major calls that are exactly the
  * row-major OpenBLAS calls of nn.c), the same per-row LayerNorm and its VJP
- * (bcg/nn.h's BCG_HD bcg_layernorm / bcg_layernorm_vjp, one thread per row),
- * the same activations (bcg_act_f / bcg_act_df, one thread per element).
- * Only the batch sums of the bias and LayerNorm gradients are ordered
- * differently: rows are summed in chunks of CHUNK rows, then the chunk sums in
- * order (a batch of at most CHUNK rows is summed exactly as nn.c does).
+ * (bcg/nn.h's bcg_layernorm / bcg_layernorm_vjp, one warp per row: the
+ * feature sums grouped by lane), the same activations (bcg_act_f /
+ * bcg_act_df, one thread per element). The batch sums of the bias and
+ * LayerNorm gradients are ordered differently: rows are summed in chunks of
+ * CHUNK rows, then the chunk sums in order (a batch of at most CHUNK rows is
+ * summed exactly as nn.c does); a backward's parameter gradient is summed
+ * from zero on the device and added to the caller's array on the host.
  *
  * Device memory: process-wide parameter, gradient, scratch and partial-sum
- * buffers (grown on demand; parameters and gradients are copied in on every
- * call, so the host arrays stay authoritative), and per host tape a device
+ * buffers (grown on demand; the parameters are copied in on every call, so
+ * the host arrays stay authoritative), and per host tape a device
  * tape (t->dev) with what the backward reads: x, and per layer pre, post and
  * with LayerNorm xhat, rstd (POST_ACT: the LN output too), laid out as nn.c's
  * host tape for the batch capacity.
  *
- * Copies are plain cudaMemcpy (legacy default stream); kernels and cuBLAS run
- * on the blocking stream G.st, which the legacy stream orders against (this
- * also keeps the file within bench/emu's stub runtime). Every call ends
- * synchronised, so host outputs are ready on return. */
+ * Copies go through a pinned staging buffer (up / down below), kernels and
+ * cuBLAS run on the one stream G.st. Every call ends synchronised, so host
+ * outputs are ready on return. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -72,6 +73,63 @@ __global__ void k_act_df(int act, const bcg_real *pre, const bcg_real *post, bcg
   if (k < n) d[k] *= bcg_act_df(act, pre[k], post[k]);
 }
 
+#ifndef EMU_LAUNCH
+/* One warp per row (the device): lane j takes the features j, j + 32, ... so
+ * the warp's loads are coalesced, and the row sums are combined with
+ * shuffles. The arithmetic is bcg_layernorm's (two passes: mean, then the
+ * biased variance) and bcg_layernorm_vjp's, with the sums over features
+ * grouped by lane. The one-thread-per-row kernels below (bcg_layernorm
+ * itself, uncoalesced: a thread walks its row) stay for bench/emu, whose
+ * host stand-in runs threads one after another and has no warps. */
+#define LN_WARPS 4 /* rows per block */
+__device__ __forceinline__ bcg_real warp_sum(bcg_real v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void k_ln_warp(int no, int batch, const bcg_real *x, const bcg_real *g, const bcg_real *b, bcg_real *xhat,
+                          bcg_real *rstd, bcg_real *y) {
+  long s = (long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (s >= batch) return; /* whole warps leave together */
+  size_t o = (size_t)s * no;
+  const bcg_real *xr = x + o;
+  bcg_real mean = 0, var = 0;
+  for (int i = lane; i < no; i += 32) mean += xr[i];
+  mean = warp_sum(mean) / (bcg_real)no;
+  for (int i = lane; i < no; i += 32) var += (xr[i] - mean) * (xr[i] - mean);
+  var = warp_sum(var) / (bcg_real)no;
+  bcg_real r = (bcg_real)1 / bcg_nn_sqrt(var + (bcg_real)BCG_LN_EPS);
+  if (lane == 0) rstd[s] = r;
+  for (int i = lane; i < no; i += 32) {
+    bcg_real h = (xr[i] - mean) * r;
+    xhat[o + i] = h;
+    y[o + i] = g[i] * h + b[i];
+  }
+}
+
+__global__ void k_ln_vjp_warp(int no, int batch, const bcg_real *xhat, const bcg_real *rstd, const bcg_real *g,
+                              bcg_real *d) {
+  long s = (long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (s >= batch) return;
+  size_t o = (size_t)s * no;
+  bcg_real m1 = 0, m2 = 0;
+  for (int i = lane; i < no; i += 32) {
+    bcg_real t = d[o + i] * g[i];
+    m1 += t;
+    m2 += t * xhat[o + i];
+  }
+  m1 = warp_sum(m1) / (bcg_real)no;
+  m2 = warp_sum(m2) / (bcg_real)no;
+  bcg_real r = rstd[s];
+  for (int i = lane; i < no; i += 32) d[o + i] = r * (d[o + i] * g[i] - m1 - xhat[o + i] * m2);
+}
+#define LN_FWD(no, batch, x, g, b, xhat, rstd, y)                                                     \
+  k_ln_warp<<<(int)(((batch) + LN_WARPS - 1) / LN_WARPS), 32 * LN_WARPS, 0, G.st>>>(no, batch, x, g, b, xhat, rstd, y)
+#define LN_VJP(no, batch, xhat, rstd, g, d)                                                           \
+  k_ln_vjp_warp<<<(int)(((batch) + LN_WARPS - 1) / LN_WARPS), 32 * LN_WARPS, 0, G.st>>>(no, batch, xhat, rstd, g, d)
+#else
 /* one row per thread: y = LN(x) (y may alias x) */
 __global__ void k_ln(int no, int batch, const bcg_real *x, const bcg_real *g, const bcg_real *b, bcg_real *xhat, bcg_real *rstd, bcg_real *y) {
   long s = tid();
@@ -87,6 +145,10 @@ __global__ void k_ln_vjp(int no, int batch, const bcg_real *xhat, const bcg_real
   size_t o = (size_t)s * no;
   bcg_layernorm_vjp(no, xhat + o, rstd[s], g, d + o, d + o, NULL, NULL);
 }
+
+#define LN_FWD(no, batch, x, g, b, xhat, rstd, y) LAUNCH(k_ln, batch, no, batch, x, g, b, xhat, rstd, y)
+#define LN_VJP(no, batch, xhat, rstd, g, d) LAUNCH(k_ln_vjp, batch, no, batch, xhat, rstd, g, d)
+#endif
 
 /* out[i] += sum_s d[s][i] (* w[s][i]), rows in order (one chunk: nn.c's order exactly) */
 __global__ void k_colsum_direct(bcg_real *out, const bcg_real *d, const bcg_real *w, int batch, int no) {
@@ -124,6 +186,12 @@ __global__ void k_colsum_fin(bcg_real *out, const bcg_real *part, int nchunk, in
 
 /* ---- process-wide state ----------------------------------------------------------------- */
 
+#ifndef BCG_NN_CUDA_STAGE
+#define BCG_NN_CUDA_STAGE (1 << 21) /* bytes in each half of the pinned staging buffer */
+#endif
+/* what one chunk moves: whole reals (down_add adds them) */
+#define STAGE ((int)(BCG_NN_CUDA_STAGE / sizeof(bcg_real) * sizeof(bcg_real)))
+
 static struct {
   pthread_mutex_t mu;
   int ready;
@@ -131,8 +199,11 @@ static struct {
   cublasHandle_t h;
   bcg_real *params, *grad, *s0, *s1, *part; /* device */
   size_t cparams, cgrad, cs0, cs1, cpart;     /* their capacities in reals */
+  char *pin;                                  /* pinned host staging, two halves of STAGE bytes */
+  cudaEvent_t ev[2];                          /* the last copy through each half */
+  int half;                                   /* the half the next chunk takes */
   char err[512];
-} G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, ""};
+} G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, {0, 0}, 0, ""};
 
 /* ---- the split of the device calls' time (bcg_nn_cuda_profile) --------------------------
  * Off: nothing but a flag test per phase. On: each phase ends with a device-wide
@@ -210,6 +281,9 @@ static int init_locked(void) {
   CB(cublasCreate(&G.h));
   CB(cublasSetStream(G.h, G.st));
   CB(cublasSetMathMode(G.h, CUBLAS_DEFAULT_MATH)); /* no TF32 / reduced precision */
+  CK(cudaHostAlloc((void **)&G.pin, 2 * (size_t)STAGE, cudaHostAllocDefault));
+  CK(cudaEventCreate(&G.ev[0]));
+  CK(cudaEventCreate(&G.ev[1]));
   G.ready = 1;
   return 0;
 fail:
@@ -225,6 +299,70 @@ int bcg_cuda_nn_init(char *err, size_t errlen) {
 }
 
 const char *bcg_cuda_nn_error(void) { return G.err; }
+
+/* ---- copies through the pinned staging buffer ----------------------------------------------
+ * A copy from or to pageable host memory (the callers' arrays) is staged by
+ * the driver at a few GB/s; through our own pinned buffer it runs at the
+ * DMA engine's speed. Chunks of STAGE bytes alternate between the buffer's
+ * two halves, so the host copies one chunk while the engine moves the other;
+ * an event per half says when its last copy has left it. Both run on G.st,
+ * in order with the kernels. */
+
+/* device dst[n bytes] = host src */
+static cudaError_t up(void *dst, const void *src, size_t n) {
+  for (size_t off = 0; off < n; off += STAGE) {
+    size_t len = n - off < (size_t)STAGE ? n - off : (size_t)STAGE;
+    int h = G.half;
+    G.half ^= 1;
+    char *buf = G.pin + (size_t)h * STAGE;
+    cudaError_t e = cudaEventSynchronize(G.ev[h]);
+    if (e != cudaSuccess) return e;
+    memcpy(buf, (const char *)src + off, len);
+    if ((e = cudaMemcpyAsync((char *)dst + off, buf, len, cudaMemcpyHostToDevice, G.st)) != cudaSuccess ||
+        (e = cudaEventRecord(G.ev[h], G.st)) != cudaSuccess)
+      return e;
+  }
+  return cudaSuccess;
+}
+
+/* host dst[n bytes] = device src (add: dst += src, n / sizeof(bcg_real)
+ * reals), after the work queued before it; chunk k+1 is queued before the
+ * host copies chunk k out */
+static cudaError_t down_(void *dst, const void *src, size_t n, int add) {
+  size_t poff = 0, plen = 0;
+  int ph_ = -1;
+  for (size_t off = 0;; off += STAGE) {
+    int h = -1;
+    size_t len = 0;
+    cudaError_t e;
+    if (off < n) {
+      len = n - off < (size_t)STAGE ? n - off : (size_t)STAGE;
+      h = G.half;
+      G.half ^= 1;
+      if ((e = cudaEventSynchronize(G.ev[h])) != cudaSuccess ||
+          (e = cudaMemcpyAsync(G.pin + (size_t)h * STAGE, (const char *)src + off, len, cudaMemcpyDeviceToHost,
+                               G.st)) != cudaSuccess ||
+          (e = cudaEventRecord(G.ev[h], G.st)) != cudaSuccess)
+        return e;
+    }
+    if (ph_ >= 0) {
+      if ((e = cudaEventSynchronize(G.ev[ph_])) != cudaSuccess) return e;
+      const char *buf = G.pin + (size_t)ph_ * STAGE;
+      if (add) {
+        bcg_real *a = (bcg_real *)((char *)dst + poff);
+        const bcg_real *b = (const bcg_real *)buf;
+        for (size_t i = 0; i < plen / sizeof(bcg_real); i++) a[i] += b[i];
+      } else
+        memcpy((char *)dst + poff, buf, plen);
+    }
+    if (h < 0) return cudaSuccess;
+    ph_ = h;
+    poff = off;
+    plen = len;
+  }
+}
+static cudaError_t down(void *dst, const void *src, size_t n) { return down_(dst, src, n, 0); }
+static cudaError_t down_add(bcg_real *dst, const bcg_real *src, size_t n) { return down_(dst, src, n * sizeof(bcg_real), 1); }
 
 /* ---- device tape ---------------------------------------------------------------------- */
 
@@ -307,9 +445,9 @@ int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, in
   }
   dlayout(m, dt->cap, dt->mem, &p);
   CK(grow(&G.params, &G.cparams, m->nnet));
-  CK(cudaMemcpy(G.params, m->params, m->nnet * sizeof(bcg_real), cudaMemcpyHostToDevice));
+  CK(up(G.params, m->params, m->nnet * sizeof(bcg_real)));
   ph(PH_PARAMS);
-  CK(cudaMemcpy(p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real), cudaMemcpyHostToDevice));
+  CK(up(p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
   ph(PH_IN);
   {
     const bcg_real *a = p.x;
@@ -324,16 +462,16 @@ int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, in
       /* row-major z[batch][no] += a[batch][ni] W^T  ==  column-major z^T += W^T^T a^T */
       CB(GEMM(G.h, CUBLAS_OP_T, CUBLAS_OP_N, no, batch, ni, &one, W, ni, a, ni, &one, z, no));
       ph(PH_GEMM);
-      if (ln == BCG_LN_PRE_ACT) LAUNCH(k_ln, batch, no, batch, z, g, gb, p.xhat[l], p.rstd[l], z);
+      if (ln == BCG_LN_PRE_ACT) LN_FWD(no, batch, z, g, gb, p.xhat[l], p.rstd[l], z);
       ph(PH_LN);
       LAUNCH(k_act, n, act, z, p.post[l], n);
       ph(PH_ELEM);
-      if (ln == BCG_LN_POST_ACT) LAUNCH(k_ln, batch, no, batch, p.post[l], g, gb, p.xhat[l], p.rstd[l], p.out[l]);
+      if (ln == BCG_LN_POST_ACT) LN_FWD(no, batch, p.post[l], g, gb, p.xhat[l], p.rstd[l], p.out[l]);
       ph(PH_LN);
       CK(cudaGetLastError());
       a = p.out[l];
     }
-    CK(cudaMemcpy(y, a, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real), cudaMemcpyDeviceToHost));
+    CK(down(y, a, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real)));
   }
   CK(cudaStreamSynchronize(G.st));
   ph(PH_OUT);
@@ -367,17 +505,17 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   batch = dt->batch;
   dlayout(m, dt->cap, dt->mem, &p);
   CK(grow(&G.params, &G.cparams, m->nnet));
-  CK(cudaMemcpy(G.params, m->params, m->nnet * sizeof(bcg_real), cudaMemcpyHostToDevice));
-  if (grad) {
+  CK(up(G.params, m->params, m->nnet * sizeof(bcg_real)));
+  if (grad) { /* the device sums this backward's gradient from zero; the host adds it to grad at the end */
     CK(grow(&G.grad, &G.cgrad, m->nnet));
-    CK(cudaMemcpy(G.grad, grad, m->nnet * sizeof(bcg_real), cudaMemcpyHostToDevice));
+    CK(cudaMemsetAsync(G.grad, 0, m->nnet * sizeof(bcg_real), G.st));
   }
   ph(PH_PARAMS);
   CK(grow(&G.s0, &G.cs0, (size_t)batch * maxdim(m)));
   CK(grow(&G.s1, &G.cs1, (size_t)batch * maxdim(m)));
   d = G.s0;
   e = G.s1;
-  CK(cudaMemcpy(d, dy, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real), cudaMemcpyHostToDevice));
+  CK(up(d, dy, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real)));
   ph(PH_IN);
   for (int l = m->nlin - 1; l >= 0; l--) {
     int ni = m->dim[l], no = m->dim[l + 1], act = act_of(m, l), ln = ln_of(m, l);
@@ -393,7 +531,7 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
         if (colsum(dg, d, p.xhat[l], batch, no) || colsum(dgb, d, NULL, batch, no)) goto fail;
       }
       ph(PH_SUM);
-      LAUNCH(k_ln_vjp, batch, no, batch, p.xhat[l], p.rstd[l], g, d);
+      LN_VJP(no, batch, p.xhat[l], p.rstd[l], g, d);
       ph(PH_LN);
     }
     const bcg_real *a = l == 0 ? p.x : p.out[l - 1];
@@ -413,8 +551,8 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
     e = tmp;
   }
   /* d now holds dx (after the last swap) */
-  if (dx) CK(cudaMemcpy(dx, d, (size_t)batch * m->dim[0] * sizeof(bcg_real), cudaMemcpyDeviceToHost));
-  if (grad) CK(cudaMemcpy(grad, G.grad, m->nnet * sizeof(bcg_real), cudaMemcpyDeviceToHost));
+  if (dx) CK(down(dx, d, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
+  if (grad) CK(down_add(grad, G.grad, m->nnet));
   CK(cudaStreamSynchronize(G.st));
   ph(PH_OUT);
   if (P.on) {

@@ -302,8 +302,8 @@ void bcg_mlp_tape_free(bcg_mlp_tape *t);
  * arguments, host arrays in and out, parameters copied from m->params at
  * every call (the host parameters stay authoritative), gradients accumulated
  * into the host grad array. The activations the backward needs stay in a
- * device copy of the tape; the host tape then holds only the input and the
- * output (bcg_mlp_tape_output). Results equal the CPU path up to the GEMMs'
+ * device copy of the tape; the host tape then holds only the output
+ * (bcg_mlp_tape_output). Results equal the CPU path up to the GEMMs'
  * and batch sums' summation order. A CUDA failure returns BCG_NN_EDEVICE.
  * bcg_nn_set_cuda(1, ...) returns 0, or -1 with the reason in err (no device,
  * a build without CUDA); (0, ...) always succeeds. Not thread-safe with
@@ -344,7 +344,8 @@ void bcg_nn_time(double *fwd_s, double *bwd_s);
 
 /* y[batch][out] = mlp(x[batch][in]), recording the tape (NULL: the MLP-owned
  * one, so concurrent calls on one MLP need their own tapes). The input is
- * copied into the tape; y may be NULL (read bcg_mlp_tape_output). */
+ * copied into the tape (on the CPU path; a device forward keeps it on the
+ * device); y may be NULL (read bcg_mlp_tape_output). */
 int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);
 /* The output [batch][out] stored in the tape by the last forward. */
 const bcg_real *bcg_mlp_tape_output(const bcg_mlp *m, const bcg_mlp_tape *t);
