@@ -52,7 +52,7 @@ for cfg in $CONFIGS; do
       log=/tmp/ab-$b.txt
       (cd "$wd" && timeout 200 "$bin" bench --train "$cfg" --iterations ${ITERS:-3} $OV) >$log 2>&1
       awk -v c="$cfg" -v b=$b -v r=$rep '
-        /^physics forward/ { f = $3 } /^networks/ { n = $2 } /^task/ { t = $2 } /^the rest/ { x = $3 } /^total/ { tot = $2 }
+        /^physics forward/ { f = $3 } /^networks  / && n == "" { n = $2 } /^task/ { t = $2 } /^the rest/ { x = $3 } /^total/ { tot = $2 }
         /^samples:/ { for (i = 1; i <= NF; i++) if ($i == "samples/s") s = $(i-1) }
         END { printf "%-40s %-5s %4s %9.3f %9.3f %9.3f %9.3f %9.3f %9s\n", c, b, r, tot, f, n, t, x, s }' $log >>"$R"
       { echo "#### $b rep $rep: $cfg"; cat $log; } >>"$OUT/device_ab_full.txt"

@@ -23,7 +23,7 @@ static const bcg_key_spec run_keys[] = {
     {"seconds", BCG_KEY_REAL, "0", 0, INF, NULL, "stop after this much wall-clock time (0: no limit)"},
     {"num_envs", BCG_KEY_INT, "64", 1, 1e6, NULL, "parallel environments (paper: 64)"},
     {"threads", BCG_KEY_INT, "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
-    {"nn_min_batch", BCG_KEY_INT, "512", 1, 1e9, NULL,
+    {"nn_min_batch", BCG_KEY_INT, "64", 1, 1e9, NULL,
      "device = cuda: MLP batches of at least this many rows run on the GPU (cuBLAS), smaller ones on the CPU"},
     {"sim_min_batch", BCG_KEY_INT, "2048", 1, 1e9, NULL,
      "device = cuda: control steps of batches of at least this many environments run on the GPU, smaller ones "

@@ -365,7 +365,7 @@ const bcg_real *bcg_mlp_tape_output(const bcg_mlp *m, const bcg_mlp_tape *t) {
 }
 
 /* ---- the CUDA switch (bcg_nn_set_cuda) ---- */
-#define NN_CUDA_MIN_BATCH 512
+#define NN_CUDA_MIN_BATCH 64
 static int nn_cuda_on, nn_cuda_min = NN_CUDA_MIN_BATCH;
 
 int bcg_nn_set_cuda(int on, int min_batch, char *err, size_t errlen) {
