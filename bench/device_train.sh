@@ -33,14 +33,17 @@
 #   NP             cores to use (default nproc)
 #   SELECT_BEST=1  also evaluate (MuJoCo and bcg) each run's checkpoint of lowest E_fixed in bcg
 #                  (bcg eval --select-best)
-#   RESUME_TGZ     runs.tgz of an earlier call (carried): its runs continue with
+#   RESUME_TGZ     an earlier call's archives, carried, separated by spaces: its
+#                  runs.tgz and its policies-NAME.tgz (or all pieces of a split
+#                  one, policies-NAME.tgz.part-*), unpacked into one folder;
+#                  each run there continues with
 #                  `bcg train --resume` for TRAIN_SECONDS more (run.seconds counts
 #                  training wall time over all calls: RESUME_SECONDS_BEFORE, default
 #                  TRAIN_SECONDS, is added); runs of RUNS not in it start afresh
 #
 # Files under $OUT: device_train.log (everything), runs.tgz (every run's
-# config.ini, log.h5, eval.h5), policies-NAME.tgz (the last checkpoint of each run,
-# when under 16 MB), efixed.tsv (the table).
+# config.ini, log.h5, eval.h5), policies-NAME.tgz (each run's last checkpoint;
+# above 16 MB in pieces of 15 MB, policies-NAME.tgz.part-aa, -ab, ...), efixed.tsv (the table).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-out}
@@ -85,7 +88,16 @@ R=/tmp/bcg-runs
 rm -rf "$R" /tmp/bcg-bin-*
 mkdir -p "$R"
 if [ -n "${RESUME_TGZ:-}" ]; then
-  tar xzf "$RESUME_TGZ" -C "$R" || { say "cannot unpack $RESUME_TGZ"; exit 2; }
+  # each a .tgz, except the pieces of one split archive (NAME.tgz.part-aa, -ab, ...), joined in order
+  parts=$(for f in $RESUME_TGZ; do case "$f" in *.part-*) echo "$f" ;; esac; done | sort)
+  for f in $RESUME_TGZ; do
+    case "$f" in *.part-*) continue ;; esac
+    tar xzf "$f" -C "$R" || { say "cannot unpack $f"; exit 2; }
+  done
+  if [ -n "$parts" ]; then
+    # shellcheck disable=SC2086
+    cat $parts | tar xz -C "$R" || { say "cannot unpack $parts"; exit 2; }
+  fi
   say "resuming the runs of $RESUME_TGZ: $(ls $R | tr '\n' ' ')"
 fi
 # RUNS: "name|config|overrides;..." (two runs side by side); default SHAC+BCG vs PPO on jump;
@@ -197,13 +209,16 @@ for name in $names; do
   ls "$d"/checkpoints/ckpt_*.h5 | head -n -1 | xargs rm -f
 done
 # runs.tgz: every run's config.ini, log.h5 and eval.h5; policies-NAME.tgz: each run's final
-# checkpoint (for a later call's RESUME_TGZ: unpack them all into one folder and tar it), one
-# file per run so that a large one (PPO's) does not take the others with it; a file over the
-# 16 MiB a returned file may have is left out
+# checkpoint (a later call's RESUME_TGZ takes them all), one file per run so that a large
+# one does not take the others with it; one over the 16 MiB a returned file may have goes
+# back in pieces
 tar czf "$OUT/runs.tgz" -C "$R" --exclude=checkpoints . 2>/dev/null
 for name in $names; do
   (cd "$R" && tar czf "$OUT/policies-$name.tgz" $name/*/checkpoints) 2>/dev/null
   sz=$(stat -c %s "$OUT/policies-$name.tgz" 2>/dev/null || echo 0)
-  [ "$sz" -gt 16000000 ] && say "policies-$name.tgz is $sz bytes: left out" && rm -f "$OUT/policies-$name.tgz"
+  if [ "$sz" -gt 16000000 ]; then # a returned file has at most 16 MiB: in pieces (SHAC+BCG's are about 18 MB)
+    split -b 15000000 "$OUT/policies-$name.tgz" "$OUT/policies-$name.tgz.part-" && rm -f "$OUT/policies-$name.tgz"
+    say "policies-$name.tgz ($sz bytes) in pieces: $(cd "$OUT" && ls policies-$name.tgz.part-* | tr '\n' ' ')"
+  fi
 done
 say "done in $(($(date +%s) - T0)) s"
