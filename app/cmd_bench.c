@@ -380,16 +380,19 @@ static int bench_train(int argc, char **argv) {
 int bcg_cmd_bench(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--train")) return bench_train(argc, argv);
-  const char *model_path = NULL;
+  const char *model_path = NULL, *only = NULL;
   double seconds = 1.0;
   int envs = 64;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
+    else if (!strcmp(argv[i], "--contact") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
     else if (!strcmp(argv[i], "--envs") && i + 1 < argc) envs = atoi(argv[++i]);
     else return bcg_cli_usage("bench", "unknown argument '%s'", argv[i]);
   }
   if (!(seconds > 0) || envs < 1) return bcg_cli_usage("bench", "--seconds and --envs must be positive");
+  if (only && strcmp(only, "none") && strcmp(only, "soft") && strcmp(only, "smoothed_kappa") && strcmp(only, "hard"))
+    return bcg_cli_usage("bench", "--contact '%s': one of none, soft, smoothed_kappa, hard", only);
   if (!model_path) model_path = bcg_model_default_path();
   char err[2048];
   bcg_model *model = bcg_model_load(model_path, err, sizeof err);
@@ -441,6 +444,7 @@ int bcg_cmd_bench(int argc, char **argv) {
          "fwd+bwd/s", "vs mj_step", "bwd/fwd cost", "active");
   for (int ci = 0; ci < 4; ci++) {
     const char *cname = contacts[ci];
+    if (only && strcmp(only, cname ? cname : "none")) continue;
     if (cname && !bcg_registry_find(bcg_registry_global(), BCG_KIND_CONTACT, cname)) {
       printf("%-16s (plugin not found)\n", cname);
       continue;

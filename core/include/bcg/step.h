@@ -351,17 +351,22 @@ BCG_HD bcg_real bcg_lowest_gap(const bcg_mdata *m, const bcg_kin *k) {
   return lo;
 }
 
+/* The last dof on the path from body b to the root (-1: none). A point on b
+ * moves with this dof and its dof_parent ancestors (its chain), with no other. */
+BCG_HD int bcg_body_last_dof(const bcg_mdata *m, int b) {
+  for (int bb = b; bb > 0; bb = m->body_parent[bb])
+    if (m->body_jntnum[bb] > 0) {
+      int j = m->body_jntadr[bb] + m->body_jntnum[bb] - 1;
+      return m->jnt_dofadr[j] + bcg_jnt_ndof(m->jnt_type[j]) - 1;
+    }
+  return -1;
+}
+
 /* rows (n, t1, t2) = (z, x, y) of the translational Jacobian at point pc on body b */
 BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, const bcg_real *pc, bcg_real (*J)[BCG_MAX_DOF]) {
   for (int r = 0; r < 3; r++)
     for (int d = 0; d < m->nv; d++) J[r][d] = 0;
-  int d = -1;
-  for (int bb = b; bb > 0 && d < 0; bb = m->body_parent[bb])
-    if (m->body_jntnum[bb] > 0) {
-      int j = m->body_jntadr[bb] + m->body_jntnum[bb] - 1;
-      d = m->jnt_dofadr[j] + bcg_jnt_ndof(m->jnt_type[j]) - 1;
-    }
-  for (; d >= 0; d = m->dof_parent[d]) {
+  for (int d = bcg_body_last_dof(m, b); d >= 0; d = m->dof_parent[d]) {
     const bcg_real *s = k->cdof[d];
     bcg_real col[3];
     bcg_v3_cross(col, s, pc);
@@ -459,22 +464,52 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
       for (int i = 0; i < n3 * n3; i++) G[i] = 0;
     for (int r = 3 * na; r < n3; r++) G[r * n3 + r] = 1; /* keeps padded blocks invertible */
     const int ok = w->status == BCG_STEP_OK;
-    for (int r = 0; r < 3 * na; r++) {
-      /* row r's chain of dofs from its deepest nonzero (Y[r] is 0 off it),
-       * and Y[r] / D along it */
-      int idx[BCG_MAX_DOF], len = 0, top = nv - 1;
-      bcg_real yd[BCG_MAX_DOF];
-      while (top >= 0 && w->K[r][top] == 0) top--;
+    /* G[r][s] (s <= r) = sum over the dofs d of Y[r][d] / D[d] * Y[s][d],
+     * in the order of r's chain from its deepest dof to the root. Per
+     * contact a (rows 3a..3a+2, one chain: Y's rows are 0 off it): its chain
+     * and Y / D along it; per contact b <= a only the chains' common part,
+     * the ancestors of the two bodies' last common dof, contributes: the
+     * rest of a's chain meets zeros of Y[s], whose products left every sum
+     * as it was (they come first, while the sum is still +0). The nine sums
+     * of a block run side by side. */
+    int ctop[BCG_MAX_CONTACT], cdep[BCG_MAX_CONTACT]; /* each contact's last dof, and its chain's length */
+    for (int a = 0; a < na; a++) {
+      ctop[a] = bcg_body_last_dof(m, m->cp_body[w->cid[a]]);
+      cdep[a] = 0;
+      for (int d = ctop[a]; d >= 0; d = m->dof_parent[d]) cdep[a]++;
+    }
+    for (int a = 0; a < na; a++) {
+      int idx[BCG_MAX_DOF], len = 0;
+      bcg_real yd[3][BCG_MAX_DOF];
+      const int top = ctop[a];
       for (int d = top; d >= 0; d = m->dof_parent[d]) {
-        idx[len] = d;
-        yd[len++] = ok ? w->K[r][d] / w->L[d * nv + d] : w->K[r][d];
+        const bcg_real dd = w->L[d * nv + d];
+        for (int i = 0; i < 3; i++) yd[i][len] = ok ? w->K[3 * a + i][d] / dd : w->K[3 * a + i][d];
+        idx[len++] = d;
       }
-      for (int s = 0; s <= r; s++) {
-        const bcg_real *ys = w->K[s];
-        bcg_real v = 0;
-        for (int t = 0; t < len; t++) v += yd[t] * ys[idx[t]];
-        G[r * n3 + s] = v;
-        G[s * n3 + r] = v;
+      for (int b = 0; b <= a; b++) {
+        /* the common chain: its length is the depth of the bodies' last common dof */
+        int x = top, y = ctop[b], lx = len, ly = cdep[b];
+        for (; lx > ly; lx--) x = m->dof_parent[x];
+        for (; ly > lx; ly--) y = m->dof_parent[y];
+        for (; x != y; lx--) { x = m->dof_parent[x]; y = m->dof_parent[y]; }
+        const bcg_real *s0 = w->K[3 * b], *s1 = w->K[3 * b + 1], *s2 = w->K[3 * b + 2];
+        bcg_real v[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+        for (int t = len - lx; t < len; t++) {
+          const int d = idx[t];
+          const bcg_real k0 = s0[d], k1 = s1[d], k2 = s2[d];
+          for (int i = 0; i < 3; i++) {
+            v[i][0] += yd[i][t] * k0;
+            v[i][1] += yd[i][t] * k1;
+            v[i][2] += yd[i][t] * k2;
+          }
+        }
+        for (int i = 0; i < 3; i++)
+          for (int j = 0; j < 3 && (b < a || j <= i); j++) {
+            const int r = 3 * a + i, c = 3 * b + j;
+            G[r * n3 + c] = v[i][j];
+            G[c * n3 + r] = v[i][j];
+          }
       }
     }
   }
@@ -593,13 +628,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
     int i = w->cid[r], b = m->cp_body[i];
     const bcg_real *pc = w->cpos[r];
     bcg_real pcb[3] = {0, 0, gapb[r]};
-    int d = -1;
-    for (int bb = b; bb > 0 && d < 0; bb = m->body_parent[bb])
-      if (m->body_jntnum[bb] > 0) {
-        int j = m->body_jntadr[bb] + m->body_jntnum[bb] - 1;
-        d = m->jnt_dofadr[j] + bcg_jnt_ndof(m->jnt_type[j]) - 1;
-      }
-    for (; d >= 0; d = m->dof_parent[d]) {
+    for (int d = bcg_body_last_dof(m, b); d >= 0; d = m->dof_parent[d]) {
       /* col = s_w x pc + s_v, rows (z, x, y) */
       bcg_real colb[3] = {A->Jb[3 * r + 1][d], A->Jb[3 * r + 2][d], A->Jb[3 * r][d]};
       const bcg_real *s = w->k.cdof[d];
