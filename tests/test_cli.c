@@ -587,6 +587,13 @@ static void test_check_model(void) {
   CU_ASSERT_EQUAL(run_out("bench --model %s --seconds 0.01 --envs 1", body), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "state: default pose in the air: the model has no floor, so no contact is simulated"));
   CU_ASSERT_PTR_NULL(strstr(out, "standing on the floor"));
+  /* --contact: that contact model's row alone; an unknown name is a usage error naming it */
+  CU_ASSERT_EQUAL(run_out("bench --model %s --seconds 0.01 --envs 1 --contact none", body), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nnone "));
+  CU_ASSERT_PTR_NULL(strstr(out, "\nsoft "));
+  CU_ASSERT_PTR_NULL(strstr(out, "\nsmoothed_kappa "));
+  CU_ASSERT_EQUAL(run_err("bench --contact nosuch"), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--contact 'nosuch': one of none, soft, smoothed_kappa, hard"));
 }
 
 static void test_describe(void) {
