@@ -698,6 +698,8 @@ void bcg_adam_reset(bcg_adam *a) {
   a->step = 0;
 }
 
+#define BCG_ADAM_PAR_MIN 65536 /* parameters from which an Adam step is split over the threads */
+
 void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad) {
   a->step++;
   double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
@@ -717,11 +719,12 @@ void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad) {
     v[i] = b2 * v[i] + (1 - b2) * g * g;                                                                          \
     p[i] -= step_size * m[i] / (bcg_nn_sqrt(v[i]) * isbc2 + eps);                                                 \
   }
+  /* element-wise, so splitting over the threads changes no bit either */
   if (wd != 0) {
-#pragma omp simd
+#pragma omp parallel for simd schedule(static) if (n >= BCG_ADAM_PAR_MIN)
     for (size_t i = 0; i < n; i++) ADAM_ELEM(gr[i] + wd * p[i])
   } else {
-#pragma omp simd
+#pragma omp parallel for simd schedule(static) if (n >= BCG_ADAM_PAR_MIN)
     for (size_t i = 0; i < n; i++) ADAM_ELEM(gr[i])
   }
 #undef ADAM_ELEM
@@ -909,17 +912,18 @@ static const bcg_real *gauss_pre(int n, const bcg_real *ls, bcg_real scale, bcg_
   return buf;
 }
 
-void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
-                                 const bcg_real *a, const bcg_real *dlp, bcg_real *da,
-                                 bcg_real *dmu, bcg_real *dls) {
-  bcg_real buf[GAUSS_PRE_MAX];
-  const bcg_real *isd = gauss_pre(n, ls, (bcg_real)-1, buf);
-  for (int s = 0; s < batch; s++) {
+/* Row blocks of the batched reductions below: one thread sums a block in row
+ * order, then the blocks' sums are added in block order. The result is
+ * the same for every thread count, and up to GAUSS_BLOCK rows it is the
+ * plain row loop's, bit for bit. */
+#define GAUSS_BLOCK 1024
+
+/* rows [s0, s1) of bcg_gauss_logprob_vjp_batch with exp(-ls) in isd; dls
+ * (may be NULL) accumulates */
+static void lp_vjp_rows(int s0, int s1, int n, const bcg_real *mu, const bcg_real *a, const bcg_real *dlp,
+                        const bcg_real *isd, bcg_real *da, bcg_real *dmu, bcg_real *dls) {
+  for (int s = s0; s < s1; s++) {
     size_t o = (size_t)s * n;
-    if (!isd) {
-      bcg_gauss_logprob_vjp(n, mu + o, ls, a + o, dlp[s], da ? da + o : NULL, dmu ? dmu + o : NULL, dls);
-      continue;
-    }
     const bcg_real g = dlp[s];
     for (int i = 0; i < n; i++) { /* bcg_gauss_logprob_vjp's operations, exp(-ls[i]) from isd */
       bcg_real is = isd[i];
@@ -932,12 +936,49 @@ void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg
   }
 }
 
-double bcg_gauss_kl_sum(int batch, int n, const bcg_real *mu0, const int *rows0, const bcg_real *ls0,
-                        const bcg_real *mu1, const bcg_real *ls1) {
-  bcg_real b0[GAUSS_PRE_MAX], b1[GAUSS_PRE_MAX];
-  const bcg_real *v0 = gauss_pre(n, ls0, (bcg_real)2, b0), *v1 = gauss_pre(n, ls1, (bcg_real)2, b1);
-  double sum = 0;
-  for (int s = 0; s < batch; s++) {
+void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
+                                 const bcg_real *a, const bcg_real *dlp, bcg_real *da,
+                                 bcg_real *dmu, bcg_real *dls) {
+  bcg_real buf[GAUSS_PRE_MAX];
+  const bcg_real *isd = gauss_pre(n, ls, (bcg_real)-1, buf);
+  if (!isd) {
+    for (int s = 0; s < batch; s++) {
+      size_t o = (size_t)s * n;
+      bcg_gauss_logprob_vjp(n, mu + o, ls, a + o, dlp[s], da ? da + o : NULL, dmu ? dmu + o : NULL, dls);
+    }
+    return;
+  }
+  const int nb = (batch + GAUSS_BLOCK - 1) / GAUSS_BLOCK, par = (size_t)batch * n >= BCG_NN_PAR_MIN;
+  /* block 0 adds into dls itself, block b > 0 into its own zeroed part[b - 1] */
+  bcg_real *part = dls && nb > 1 ? calloc((size_t)(nb - 1) * n, sizeof(bcg_real)) : NULL;
+  if (dls && nb > 1 && !part) { /* no memory for the parts: the same sums one block after the other */
+    bcg_real p[GAUSS_PRE_MAX];
+    lp_vjp_rows(0, GAUSS_BLOCK, n, mu, a, dlp, isd, da, dmu, dls);
+    for (int b = 1; b < nb; b++) {
+      for (int i = 0; i < n; i++) p[i] = 0;
+      int s1 = (b + 1) * GAUSS_BLOCK < batch ? (b + 1) * GAUSS_BLOCK : batch;
+      lp_vjp_rows(b * GAUSS_BLOCK, s1, n, mu, a, dlp, isd, da, dmu, p);
+      for (int i = 0; i < n; i++) dls[i] += p[i];
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (par && nb > 1)
+  for (int b = 0; b < nb; b++) {
+    int s1 = (b + 1) * GAUSS_BLOCK < batch ? (b + 1) * GAUSS_BLOCK : batch;
+    bcg_real *acc = !dls ? NULL : b == 0 ? dls : part + (size_t)(b - 1) * n;
+    lp_vjp_rows(b * GAUSS_BLOCK, s1, n, mu, a, dlp, isd, da, dmu, acc);
+  }
+  if (part) {
+    for (int b = 1; b < nb; b++)
+      for (int i = 0; i < n; i++) dls[i] += part[(size_t)(b - 1) * n + i];
+    free(part);
+  }
+}
+
+/* rows [s0, s1) of bcg_gauss_kl_sum added to sum, in row order */
+static double kl_rows(int s0, int s1, int n, const bcg_real *mu0, const int *rows0, const bcg_real *ls0,
+                      const bcg_real *mu1, const bcg_real *ls1, const bcg_real *v0, const bcg_real *v1, double sum) {
+  for (int s = s0; s < s1; s++) {
     const bcg_real *m0 = mu0 + (size_t)(rows0 ? rows0[s] : s) * n, *m1 = mu1 + (size_t)s * n;
     if (!v0 || !v1) {
       sum += (double)bcg_gauss_kl(n, m0, ls0, m1, ls1);
@@ -949,6 +990,27 @@ double bcg_gauss_kl_sum(int batch, int n, const bcg_real *mu0, const int *rows0,
       kl += ls1[i] - ls0[i] + (v0[i] + d * d) / ((bcg_real)2 * v1[i]) - (bcg_real)0.5;
     }
     sum += (double)kl;
+  }
+  return sum;
+}
+
+double bcg_gauss_kl_sum(int batch, int n, const bcg_real *mu0, const int *rows0, const bcg_real *ls0,
+                        const bcg_real *mu1, const bcg_real *ls1) {
+  bcg_real b0[GAUSS_PRE_MAX], b1[GAUSS_PRE_MAX];
+  const bcg_real *v0 = gauss_pre(n, ls0, (bcg_real)2, b0), *v1 = gauss_pre(n, ls1, (bcg_real)2, b1);
+  const int nb = (batch + GAUSS_BLOCK - 1) / GAUSS_BLOCK;
+  if (nb <= 1) return kl_rows(0, batch, n, mu0, rows0, ls0, mu1, ls1, v0, v1, 0.0);
+  double *part = malloc((size_t)nb * sizeof(double)), sum = 0;
+#pragma omp parallel for schedule(static) if (part && (size_t)batch * n >= BCG_NN_PAR_MIN)
+  for (int b = 0; b < nb; b++) {
+    int s1 = (b + 1) * GAUSS_BLOCK < batch ? (b + 1) * GAUSS_BLOCK : batch;
+    double v = kl_rows(b * GAUSS_BLOCK, s1, n, mu0, rows0, ls0, mu1, ls1, v0, v1, 0.0);
+    if (part) part[b] = v;
+    else sum += v; /* no memory for the parts: one thread, the same order */
+  }
+  if (part) {
+    for (int b = 0; b < nb; b++) sum += part[b];
+    free(part);
   }
   return sum;
 }

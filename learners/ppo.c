@@ -28,6 +28,10 @@
 #include "bcg/train.h"
 #include "learner_util.h"
 
+/* rows per block of a minibatch's loss sums: each block summed in row order
+ * by one thread, the blocks in order (the same for every thread count) */
+#define PPO_BLOCK 1024
+
 typedef struct ppo {
   const bcg_services *svc;
   bcg_trainer *tr;
@@ -57,6 +61,8 @@ typedef struct ppo {
   /* scratch */
   bcg_real *obs, *obsn, *xn, *env_a, *rew, *eps, *v, *mbo, *mba, *mbmu, *mbdmu, *mbdv, *mblp, *mbdlp;
   int *done, *envs, *perm;
+  unsigned char *bad; /* [N] this control step's non-finite environments */
+  double *lsum;       /* [2 nblocks] a minibatch's surrogate and value losses per block of PPO_BLOCK rows */
   bcg_real lsold[64];
   lu_track trk; /* the rollout's tracking error (stats.track_err) */
 } ppo;
@@ -73,7 +79,7 @@ static void destroy(void *p) {
   void *bufs[] = {s->x,   s->prev_a, s->clk,  s->ep_ret, s->ep_len, s->OBS,  s->ACT,   s->MU,   s->LP,   s->V,
                   s->R,   s->RET,    s->ADV,  s->D,      s->obs,    s->obsn, s->xn,    s->env_a, s->rew, s->eps,
                   s->v,   s->mbo,    s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
-                  s->perm};
+                  s->perm, s->bad, s->lsum};
   lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
 }
@@ -141,7 +147,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->env_a, N * nu) || !ALLOC(s->rew, N) || !ALLOC(s->eps, N * nu) || !ALLOC(s->v, N) ||
       !ALLOC(s->mbo, cap * od) || !ALLOC(s->mba, cap * nu) || !ALLOC(s->mbmu, cap * nu) ||
       !ALLOC(s->mbdmu, cap * nu) || !ALLOC(s->mbdv, cap) || !ALLOC(s->mblp, cap) || !ALLOC(s->mbdlp, cap) ||
-      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M) || lu_track_init(&s->trk, s->task_ops, N))
+      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M) || !ALLOC(s->bad, N) ||
+      !ALLOC(s->lsum, 2 * ((cap + PPO_BLOCK - 1) / PPO_BLOCK)) || lu_track_init(&s->trk, s->task_ops, N))
     goto oom;
   for (int e = 0; e < N; e++) s->envs[e] = e;
   if (reset_envs(s, s->envs, N, s->x)) {
@@ -204,14 +211,19 @@ static int rollout(ppo *s, lu_sums *sum) {
     /* terminal observations: NaN checks and time-limit bootstrap */
     if (to->observe(s->task, s->xn, s->env_a, s->clk, s->obs)) return -1;
     int nreset = 0, nboot = 0;
+#pragma omp parallel for schedule(static) if (N >= 256)
     for (int e = 0; e < N; e++) {
-      int bad = !isfinite((double)s->rew[e]) || !lu_finite(s->xn + (size_t)e * nx, (size_t)nx) ||
-                !lu_finite(s->obs + (size_t)e * od, (size_t)od);
-      if (bad) {
+      s->bad[e] = !isfinite((double)s->rew[e]) || !lu_finite(s->xn + (size_t)e * nx, (size_t)nx) ||
+                  !lu_finite(s->obs + (size_t)e * od, (size_t)od);
+      if (s->bad[e]) {
         s->done[e] = 3;
         s->rew[e] = 0;
-        sum->nan_resets++;
         memset(s->obs + (size_t)e * od, 0, sizeof(bcg_real) * od);
+      }
+    }
+    for (int e = 0; e < N; e++) {
+      if (s->bad[e]) {
+        sum->nan_resets++;
       } else {
         sum->rew += s->rew[e];
         sum->nrew++;
@@ -299,28 +311,39 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
     bcg_lr_observe_kl(&s->sched, (bcg_real)(kl / n));
   }
   bcg_gauss_logprob_batch(n, nu, s->mbmu, ls, s->mba, s->mblp);
-  double surr = 0, vl = 0;
-  for (int i = 0; i < n; i++) {
-    int src = s->perm[b0 + i];
-    double A = s->ADV[src], ratio = exp((double)s->mblp[i] - (double)s->LP[src]);
-    double rc = fmin(fmax(ratio, 1 - s->clip), 1 + s->clip);
-    double s1 = -A * ratio, s2 = -A * rc;
-    surr += fmax(s1, s2);
-    /* d max(s1, s2) / d lp: through s1 when it is the max, through s2 only inside the clip range */
-    double g = (s1 >= s2) ? -A * ratio : ((ratio > 1 - s->clip && ratio < 1 + s->clip) ? -A * ratio : 0);
-    s->mbdlp[i] = (bcg_real)(g / n);
-    double vv = vals[i], ret = s->RET[src], vold = s->V[src];
-    double dv;
-    if (s->clipped_value) {
-      double d = vv - vold, dc = fmin(fmax(d, -s->clip), s->clip);
-      double vc = vold + dc, l1 = (vv - ret) * (vv - ret), l2 = (vc - ret) * (vc - ret);
-      vl += fmax(l1, l2);
-      dv = l1 >= l2 ? 2 * (vv - ret) : ((d > -s->clip && d < s->clip) ? 2 * (vc - ret) : 0);
-    } else {
-      vl += (vv - ret) * (vv - ret);
-      dv = 2 * (vv - ret);
+  const int nb = (n + PPO_BLOCK - 1) / PPO_BLOCK;
+#pragma omp parallel for schedule(static) if (nb > 1)
+  for (int b = 0; b < nb; b++) {
+    double surr = 0, vl = 0;
+    for (int i = b * PPO_BLOCK; i < n && i < (b + 1) * PPO_BLOCK; i++) {
+      int src = s->perm[b0 + i];
+      double A = s->ADV[src], ratio = exp((double)s->mblp[i] - (double)s->LP[src]);
+      double rc = fmin(fmax(ratio, 1 - s->clip), 1 + s->clip);
+      double s1 = -A * ratio, s2 = -A * rc;
+      surr += fmax(s1, s2);
+      /* d max(s1, s2) / d lp: through s1 when it is the max, through s2 only inside the clip range */
+      double g = (s1 >= s2) ? -A * ratio : ((ratio > 1 - s->clip && ratio < 1 + s->clip) ? -A * ratio : 0);
+      s->mbdlp[i] = (bcg_real)(g / n);
+      double vv = vals[i], ret = s->RET[src], vold = s->V[src];
+      double dv;
+      if (s->clipped_value) {
+        double d = vv - vold, dc = fmin(fmax(d, -s->clip), s->clip);
+        double vc = vold + dc, l1 = (vv - ret) * (vv - ret), l2 = (vc - ret) * (vc - ret);
+        vl += fmax(l1, l2);
+        dv = l1 >= l2 ? 2 * (vv - ret) : ((d > -s->clip && d < s->clip) ? 2 * (vc - ret) : 0);
+      } else {
+        vl += (vv - ret) * (vv - ret);
+        dv = 2 * (vv - ret);
+      }
+      s->mbdv[i] = (bcg_real)(s->vcoef * dv / n);
     }
-    s->mbdv[i] = (bcg_real)(s->vcoef * dv / n);
+    s->lsum[b] = surr;
+    s->lsum[nb + b] = vl;
+  }
+  double surr = 0, vl = 0;
+  for (int b = 0; b < nb; b++) {
+    surr += s->lsum[b];
+    vl += s->lsum[nb + b];
   }
   surr /= n;
   vl /= n;

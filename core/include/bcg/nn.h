@@ -448,14 +448,19 @@ void bcg_gauss_sample_vjp_batch(int batch, int n, const bcg_real *ls, const bcg_
 void bcg_gauss_logprob_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
                              const bcg_real *a, bcg_real *lp);
 /* dlp[batch] upstream; da, dmu [batch][n] and dls [n] accumulate; any may be NULL.
- * The same operations as bcg_gauss_logprob_vjp row after row (bit for bit),
- * with exp(-ls) evaluated once per dimension instead of once per element. */
+ * Per row the operations of bcg_gauss_logprob_vjp, with exp(-ls) evaluated
+ * once per dimension instead of once per element; the rows in parallel, in
+ * blocks of 1024: dls sums each block in row order (the first onto dls, the
+ * others from zero) and adds the blocks in order, so the result is the same
+ * for every thread count and, up to 1024 rows, bit for bit the row loop. */
 void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg_real *ls,
                                  const bcg_real *a, const bcg_real *dlp, bcg_real *da,
                                  bcg_real *dmu, bcg_real *dls);
 /* sum over the rows s of (double)bcg_gauss_kl(n, mu0 + r * n, ls0, mu1 + s * n, ls1),
- * r = rows0[s] (rows0 NULL: r = s), added in row order: bit for bit the loop
- * over bcg_gauss_kl, with the variances exp(2 ls) evaluated once per dimension. */
+ * r = rows0[s] (rows0 NULL: r = s), with the variances exp(2 ls) evaluated once
+ * per dimension; in parallel blocks of 1024 rows, each summed in row order,
+ * the blocks' sums added in order: the same for every thread count, and up to
+ * 1024 rows bit for bit the loop over bcg_gauss_kl. */
 double bcg_gauss_kl_sum(int batch, int n, const bcg_real *mu0, const int *rows0, const bcg_real *ls0,
                         const bcg_real *mu1, const bcg_real *ls1);
 
