@@ -603,6 +603,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
           for (int d = 0; d < nv; d++) A->Jb[r][d] += g * w->K[s][d];
       }
     /* Hb -= K^T (Gb K): one row of T = Gb K at a time (O(n3 nv (n3 + d))) */
+#ifdef __CUDA_ARCH__
     for (int r = 0; r < n3; r++) {
       bcg_real T[BCG_MAX_DOF];
       for (int j = 0; j < nv; j++) T[j] = 0;
@@ -613,6 +614,43 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
       }
       bcg_hb_sub_outer(m, A->Hb, w->K[r], T);
     }
+#else
+    /* The same updates as the n3 calls of bcg_hb_sub_outer above, each entry
+     * of Hb taking its n3 terms in row order (bit for bit), but with one walk
+     * of the dof tree instead of n3: the rows of T and K transposed, so that
+     * an entry's terms are contiguous. */
+    enum { R = 3 * BCG_MAX_CONTACT };
+    bcg_real KT[BCG_MAX_DOF][R], TT[BCG_MAX_DOF][R];
+    for (int r = 0; r < n3; r++) {
+      bcg_real T[BCG_MAX_DOF];
+      for (int j = 0; j < nv; j++) T[j] = 0;
+      for (int s = 0; s < n3; s++) {
+        bcg_real g = Gb[r * N3 + s];
+        if (g != 0)
+          for (int j = 0; j < nv; j++) T[j] += g * w->K[s][j];
+      }
+      for (int j = 0; j < nv; j++) {
+        TT[j][r] = T[j];
+        KT[j][r] = w->K[r][j];
+      }
+    }
+    for (int i = 0; i < nv; i++) {
+      const bcg_real *ki = KT[i], *ti = TT[i];
+      bcg_real a0 = A->Hb[i * nv + i];
+      for (int r = 0; r < n3; r++) a0 -= ki[r] * ti[r];
+      A->Hb[i * nv + i] = a0;
+      for (int j = m->dof_parent[i]; j >= 0; j = m->dof_parent[j]) {
+        const bcg_real *kj = KT[j], *tj = TT[j];
+        bcg_real a1 = A->Hb[i * nv + j], a2 = A->Hb[j * nv + i];
+        for (int r = 0; r < n3; r++) {
+          a1 -= ki[r] * tj[r];
+          a2 -= kj[r] * ti[r];
+        }
+        A->Hb[i * nv + j] = a1;
+        A->Hb[j * nv + i] = a2;
+      }
+    }
+#endif
   }
   /* v0 = J uS, c = J ufree */
   for (int r = 0; r < n3; r++) {
