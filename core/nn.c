@@ -949,24 +949,21 @@ void bcg_gauss_logprob_vjp_batch(int batch, int n, const bcg_real *mu, const bcg
     return;
   }
   const int nb = (batch + GAUSS_BLOCK - 1) / GAUSS_BLOCK, par = (size_t)batch * n >= BCG_NN_PAR_MIN;
-  /* block 0 adds into dls itself, block b > 0 into its own zeroed part[b - 1] */
+  /* block 0 adds into dls itself, block b > 0 into its own zeroed part[b - 1];
+   * without memory for the parts, one block after the other into p, each
+   * added to dls as it ends: the same sums in the same order */
   bcg_real *part = dls && nb > 1 ? calloc((size_t)(nb - 1) * n, sizeof(bcg_real)) : NULL;
-  if (dls && nb > 1 && !part) { /* no memory for the parts: the same sums one block after the other */
-    bcg_real p[GAUSS_PRE_MAX];
-    lp_vjp_rows(0, GAUSS_BLOCK, n, mu, a, dlp, isd, da, dmu, dls);
-    for (int b = 1; b < nb; b++) {
-      for (int i = 0; i < n; i++) p[i] = 0;
-      int s1 = (b + 1) * GAUSS_BLOCK < batch ? (b + 1) * GAUSS_BLOCK : batch;
-      lp_vjp_rows(b * GAUSS_BLOCK, s1, n, mu, a, dlp, isd, da, dmu, p);
-      for (int i = 0; i < n; i++) dls[i] += p[i];
-    }
-    return;
-  }
-#pragma omp parallel for schedule(static) if (par && nb > 1)
+  const int serial = dls && nb > 1 && !part;
+#pragma omp parallel for schedule(static) if (par && nb > 1 && !serial)
   for (int b = 0; b < nb; b++) {
     int s1 = (b + 1) * GAUSS_BLOCK < batch ? (b + 1) * GAUSS_BLOCK : batch;
-    bcg_real *acc = !dls ? NULL : b == 0 ? dls : part + (size_t)(b - 1) * n;
+    bcg_real p[GAUSS_PRE_MAX];
+    bcg_real *acc = !dls ? NULL : b == 0 ? dls : serial ? p : part + (size_t)(b - 1) * n;
+    if (acc == p)
+      for (int i = 0; i < n; i++) p[i] = 0;
     lp_vjp_rows(b * GAUSS_BLOCK, s1, n, mu, a, dlp, isd, da, dmu, acc);
+    if (acc == p)
+      for (int i = 0; i < n; i++) dls[i] += p[i];
   }
   if (part) {
     for (int b = 1; b < nb; b++)

@@ -581,6 +581,18 @@ static void test_gauss_vjp(void) {
 /* The batch forms bit for bit against the per-row functions they stand for
  * (they evaluate the exponentials once per dimension), with a row map, and
  * above the dimension count they precompute for (the per-row fallback). */
+/* the inputs of the batched Gaussian tests: mu0, mu1, a [B][N] and c [B]
+ * normal with std 1, ls0, ls1 [N] with std 0.5, from streams st .. st + 5 */
+static void gauss_case(int B, int N, uint32_t st, bcg_real *mu0, bcg_real *mu1, bcg_real *a, bcg_real *c,
+                       bcg_real *ls0, bcg_real *ls1) {
+  randn(mu0, B * N, st, 1);
+  randn(mu1, B * N, st + 1, 1);
+  randn(a, B * N, st + 2, 1);
+  randn(c, B, st + 3, 1);
+  randn(ls0, N, st + 4, 0.5);
+  randn(ls1, N, st + 5, 0.5);
+}
+
 static void test_gauss_batch_exact(void) {
   const int dims[2] = {7, 300};
   for (int k = 0; k < 2; k++) {
@@ -598,12 +610,7 @@ static void test_gauss_batch_exact(void) {
       randn(g[v][1], (int)BN, 91, 1);
       randn(g[v][2], N, 92, 1); /* both variants start from the same non-zero values */
     }
-    randn(mu0, (int)BN, 93, 1);
-    randn(mu1, (int)BN, 94, 1);
-    randn(a, (int)BN, 95, 1);
-    randn(c, B, 96, 1);
-    randn(ls0, N, 97, 0.5);
-    randn(ls1, N, 98, 0.5);
+    gauss_case(B, N, 93, mu0, mu1, a, c, ls0, ls1);
     bcg_gauss_logprob_vjp_batch(B, N, mu1, ls1, a, c, g[0][0], g[0][1], g[0][2]);
     for (int s = 0; s < B; s++)
       bcg_gauss_logprob_vjp(N, mu1 + (size_t)s * N, ls1, a + (size_t)s * N, c[s], g[1][0] + (size_t)s * N,
@@ -645,12 +652,7 @@ static void test_gauss_batch_blocks(void) {
   int *rows = malloc(B * sizeof(int));
   bcg_real ls0[N], ls1[N], dls_ref[N], dls[N], part[N];
   CU_ASSERT_FATAL(mu0 && mu1 && a && c && dmu_ref && dmu && rows);
-  randn(mu0, (int)BN, 101, 1);
-  randn(mu1, (int)BN, 102, 1);
-  randn(a, (int)BN, 103, 1);
-  randn(c, B, 104, 1);
-  randn(ls0, N, 105, 0.5);
-  randn(ls1, N, 106, 0.5);
+  gauss_case(B, N, 101, mu0, mu1, a, c, ls0, ls1);
   for (int s = 0; s < B; s++) rows[s] = (int)(((uint64_t)s * 7919u) % B);
   /* the reference: blocks of BLK rows, each in row order (the first onto the
    * initial dls, the others from zero), the blocks added in order */

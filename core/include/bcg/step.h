@@ -533,6 +533,15 @@ BCG_HD void bcg_substep_post(const bcg_mdata *m, const bcg_simparams *sp, bcg_st
   if (bad && w->status == BCG_STEP_OK) w->status = BCG_STEP_NONFINITE;
 }
 
+/* T = row g of Gb times K: T[j] = sum over s of g[s] K[s][j], the s in order
+ * (zero entries of g skipped) */
+BCG_HD void bcg_gbk_row(const bcg_real *g, int n3, int nv, const bcg_real (*K)[BCG_MAX_DOF], bcg_real *T) {
+  for (int j = 0; j < nv; j++) T[j] = 0;
+  for (int s = 0; s < n3; s++)
+    if (g[s] != 0)
+      for (int j = 0; j < nv; j++) T[j] += g[s] * K[s][j];
+}
+
 /* Hb -= u v^T on the entries of the mass matrix's adjoint that anything reads:
  * (i, j) and (j, i) for j an ancestor-or-self of dof i, the pairs the CRBA
  * adjoint visits (dyn.h, bcg_crba_vjp; the implicit diagonal's adjoint reads
@@ -606,12 +615,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
 #ifdef __CUDA_ARCH__
     for (int r = 0; r < n3; r++) {
       bcg_real T[BCG_MAX_DOF];
-      for (int j = 0; j < nv; j++) T[j] = 0;
-      for (int s = 0; s < n3; s++) {
-        bcg_real g = Gb[r * N3 + s];
-        if (g != 0)
-          for (int j = 0; j < nv; j++) T[j] += g * w->K[s][j];
-      }
+      bcg_gbk_row(Gb + r * N3, n3, nv, w->K, T);
       bcg_hb_sub_outer(m, A->Hb, w->K[r], T);
     }
 #else
@@ -623,12 +627,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
     bcg_real KT[BCG_MAX_DOF][R], TT[BCG_MAX_DOF][R];
     for (int r = 0; r < n3; r++) {
       bcg_real T[BCG_MAX_DOF];
-      for (int j = 0; j < nv; j++) T[j] = 0;
-      for (int s = 0; s < n3; s++) {
-        bcg_real g = Gb[r * N3 + s];
-        if (g != 0)
-          for (int j = 0; j < nv; j++) T[j] += g * w->K[s][j];
-      }
+      bcg_gbk_row(Gb + r * N3, n3, nv, w->K, T);
       for (int j = 0; j < nv; j++) {
         TT[j][r] = T[j];
         KT[j][r] = w->K[r][j];
