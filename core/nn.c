@@ -396,14 +396,73 @@ void bcg_nn_time(double *fwd_s, double *bwd_s) {
   if (bwd_s) *bwd_s = bcg_clock_s(&nn_ns[1]);
 }
 
-static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);
+/* a forward's input: the host array x, or rows of r (row0 + idx[i], idx NULL: row0 + i) */
+typedef struct fwd_src {
+  const bcg_real *x;
+  const bcg_nn_rows *r;
+  long row0;
+  const int *idx;
+} fwd_src;
+
+static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const fwd_src *src, int batch, bcg_real *y);
 static int mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx);
 
 int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
   uint64_t t0 = bcg_mono_ns();
-  int rc = mlp_forward(m, t, x, batch, y);
+  fwd_src src = {x, NULL, 0, NULL};
+  int rc = x ? mlp_forward(m, t, &src, batch, y) : BCG_NN_EINVAL;
   if (omp_get_thread_num() == 0) bcg_clock_add(&nn_ns[0], t0);
   return rc;
+}
+
+int bcg_mlp_forward_rows(bcg_mlp *m, bcg_mlp_tape *t, const bcg_nn_rows *r, long row0, const int *idx, int batch,
+                         bcg_real *y) {
+  if (!m || !r || !r->host || r->width != m->dim[0] || batch < 0 || row0 < 0) return BCG_NN_EINVAL;
+  if (idx) {
+    for (int i = 0; i < batch; i++)
+      if (idx[i] < 0 || row0 + idx[i] >= r->nrows) return BCG_NN_EINVAL;
+  } else if (row0 + batch > r->nrows)
+    return BCG_NN_EINVAL;
+  uint64_t t0 = bcg_mono_ns();
+  fwd_src src = {NULL, r, row0, idx};
+  int rc = mlp_forward(m, t, &src, batch, y);
+  if (omp_get_thread_num() == 0) bcg_clock_add(&nn_ns[0], t0);
+  return rc;
+}
+
+int bcg_nn_rows_init(bcg_nn_rows *r, const bcg_real *host, long nrows, int width) {
+  if (!r || !host || nrows < 0 || width <= 0) return BCG_NN_EINVAL;
+  memset(r, 0, sizeof *r);
+  r->host = host;
+  r->nrows = nrows;
+  r->width = width;
+  return BCG_NN_OK;
+}
+
+int bcg_nn_rows_put(bcg_nn_rows *r, long row0, long n) {
+  if (!r || !r->host || row0 < 0 || n < 0 || row0 + n > r->nrows) return BCG_NN_EINVAL;
+  if (!nn_cuda_on) { /* a mirror from an earlier time on would now be stale */
+    bcg_nn_rows_free(r);
+    return BCG_NN_OK;
+  }
+  if (n == 0) return BCG_NN_OK;
+  return bcg_cuda_nn_rows_put(r, row0, n) ? BCG_NN_EDEVICE : BCG_NN_OK;
+}
+
+void bcg_nn_rows_free(bcg_nn_rows *r) {
+  if (r && r->dev) bcg_cuda_nn_rows_free(r);
+}
+
+/* x[i] = the source's row i (the caller's array, or gathered from the rows) */
+static const bcg_real *src_rows(const fwd_src *src, int batch, int w, bcg_real *buf) {
+  if (src->x) return src->x;
+  const bcg_real *h = src->r->host;
+#pragma omp parallel for schedule(static) if (batch >= 256)
+  for (int i = 0; i < batch; i++) {
+    long row = src->row0 + (src->idx ? src->idx[i] : i);
+    memcpy(buf + (size_t)i * w, h + (size_t)row * w, (size_t)w * sizeof(bcg_real));
+  }
+  return buf;
 }
 
 int bcg_mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {
@@ -563,8 +622,8 @@ static void act_df_layer(int act, const bcg_real *restrict pre, const bcg_real *
   }
 }
 
-static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
-  if (!m || !x || batch < 0) return BCG_NN_EINVAL;
+static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const fwd_src *src, int batch, bcg_real *y) {
+  if (!m || batch < 0) return BCG_NN_EINVAL;
   if (!t) t = &m->tape;
   int rc = check_tape(m, t, batch);
   if (rc) return rc;
@@ -575,7 +634,11 @@ static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch
   bcg_nn_tape_layout(m, t->max_batch, t->mem, &p, 1);
   if (nn_cuda_on && batch >= nn_cuda_min) { /* the GPU: only the output in the host tape */
     bcg_real *out = p.out[m->nlin - 1];
-    if (bcg_cuda_nn_forward(m, t, x, batch, out)) {
+    /* rows with a mirror are gathered on the device; otherwise x is sent (the
+     * host tape's x, which a device forward leaves unused, holds gathered rows) */
+    int rc_ = src->r && src->r->dev ? bcg_cuda_nn_forward_rows(m, t, src->r, src->row0, src->idx, batch, out)
+                                    : bcg_cuda_nn_forward(m, t, src_rows(src, batch, m->dim[0], p.x), batch, out);
+    if (rc_) {
       t->batch = 0;
       return BCG_NN_EDEVICE;
     }
@@ -583,7 +646,8 @@ static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch
     if (y) memcpy(y, out, (size_t)batch * (size_t)m->dim[m->nlin] * sizeof(bcg_real));
     return BCG_NN_OK;
   }
-  memcpy(p.x, x, (size_t)batch * (size_t)m->dim[0] * sizeof(bcg_real));
+  if (src->x) memcpy(p.x, src->x, (size_t)batch * (size_t)m->dim[0] * sizeof(bcg_real));
+  else src_rows(src, batch, m->dim[0], p.x);
   const bcg_real *a = p.x;
   for (int l = 0; l < m->nlin; l++) {
     int ni = m->dim[l], no = m->dim[l + 1], act = layer_act(m, l);

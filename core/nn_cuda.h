@@ -24,6 +24,13 @@ BCG_BEGIN_DECLS
 int bcg_cuda_nn_init(char *err, size_t errlen);
 /* Forward of batch >= 1 rows of x into t's device tape; writes y[batch][out] (host). */
 int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);
+/* The same with x gathered on the device from r's mirror: row row0 + idx[i]
+ * (idx NULL: row0 + i; host array, checked by the caller) of r. */
+int bcg_cuda_nn_forward_rows(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_nn_rows *r, long row0, const int *idx,
+                             int batch, bcg_real *y);
+/* r's mirror rows [row0, row0 + n) = its host rows (the mirror allocated on first use). */
+int bcg_cuda_nn_rows_put(bcg_nn_rows *r, long row0, long n);
+void bcg_cuda_nn_rows_free(bcg_nn_rows *r);
 /* Backward of t's last device forward: grad (host, may be NULL) += dL/dparams,
  * dx (host, may be NULL) = dL/dx. */
 int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx);

@@ -23,6 +23,17 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   return -1;
 }
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t) { (void)t; }
+int bcg_cuda_nn_forward_rows(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_nn_rows *r, long row0, const int *idx,
+                             int batch, bcg_real *y) {
+  (void)m; (void)t; (void)r; (void)row0; (void)idx; (void)batch; (void)y;
+  return -1;
+}
+int bcg_cuda_nn_rows_put(bcg_nn_rows *r, long row0, long n) {
+  (void)r; (void)row0; (void)n;
+  return -1;
+}
+void bcg_cuda_nn_rows_free(bcg_nn_rows *r) { (void)r; }
+
 const char *bcg_cuda_nn_error(void) { return "bcg was built without CUDA"; }
 void bcg_cuda_nn_profile(int on) { (void)on; }
 void bcg_cuda_nn_profile_read(bcg_nn_cuda_split *s) { memset(s, 0, sizeof *s); }

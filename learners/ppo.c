@@ -49,6 +49,7 @@ typedef struct ppo {
   bcg_adam aopt, copt;
   bcg_lr_schedule sched;
   bcg_normalizer obs_rms;
+  bcg_nn_rows obs_rows; /* OBS as the networks' row source (on the device: sent once per rollout step) */
   /* carried across iterations */
   bcg_real *x, *prev_a;
   bcg_task_clock *clk; /* [N] task clocks */
@@ -59,7 +60,7 @@ typedef struct ppo {
   bcg_real *OBS, *ACT, *MU, *LP, *V, *R, *RET, *ADV;
   unsigned char *D;
   /* scratch */
-  bcg_real *obs, *obsn, *xn, *env_a, *rew, *eps, *v, *mbo, *mba, *mbmu, *mbdmu, *mbdv, *mblp, *mbdlp;
+  bcg_real *obs, *obsn, *xn, *env_a, *rew, *eps, *v, *mba, *mbmu, *mbdmu, *mbdv, *mblp, *mbdlp;
   int *done, *envs, *perm;
   unsigned char *bad; /* [N] this control step's non-finite environments */
   double *lsum;       /* [2 nblocks] a minibatch's surrogate and value losses per block of PPO_BLOCK rows */
@@ -75,10 +76,11 @@ static void destroy(void *p) {
   bcg_adam_free(&s->aopt);
   bcg_adam_free(&s->copt);
   bcg_normalizer_free(&s->obs_rms);
+  bcg_nn_rows_free(&s->obs_rows);
   lu_track_free(&s->trk);
   void *bufs[] = {s->x,   s->prev_a, s->clk,  s->ep_ret, s->ep_len, s->OBS,  s->ACT,   s->MU,   s->LP,   s->V,
                   s->R,   s->RET,    s->ADV,  s->D,      s->obs,    s->obsn, s->xn,    s->env_a, s->rew, s->eps,
-                  s->v,   s->mbo,    s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
+                  s->v,   s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
                   s->perm, s->bad, s->lsum};
   lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
@@ -145,10 +147,11 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->LP, M) || !ALLOC(s->V, M) || !ALLOC(s->R, M) || !ALLOC(s->RET, M) || !ALLOC(s->ADV, M) ||
       !ALLOC(s->D, M) || !ALLOC(s->obs, N * od) || !ALLOC(s->obsn, N * od) || !ALLOC(s->xn, N * nx) ||
       !ALLOC(s->env_a, N * nu) || !ALLOC(s->rew, N) || !ALLOC(s->eps, N * nu) || !ALLOC(s->v, N) ||
-      !ALLOC(s->mbo, cap * od) || !ALLOC(s->mba, cap * nu) || !ALLOC(s->mbmu, cap * nu) ||
+      !ALLOC(s->mba, cap * nu) || !ALLOC(s->mbmu, cap * nu) ||
       !ALLOC(s->mbdmu, cap * nu) || !ALLOC(s->mbdv, cap) || !ALLOC(s->mblp, cap) || !ALLOC(s->mbdlp, cap) ||
       !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M) || !ALLOC(s->bad, N) ||
-      !ALLOC(s->lsum, 2 * ((cap + PPO_BLOCK - 1) / PPO_BLOCK)) || lu_track_init(&s->trk, s->task_ops, N))
+      !ALLOC(s->lsum, 2 * ((cap + PPO_BLOCK - 1) / PPO_BLOCK)) || lu_track_init(&s->trk, s->task_ops, N) ||
+      bcg_nn_rows_init(&s->obs_rows, s->OBS, (long)M, od))
     goto oom;
   for (int e = 0; e < N; e++) s->envs[e] = e;
   if (reset_envs(s, s->envs, N, s->x)) {
@@ -194,7 +197,9 @@ static int rollout(ppo *s, lu_sums *sum) {
     bcg_real *O = s->OBS + (size_t)t * N * od, *Ac = s->ACT + (size_t)t * N * nu, *MUt = s->MU + (size_t)t * N * nu;
     if (s->obs_norm) bcg_normalizer_update(&s->obs_rms, s->obs, N);
     normalise(s, s->obs, N, O);
-    if (bcg_mlp_forward(&s->actor, NULL, O, N, MUt) || bcg_mlp_forward(&s->critic, NULL, O, N, s->V + (size_t)t * N))
+    if (bcg_nn_rows_put(&s->obs_rows, (long)t * N, N) ||
+        bcg_mlp_forward_rows(&s->actor, NULL, &s->obs_rows, (long)t * N, NULL, N, MUt) ||
+        bcg_mlp_forward_rows(&s->critic, NULL, &s->obs_rows, (long)t * N, NULL, N, s->V + (size_t)t * N))
       return -1;
 #pragma omp parallel for schedule(static) if (N >= 256)
     for (int e = 0; e < N; e++)
@@ -294,15 +299,16 @@ static int advantages(ppo *s) {
  * gradient was not finite (no update), else 0 with the surrogate and value
  * losses and the gradient norm */
 static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, double *gn_out) {
-  int nu = s->nu, od = s->od;
+  int nu = s->nu;
   const bcg_real *ls = s->actor.extra_params;
 #pragma omp parallel for schedule(static) if (n >= 256)
   for (int i = 0; i < n; i++) {
     int src = s->perm[b0 + i];
-    memcpy(s->mbo + (size_t)i * od, s->OBS + (size_t)src * od, sizeof(bcg_real) * od);
     memcpy(s->mba + (size_t)i * nu, s->ACT + (size_t)src * nu, sizeof(bcg_real) * nu);
   }
-  if (bcg_mlp_forward(&s->actor, NULL, s->mbo, n, s->mbmu) || bcg_mlp_forward(&s->critic, NULL, s->mbo, n, s->mbdv))
+  /* the observations are gathered by the networks (on the device: from the rollout's rows sent there) */
+  if (bcg_mlp_forward_rows(&s->actor, NULL, &s->obs_rows, 0, s->perm + b0, n, s->mbmu) ||
+      bcg_mlp_forward_rows(&s->critic, NULL, &s->obs_rows, 0, s->perm + b0, n, s->mbdv))
     return -1;
   bcg_real *vals = s->mbdv; /* values now; overwritten by their adjoint below */
   /* adaptive learning rate from KL(old || new) */

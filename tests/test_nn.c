@@ -97,6 +97,80 @@ static double mlp_loss(bcg_mlp *m, const bcg_real *x, int batch, const bcg_real 
   return dot(y, w, (size_t)batch * m->cfg.out_dim);
 }
 
+/* bcg_mlp_forward_rows on the CPU: the forward (and its backward) of rows
+ * row0 + idx[i] of a row source equal bit for bit those of the gathered
+ * array (the same arithmetic), with and without idx, over the OpenMP gather
+ * (batch >= 256); puts are no-ops without the CUDA switch; bad rows, widths
+ * and puts are refused */
+static void test_mlp_rows(void) {
+  enum { NR = 700, IN = 9, OUT = 4, B = 300 };
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = IN;
+  c.out_dim = OUT;
+  c.nhidden = 2;
+  c.hidden[0] = c.hidden[1] = 16;
+  c.hidden_act = BCG_ACT_ELU;
+  c.layernorm = BCG_LN_POST_ACT;
+  c.max_batch = B;
+  bcg_mlp m;
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m, &c), 0);
+  bcg_mlp_init_params(&m, SEED, 7);
+  bcg_real *H = malloc(sizeof(bcg_real) * NR * IN), *x = malloc(sizeof(bcg_real) * B * IN);
+  bcg_real *y1 = malloc(sizeof(bcg_real) * B * OUT), *y2 = malloc(sizeof(bcg_real) * B * OUT);
+  bcg_real *dy = malloc(sizeof(bcg_real) * B * OUT), *dx1 = malloc(sizeof(bcg_real) * B * IN);
+  bcg_real *dx2 = malloc(sizeof(bcg_real) * B * IN);
+  bcg_real *g1 = calloc(m.nparams, sizeof(bcg_real)), *g2 = calloc(m.nparams, sizeof(bcg_real));
+  int idx[B];
+  randn(H, NR * IN, 30, 1);
+  randn(dy, B * OUT, 31, 1);
+  for (int i = 0; i < B; i++) idx[i] = (int)((i * 7919L + 13) % 600); /* rows 50 + 0..599, repeats allowed */
+  bcg_nn_rows r;
+  CU_ASSERT_EQUAL_FATAL(bcg_nn_rows_init(&r, H, NR, IN), 0);
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 0, NR), 0);
+  CU_ASSERT_PTR_NULL(r.dev);
+  for (int pass = 0; pass < 2; pass++) {
+    const int *ix = pass ? idx : NULL;
+    long row0 = pass ? 50 : 400;
+    for (int i = 0; i < B; i++) memcpy(x + i * IN, H + (row0 + (ix ? ix[i] : i)) * IN, sizeof(bcg_real) * IN);
+    memset(g1, 0, sizeof(bcg_real) * m.nparams);
+    memset(g2, 0, sizeof(bcg_real) * m.nparams);
+    CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, B, y1), 0);
+    CU_ASSERT_EQUAL(bcg_mlp_backward(&m, NULL, dy, g1, dx1), 0);
+    CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r, row0, ix, B, y2), 0);
+    CU_ASSERT_EQUAL(bcg_mlp_backward(&m, NULL, dy, g2, dx2), 0);
+    CU_ASSERT_EQUAL(memcmp(y1, y2, sizeof(bcg_real) * B * OUT), 0);
+    CU_ASSERT_EQUAL(memcmp(dx1, dx2, sizeof(bcg_real) * B * IN), 0);
+    CU_ASSERT_EQUAL(memcmp(g1, g2, sizeof(bcg_real) * m.nparams), 0);
+  }
+  /* refused: a row past the end (through idx or row0 + batch), a negative
+   * index, another width, a put outside the array */
+  idx[17] = 650;
+  CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r, 50, idx, B, y2), BCG_NN_EINVAL);
+  idx[17] = -1;
+  CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r, 50, idx, B, y2), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r, 401, NULL, B, y2), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r, -1, NULL, 10, y2), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r, 400, NULL, B, y2), 0);
+  bcg_nn_rows r2;
+  CU_ASSERT_EQUAL(bcg_nn_rows_init(&r2, H, NR * IN / 3, 3), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r2, 0, NULL, 10, y2), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 690, 11), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, -1, 1), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_nn_rows_init(&r2, NULL, 1, 3), BCG_NN_EINVAL);
+  bcg_nn_rows_free(&r);
+  bcg_mlp_destroy(&m);
+  free(H);
+  free(x);
+  free(y1);
+  free(y2);
+  free(dy);
+  free(dx1);
+  free(dx2);
+  free(g1);
+  free(g2);
+}
+
 static void fd_mlp(bcg_act hact, bcg_act oact, bcg_ln_mode ln, const char *label) {
   enum { B = 4, IN = 5, OUT = 3 };
   bcg_mlp_config c;
@@ -831,7 +905,7 @@ static void test_regression_sin(void) {
 
 BCG_TESTS({"philox known answers", test_philox_kat}, {"rng streams", test_rng_streams},
           {"mlp vjp (no layernorm)", test_mlp_vjp_plain},
-          {"mlp vjp (layernorm pre/post)", test_mlp_vjp_layernorm}, {"mlp tapes", test_mlp_tapes}, {"mlp split over threads", test_mlp_threads},
+          {"mlp vjp (layernorm pre/post)", test_mlp_vjp_layernorm}, {"mlp tapes", test_mlp_tapes}, {"mlp row sources", test_mlp_rows}, {"mlp split over threads", test_mlp_threads},
           {"elu layer", test_elu_layer},
           {"mlp init", test_mlp_init}, {"normaliser statistics", test_normalizer_stats},
           {"normaliser vjp", test_normalizer_vjp}, {"gaussian vjps", test_gauss_vjp},

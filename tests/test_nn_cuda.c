@@ -2,7 +2,8 @@
  * against the CPU path of core/nn.c: forward outputs, the tape output,
  * parameter gradients (accumulated onto a non-zero gradient) and input
  * adjoints, for LayerNorm none / pre / post, every activation, batches 1, 7,
- * 513 and 4096; the min_batch dispatch; a tape re-recorded on the CPU after a
+ * 513 and 4096; the min_batch dispatch; row sources (bcg_nn_rows) gathered on
+ * the device; a tape re-recorded on the CPU after a
  * device forward; backward called twice.
  *
  * Tolerances (norm-wise relative error, bcg_vec_relerr): double 1e-12; float
@@ -201,6 +202,12 @@ static void test_dispatch(void) {
   randn(dy, (size_t)B * 3, 5, 1, 0);
   int mb = 0;
   CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 0, NULL, 0), 0);
+  CU_ASSERT(bcg_nn_cuda_enabled(&mb) && mb == 64); /* the default (bcg/nn.h) */
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, 63, y), 0);
+  CU_ASSERT_EQUAL(m.tape.on_device, 0);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, 64, y), 0);
+  CU_ASSERT_EQUAL(m.tape.on_device, 1);
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 512, NULL, 0), 0);
   CU_ASSERT(bcg_nn_cuda_enabled(&mb) && mb == 512);
   CU_ASSERT_EQUAL(bcg_mlp_forward(&m, NULL, x, 511, y), 0);
   CU_ASSERT_EQUAL(m.tape.on_device, 0);
@@ -237,6 +244,98 @@ static void test_dispatch(void) {
   free(dy);
   free(dx);
   free(dx2);
+  bcg_mlp_destroy(&m);
+}
+
+/* row sources (bcg_nn_rows): a device forward of rows gathered from the
+ * mirror equals, bit for bit, the device forward of the same rows gathered on
+ * the host (the same kernels on the same numbers), with and without idx, and
+ * so do its backward's gradient and dx; after host rows change and are put
+ * again, the forward sees the new rows; a put with the switch off drops the
+ * mirror, and without a mirror the device forward receives the rows from the
+ * host; the CPU path (batch below min_batch) gathers from the host */
+static void rows_case(bcg_mlp *m, const bcg_nn_rows *r, const bcg_real *H, long row0, const int *idx, int B,
+                      const bcg_real *dy, int expect_dev) {
+  int IN = m->dim[0], OUT = m->dim[m->nlin];
+  bcg_real *x = malloc(sizeof(bcg_real) * B * IN), *y1 = malloc(sizeof(bcg_real) * B * OUT);
+  bcg_real *y2 = malloc(sizeof(bcg_real) * B * OUT), *dx1 = malloc(sizeof(bcg_real) * B * IN);
+  bcg_real *dx2 = malloc(sizeof(bcg_real) * B * IN);
+  bcg_real *g1 = calloc(m->nparams, sizeof(bcg_real)), *g2 = calloc(m->nparams, sizeof(bcg_real));
+  for (int i = 0; i < B; i++)
+    memcpy(x + (size_t)i * IN, H + (size_t)(row0 + (idx ? idx[i] : i)) * IN, sizeof(bcg_real) * IN);
+  CU_ASSERT_EQUAL(bcg_mlp_forward(m, NULL, x, B, y1), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(m, NULL, dy, g1, dx1), 0);
+  int rc = bcg_mlp_forward_rows(m, NULL, r, row0, idx, B, y2);
+  if (rc) printf("\n  forward_rows: %s: %s", bcg_nn_strerror(rc), bcg_nn_cuda_error());
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_EQUAL(m->tape.on_device, expect_dev);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(m, NULL, dy, g2, dx2), 0);
+  int same = !memcmp(y1, y2, sizeof(bcg_real) * B * OUT) && !memcmp(dx1, dx2, sizeof(bcg_real) * B * IN) &&
+             !memcmp(g1, g2, sizeof(bcg_real) * m->nparams);
+  if (!same) printf("\n  rows row0 %ld idx %d B %d: y %.2e dx %.2e grad %.2e", row0, idx != NULL, B,
+                    relerr(y1, y2, (size_t)B * OUT), relerr(dx1, dx2, (size_t)B * IN), relerr(g1, g2, m->nparams));
+  CU_ASSERT(same);
+  free(x);
+  free(y1);
+  free(y2);
+  free(dx1);
+  free(dx2);
+  free(g1);
+  free(g2);
+}
+
+static void test_rows(void) {
+  if (!gpu()) return;
+  enum { NR = 5000, IN = 37, OUT = 21, B = 1500 };
+  bcg_mlp m;
+  if (make_mlp(&m, BCG_LN_POST_ACT, BCG_ACT_ELU, IN, OUT, B)) {
+    CU_FAIL("create");
+    return;
+  }
+  bcg_real *H = malloc(sizeof(bcg_real) * NR * IN), *dy = malloc(sizeof(bcg_real) * B * OUT);
+  int *idx = malloc(sizeof(int) * B);
+  randn(H, (size_t)NR * IN, 60, 1.0, 0.1);
+  randn(dy, (size_t)B * OUT, 61, 1.0, 0.0);
+  for (int i = 0; i < B; i++) idx[i] = (int)((i * 7919L + 3) % 4000);
+  bcg_nn_rows r;
+  CU_ASSERT_EQUAL_FATAL(bcg_nn_rows_init(&r, H, NR, IN), 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_nn_set_cuda(1, 100, NULL, 0), 0);
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 0, 2500), 0); /* in two puts */
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 2500, NR - 2500), 0);
+  CU_ASSERT_PTR_NOT_NULL(r.dev);
+  rows_case(&m, &r, H, 1000, idx, B, dy, 1);
+  rows_case(&m, &r, H, NR - B, NULL, B, dy, 1);
+  rows_case(&m, &r, H, 7, idx, 99, dy, 0); /* below min_batch: the CPU gathers from the host */
+  /* new contents of rows 1000 + [0, 4000) that idx reads: put, then seen */
+  for (size_t i = 1000 * (size_t)IN; i < 3000 * (size_t)IN; i++) H[i] = -H[i] * (bcg_real)0.5;
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 1000, 2000), 0);
+  rows_case(&m, &r, H, 1000, idx, B, dy, 1);
+  /* the switch off: a put drops the mirror; on again, the rows are sent from the host */
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 0, 1), 0);
+  CU_ASSERT_PTR_NULL(r.dev);
+  rows_case(&m, &r, H, 1000, idx, B, dy, 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_nn_set_cuda(1, 100, NULL, 0), 0);
+  rows_case(&m, &r, H, 1000, idx, B, dy, 1);
+  /* and the device path against the CPU's: within the usual tolerance */
+  {
+    bcg_real *yd = malloc(sizeof(bcg_real) * B * OUT), *yc = malloc(sizeof(bcg_real) * B * OUT);
+    CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 0, NR), 0);
+    CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r, 1000, idx, B, yd), 0);
+    bcg_nn_set_cuda(0, 0, NULL, 0);
+    CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&m, NULL, &r, 1000, idx, B, yc), 0);
+    double e = relerr(yd, yc, (size_t)B * OUT);
+    printf("\n  rows: device vs CPU y %.2e\n", e);
+    CU_ASSERT(e <= TOL);
+    free(yd);
+    free(yc);
+  }
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  bcg_nn_rows_free(&r);
+  CU_ASSERT_PTR_NULL(r.dev);
+  free(H);
+  free(dy);
+  free(idx);
   bcg_mlp_destroy(&m);
 }
 
@@ -304,6 +403,6 @@ static void test_refusal(void) {
   CU_ASSERT(!bcg_nn_cuda_enabled(NULL));
 }
 
-BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"profile", test_profile},
+BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"row sources", test_rows}, {"profile", test_profile},
           {"refusal", test_refusal});
 BCG_RUN("nn_cuda")

@@ -16,7 +16,8 @@
  * the host arrays stay authoritative), and per host tape a device
  * tape (t->dev) with what the backward reads: x, and per layer pre, post and
  * with LayerNorm xhat, rstd (POST_ACT: the LN output too), laid out as nn.c's
- * host tape for the batch capacity.
+ * host tape for the batch capacity; per row source (bcg_nn_rows) a mirror
+ * of its host array, which a forward of its rows gathers from (k_gather).
  *
  * Copies go through a pinned staging buffer (up / down below), kernels and
  * cuBLAS run on the one stream G.st. Every call ends synchronised, so host
@@ -184,6 +185,14 @@ __global__ void k_colsum_fin(bcg_real *out, const bcg_real *part, int nchunk, in
   out[i] += acc;
 }
 
+/* x[i][j] = src[row0 + idx[i]][j] (idx NULL: row0 + i) */
+__global__ void k_gather(bcg_real *x, const bcg_real *src, long row0, const int *idx, int batch, int w) {
+  long k = tid();
+  if (k >= (long)batch * w) return;
+  long i = k / w, j = k % w;
+  x[k] = src[(size_t)(row0 + (idx ? idx[i] : i)) * w + j];
+}
+
 /* ---- process-wide state ----------------------------------------------------------------- */
 
 #ifndef BCG_NN_CUDA_STAGE
@@ -197,13 +206,13 @@ static struct {
   int ready;
   cudaStream_t st;
   cublasHandle_t h;
-  bcg_real *params, *grad, *s0, *s1, *part; /* device */
-  size_t cparams, cgrad, cs0, cs1, cpart;     /* their capacities in reals */
+  bcg_real *params, *grad, *s0, *s1, *part, *idx; /* device (idx: int row indices of a gather) */
+  size_t cparams, cgrad, cs0, cs1, cpart, cidx;     /* their capacities in reals */
   char *pin;                                  /* pinned host staging, two halves of STAGE bytes */
   cudaEvent_t ev[2];                          /* the last copy through each half */
   int half;                                   /* the half the next chunk takes */
   char err[512];
-} G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, {0, 0}, 0, ""};
+} G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, {0, 0}, 0, ""};
 
 /* ---- the split of the device calls' time (bcg_nn_cuda_profile) --------------------------
  * Off: nothing but a flag test per phase. On: each phase ends with a device-wide
@@ -416,7 +425,62 @@ fail:
 
 /* ---- forward / backward ------------------------------------------------------------------ */
 
-int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
+/* a row source's device mirror (bcg_nn_rows.dev) */
+typedef struct drows {
+  bcg_real *mem;
+  long nrows;
+  int width;
+} drows;
+
+int bcg_cuda_nn_rows_put(bcg_nn_rows *r, long row0, long n) {
+  drows *d;
+  pthread_mutex_lock(&G.mu);
+  if (init_locked()) goto fail;
+  d = (drows *)r->dev;
+  if (d && (d->nrows != r->nrows || d->width != r->width)) { /* renamed: a new mirror */
+    cudaFree(d->mem);
+    free(d);
+    r->dev = d = NULL;
+  }
+  if (!d) {
+    d = (drows *)calloc(1, sizeof *d);
+    if (!d) {
+      seterr("nn on CUDA: out of host memory");
+      goto fail;
+    }
+    d->nrows = r->nrows;
+    d->width = r->width;
+    size_t bytes = (size_t)r->nrows * r->width * sizeof(bcg_real);
+    if (cudaMalloc((void **)&d->mem, bytes ? bytes : sizeof(bcg_real)) != cudaSuccess) {
+      seterr("nn on CUDA: no device memory for a row source of %ld x %d", r->nrows, r->width);
+      free(d);
+      goto fail;
+    }
+    r->dev = d;
+  }
+  CK(up(d->mem + (size_t)row0 * d->width, r->host + (size_t)row0 * d->width,
+        (size_t)n * d->width * sizeof(bcg_real)));
+  CK(cudaStreamSynchronize(G.st));
+  pthread_mutex_unlock(&G.mu);
+  return 0;
+fail:
+  pthread_mutex_unlock(&G.mu);
+  return -1;
+}
+
+void bcg_cuda_nn_rows_free(bcg_nn_rows *r) {
+  if (!r || !r->dev) return;
+  drows *d = (drows *)r->dev;
+  pthread_mutex_lock(&G.mu);
+  if (d->mem) cudaFree(d->mem);
+  pthread_mutex_unlock(&G.mu);
+  free(d);
+  r->dev = NULL;
+}
+
+/* the forward of x (host), or of rows of r's mirror (x NULL) */
+static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const bcg_nn_rows *r, long row0,
+                    const int *idx, int batch, bcg_real *y) {
   const bcg_real one = 1;
   dptrs p;
   dtape *dt;
@@ -447,7 +511,19 @@ int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, in
   CK(grow(&G.params, &G.cparams, m->nnet));
   CK(up(G.params, m->params, m->nnet * sizeof(bcg_real)));
   ph(PH_PARAMS);
-  CK(up(p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
+  if (x)
+    CK(up(p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
+  else {
+    const drows *d = (const drows *)r->dev;
+    const int *di = NULL;
+    if (idx) {
+      CK(grow(&G.idx, &G.cidx, ((size_t)batch * sizeof(int) + sizeof(bcg_real) - 1) / sizeof(bcg_real)));
+      CK(up(G.idx, idx, (size_t)batch * sizeof(int)));
+      di = (const int *)G.idx;
+    }
+    LAUNCH(k_gather, (long)batch * d->width, p.x, d->mem, row0, di, batch, d->width);
+    CK(cudaGetLastError());
+  }
   ph(PH_IN);
   {
     const bcg_real *a = p.x;
@@ -486,6 +562,15 @@ int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, in
 fail:
   pthread_mutex_unlock(&G.mu);
   return -1;
+}
+
+int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y) {
+  return forward_(m, t, x, NULL, 0, NULL, batch, y);
+}
+
+int bcg_cuda_nn_forward_rows(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_nn_rows *r, long row0, const int *idx,
+                             int batch, bcg_real *y) {
+  return forward_(m, t, NULL, r, row0, idx, batch, y);
 }
 
 int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {

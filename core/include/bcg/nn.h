@@ -348,6 +348,39 @@ void bcg_nn_time(double *fwd_s, double *bwd_s);
  * copied into the tape (on the CPU path; a device forward keeps it on the
  * device); y may be NULL (read bcg_mlp_tape_output). */
 int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);
+/* ---- row sources: inputs a network reads by index ----------------------------
+ *
+ * A learner that feeds the same rows to several networks, or rows it stored
+ * earlier (PPO's minibatches are rows of the rollout's observations), names
+ * its host array once as a bcg_nn_rows of nrows x width reals (the array
+ * stays the caller's) and tells it which rows changed; with the CUDA switch
+ * on, changed rows are sent to a device mirror of the array, and a device
+ * forward of bcg_mlp_forward_rows gathers its input there instead of
+ * receiving it from the host. Everywhere else (no CUDA, the switch off, a
+ * batch below nn_min_batch) the forward gathers from the host array.
+ * Both give exactly the results of bcg_mlp_forward on the gathered rows.
+ * Contract: every row a forward reads has been put (bcg_nn_rows_put) since
+ * its host contents last changed; the mirror is not compared with the host. */
+typedef struct bcg_nn_rows {
+  const bcg_real *host; /* nrows x width, row-major (the caller's) */
+  long nrows;
+  int width;
+  void *dev; /* the device mirror (NULL until a put with the switch on) */
+} bcg_nn_rows;
+
+/* Name host[nrows][width]; nothing is sent yet. */
+int bcg_nn_rows_init(bcg_nn_rows *r, const bcg_real *host, long nrows, int width);
+/* Rows [row0, row0 + n) of the host array have new contents: with the CUDA
+ * switch on they are copied to the mirror (allocated at the first put); off, a
+ * no-op. BCG_NN_EINVAL outside the array, BCG_NN_EDEVICE on a CUDA failure. */
+int bcg_nn_rows_put(bcg_nn_rows *r, long row0, long n);
+void bcg_nn_rows_free(bcg_nn_rows *r); /* the mirror; the host array stays */
+/* bcg_mlp_forward of x[i] = row row0 + idx[i] (idx NULL: row0 + i) of r, i <
+ * batch; the network's input width must be r->width. BCG_NN_EINVAL if a row
+ * lies outside the array. */
+int bcg_mlp_forward_rows(bcg_mlp *m, bcg_mlp_tape *t, const bcg_nn_rows *r, long row0, const int *idx, int batch,
+                         bcg_real *y);
+
 /* The output [batch][out] stored in the tape by the last forward. */
 const bcg_real *bcg_mlp_tape_output(const bcg_mlp *m, const bcg_mlp_tape *t);
 
