@@ -78,7 +78,8 @@ typedef struct shac {
   bcg_real *obs, *obsn, *mu, *rew, *v, *xb, *xbn, *ab, *pab, *dmu, *dobs, *dobs2, *dv, *lsb, *mub;
   int *done, *envs, *seg;
   double *g;
-  bcg_real *cbuf_x, *cbuf_y, *cbuf_dy; /* critic minibatch */
+  bcg_real *cbuf_y, *cbuf_dy; /* critic minibatch */
+  bcg_nn_rows obsp_rows;      /* OBSP as the critics' row source (sent to the device once per update) */
   int *perm;              /* [K][T*N] sample order per critic */
   double *closs_mb;       /* [K][minibatches] the last pass's critic losses */
   bcg_real *gvar; /* [nparams] per-environment gradient (grad_var) */
@@ -99,6 +100,7 @@ static void destroy(void *p) {
   bcg_normalizer_free(&s->obs_rms);
   bcg_normalizer_free(&s->ret_rms);
   bcg_normalizer_free(&s->snap);
+  bcg_nn_rows_free(&s->obsp_rows);
   if (s->ptape)
     for (int t = 0; t < s->T; t++) bcg_mlp_tape_free(&s->ptape[t]);
   if (s->vtape)
@@ -110,7 +112,7 @@ static void destroy(void *p) {
                   s->DONE, s->live, s->CR,     s->CV,     s->NV,     s->TV,   s->ptape, s->vtape, s->obs,
                   s->obsn, s->mu,   s->rew,    s->v,      s->xb,     s->xbn,  s->ab,    s->pab,   s->dmu,
                   s->dobs, s->dobs2, s->dv,    s->lsb,    s->mub,    s->done, s->envs,  s->seg,   s->g,
-                  s->cbuf_x, s->cbuf_y, s->cbuf_dy, s->perm, s->closs_mb, s->gvar, s->pend};
+                  s->cbuf_y, s->cbuf_dy, s->perm, s->closs_mb, s->gvar, s->pend};
   lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
 }
@@ -219,9 +221,10 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->ab, N * nu) || !ALLOC(s->pab, N * nu) || !ALLOC(s->dmu, N * nu) || !ALLOC(s->dobs, N * od) ||
       !ALLOC(s->dobs2, N * od) || !ALLOC(s->dv, N) || !ALLOC(s->lsb, N * nu) || !ALLOC(s->mub, T * N * nu) ||
       !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->seg, N) || !ALLOC(s->g, N) ||
-      !ALLOC(s->cbuf_x, K * bs * od) || !ALLOC(s->cbuf_y, K * bs) || !ALLOC(s->cbuf_dy, K * bs) ||
+      !ALLOC(s->cbuf_y, K * bs) || !ALLOC(s->cbuf_dy, K * bs) ||
       !ALLOC(s->perm, K * M) || !ALLOC(s->closs_mb, K * s->nbatch) ||
-      !ALLOC(s->gvar, s->actor.nparams) || !ALLOC(s->pend, N) || lu_track_init(&s->trk, s->task_ops, N))
+      !ALLOC(s->gvar, s->actor.nparams) || !ALLOC(s->pend, N) || lu_track_init(&s->trk, s->task_ops, N) ||
+      bcg_nn_rows_init(&s->obsp_rows, s->OBSP, (long)M, od))
     goto oom;
   for (int e = 0; e < N; e++) s->pend[e] = -1;
   /* the first episodes */
@@ -601,11 +604,12 @@ static void critic_pass_perm(shac *s, int j, int *perm, int M) {
   }
 }
 
-/* one minibatch step of critic k on samples perm[b0 .. b0+n) (x: their gathered
- * observations); the mean squared error into *loss; 1 if the gradient was not finite */
-static int critic_step(shac *s, int k, const bcg_real *x, const int *perm, int b0, int n, bcg_real *y,
-                       bcg_real *dy, bcg_real clr, double *loss, int *rc) {
-  if (bcg_mlp_forward(&s->critic[k], NULL, x, n, y)) {
+/* one minibatch step of critic k on samples perm[b0 .. b0+n) (their
+ * observations gathered by the network from OBSP's rows); the mean squared
+ * error into *loss; 1 if the gradient was not finite */
+static int critic_step(shac *s, int k, const int *perm, int b0, int n, bcg_real *y, bcg_real *dy, bcg_real clr,
+                       double *loss, int *rc) {
+  if (bcg_mlp_forward_rows(&s->critic[k], NULL, &s->obsp_rows, 0, perm + b0, n, y)) {
     *rc = -1;
     return 0;
   }
@@ -628,13 +632,8 @@ static int critic_step(shac *s, int k, const bcg_real *x, const int *perm, int b
   return 0;
 }
 
-static void gather_rows(const shac *s, const int *perm, int b0, int n, bcg_real *x) {
-  for (int i = 0; i < n; i++)
-    memcpy(x + (size_t)i * s->od, s->OBSP + (size_t)perm[b0 + i] * s->od, sizeof(bcg_real) * s->od);
-}
-
 static int critic_update(shac *s, int *skipped, double *closs) {
-  int N = s->N, T = s->T, od = s->od, K = s->K;
+  int N = s->N, T = s->T, K = s->K;
   int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch, nb = (M + bs - 1) / bs;
   bcg_real clr = lr_at(s, s->critic_lr);
   double *lb = s->closs_mb; /* [K][nb]: the last pass's loss per critic and minibatch */
@@ -642,6 +641,7 @@ static int critic_update(shac *s, int *skipped, double *closs) {
   if (nt > K) nt = K;
   if (bcg_nn_cuda_enabled(&minb) && bs >= minb) nt = 1;
   *closs = NAN;
+  if (bcg_nn_rows_put(&s->obsp_rows, 0, M)) return -1;
   if (nt >= 2) {
     int skip = 0;
     /* threads beyond one per critic split each critic's GEMMs (nested regions) */
@@ -652,14 +652,13 @@ static int critic_update(shac *s, int *skipped, double *closs) {
       int krc = 0;
       omp_set_num_threads(inner);
       int *perm = s->perm + (size_t)k * M;
-      bcg_real *x = s->cbuf_x + (size_t)k * bs * od, *y = s->cbuf_y + (size_t)k * bs, *dy = s->cbuf_dy + (size_t)k * bs;
+      bcg_real *y = s->cbuf_y + (size_t)k * bs, *dy = s->cbuf_dy + (size_t)k * bs;
       for (int i = 0; i < M; i++) perm[i] = i;
       for (int j = 0; j < s->critic_iters && !krc; j++) {
         critic_pass_perm(s, j, perm, M);
         for (int b = 0, b0 = 0; b0 < M && !krc; b++, b0 += bs) {
           int n = M - b0 < bs ? M - b0 : bs;
-          gather_rows(s, perm, b0, n, x);
-          skip += critic_step(s, k, x, perm, b0, n, y, dy, clr, &lb[(size_t)k * nb + b], &krc);
+          skip += critic_step(s, k, perm, b0, n, y, dy, clr, &lb[(size_t)k * nb + b], &krc);
         }
       }
       if (krc) __atomic_store_n(&rc, krc, __ATOMIC_RELAXED);
@@ -673,9 +672,8 @@ static int critic_update(shac *s, int *skipped, double *closs) {
       critic_pass_perm(s, j, s->perm, M);
       for (int b = 0, b0 = 0; b0 < M; b++, b0 += bs) {
         int n = M - b0 < bs ? M - b0 : bs;
-        gather_rows(s, s->perm, b0, n, s->cbuf_x);
         for (int k = 0; k < K; k++) {
-          *skipped += critic_step(s, k, s->cbuf_x, s->perm, b0, n, s->cbuf_y, s->cbuf_dy, clr,
+          *skipped += critic_step(s, k, s->perm, b0, n, s->cbuf_y, s->cbuf_dy, clr,
                                   &lb[(size_t)k * nb + b], &rc);
           if (rc) return -1;
         }
