@@ -12,7 +12,8 @@
 # commits since), CONFIGS (default the humanoid and G1 jump PPO configs),
 # OVERRIDES (default run.device=cuda run.threads=16), ITERS (3), REPEAT (2),
 # REAL (double). OVERRIDES may carry bench flags too (--nn-split). Build
-# folders build-ab-new and build-ab-base. Files under $OUT: device_ab.txt (the
+# folders build-ab-new and build-ab-base (in the base's checkout
+# /tmp/bcg-ab-base, removed at the end unless KEEP_BASE=1). Files under $OUT: device_ab.txt (the
 # table), device_ab_full.txt (every bench's output).
 set -u
 cd "$(dirname "$0")/.."
@@ -61,5 +62,6 @@ for cfg in $CONFIGS; do
   done
 done
 cat "$R"
-git worktree remove --force $B >/dev/null 2>&1
+# KEEP_BASE=1: leave the base's checkout and build (for the caller's own runs with $B/build-ab-base/bcg)
+[ -n "${KEEP_BASE:-}" ] || git worktree remove --force $B >/dev/null 2>&1
 say "done in $(($(date +%s) - T0)) s"

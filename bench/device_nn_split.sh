@@ -11,11 +11,12 @@
 #    of the humanoid jump SHAC+BCG and PPO configs, device = cuda, all
 #    threads, the two builds alternating (each bench's split of the networks
 #    into the GPU calls' phases and the calls left on the CPU);
-# 3. the working tree's build again with OMP_WAIT_POLICY=active (bcg's
-#    default is passive), and SHAC+BCG with run.nn_min_batch=64 (its rollout
-#    batches of 64 rows on the GPU too).
+# 3. the same trainings with both builds, device = cuda (3 iterations of
+#    each config, PPO at its 4096 environments): their log.h5 come back for a
+#    bit-for-bit comparison on the dev machine.
 # Files under $OUT: test_nn_cuda.log, device_ab.txt, device_ab_full.txt,
-# extra.txt. About 5 minutes on one GPU box with 16 cores.
+# bit/{new,base,new2}-{shac,ppo}.h5 (the trainings' log.h5; new2: the new build
+# again, the run-to-run floor). About 5 minutes on one GPU box with 16 cores.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-out}
@@ -33,18 +34,19 @@ make -j"$NP" BUILD=$B CUDA=1 all $B/tests/test_nn_cuda >/tmp/bcg-nns-build.log 2
 BUILD=$B timeout 200 sh tests/run.sh $B/tests/test_nn_cuda >"$OUT/test_nn_cuda.log" 2>&1
 say "test_nn_cuda: rc $?"
 grep -E 'measured|BCGSUITE|FAIL|passed' "$OUT/test_nn_cuda.log" | sed 's/^/  /'
-CONFIGS="configs/experiments/jump_shac_bcg.ini configs/experiments/jump_ppo.ini" \
+KEEP_BASE=1 CONFIGS="configs/experiments/jump_shac_bcg.ini configs/experiments/jump_ppo.ini" \
   OVERRIDES="--nn-split run.device=cuda run.threads=$NP" bash bench/device_ab.sh
-X="$OUT/extra.txt"
-: >"$X"
-# (the passive runs of the plain configs are device_ab.sh's "new" rows)
-for cw in "jump_shac_bcg.ini run.nn_min_batch=64:passive" "jump_shac_bcg.ini:active" "jump_ppo.ini:active"; do
-  c=${cw%:*} w=${cw##*:}
-  say "bench $c, OMP_WAIT_POLICY=$w"
-  echo "#### $c OMP_WAIT_POLICY=$w" >>"$X"
-  # shellcheck disable=SC2086
-  OMP_WAIT_POLICY=$w timeout 200 $B/bcg bench --train configs/experiments/$c --nn-split run.device=cuda \
-    run.threads=$NP >>"$X" 2>&1
+mkdir -p "$OUT/bit"
+for b in new base new2; do
+  bin=$PWD/build-ab-new/bcg
+  [ $b = base ] && bin=/tmp/bcg-ab-base/build-ab-base/bcg
+  for c in shac:jump_shac_bcg ppo:jump_ppo; do
+    rm -rf /tmp/bit-run
+    say "train $b ${c#*:} (3 iterations, device = cuda)"
+    timeout 120 "$bin" train configs/experiments/${c#*:}.ini run.iterations=3 run.device=cuda run.threads=$NP \
+      run.out_dir=/tmp/bit-run >/tmp/bit.log 2>&1 || tail -n 5 /tmp/bit.log
+    cp "$(find /tmp/bit-run -name log.h5 | head -n 1)" "$OUT/bit/$b-${c%%:*}.h5" 2>/dev/null || say "no log.h5"
+  done
 done
-grep -E '^####|^total|^networks|^task|^the rest|device calls|CPU calls' "$X" | sed 's/^/  /'
+git worktree remove --force /tmp/bcg-ab-base >/dev/null 2>&1
 say "done in $(($(date +%s) - T0)) s"
