@@ -108,7 +108,7 @@ int bcg_cuda_sim_set_async(bcg_cuda_sim *s, int async);
 int bcg_cuda_sim_sync(bcg_cuda_sim *s);
 void *bcg_cuda_sim_stream(bcg_cuda_sim *s); /* the cudaStream_t */
 const char *bcg_cuda_sim_error(const bcg_cuda_sim *s); /* last CUDA error, "" if none */
-int bcg_cuda_sim_block(const bcg_cuda_sim *s); /* threads per block (env BCG_CUDA_BLOCK, default 64) */
+int bcg_cuda_sim_block(const bcg_cuda_sim *s); /* threads per block (env BCG_CUDA_BLOCK, default 32) */
 
 /* Per-stage timing (for benchmarks). While on, every stage is bracketed by
  * events on the stream and each call waits for its work to add the elapsed
