@@ -149,6 +149,7 @@ static void env_cuda_free(env_cuda *c) {
 }
 
 static int env_sync_domain(bcg_env *env);
+static void split_free(bcg_env *env);
 
 static int env_cuda_attach(bcg_env *env, const bcg_simparams *sp, char *err, size_t errlen) {
   char cerr[512];
@@ -387,7 +388,7 @@ void bcg_env_set_envmap(bcg_env *env, const int *envmap) {
 
 void bcg_env_free(bcg_env *env) {
   if (!env) return;
-  free(env->split);
+  split_free(env);
   env_cuda_free(env->cuda_sim);
   bcg_sim_free(env->sim);
   if (!env->parent) domain_free(env->dom);
@@ -440,17 +441,30 @@ int bcg_env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real 
   return rc;
 }
 
+static void split_free(bcg_env *env) {
+  if (env->split_pinned) bcg_cuda_host_free(env->split);
+  else free(env->split);
+  env->split = NULL;
+  env->nsplit = 0;
+  env->split_pinned = 0;
+}
+
 /* split / join interleaved states through the sim's ping-pong scratch */
 static int env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_real *a, bcg_real *xn, bcg_real *tape) {
   if (n <= 0) return 0;
   if (env_sync_domain(env)) return -1;
   int nq = env->nq, nv = env->nv, nx = env->nx;
   size_t need = (size_t)n * nx * 2;
-  if (env->nsplit < need) { /* kept for the next calls: a control step allocates nothing */
-    bcg_real *b = realloc(env->split, sizeof(bcg_real) * need);
-    if (!b) return -1;
+  size_t need_all = need + (size_t)n * env->nu; /* and the actions, for the device's copy */
+  if (env->nsplit < need_all) { /* kept for the next calls: a control step allocates nothing */
+    /* an env on the GPU: page-locked, so its copies to and from the device run at the DMA engine's speed */
+    bcg_real *b = env->cuda_sim ? bcg_cuda_host_alloc(sizeof(bcg_real) * need_all) : NULL;
+    int pinned = b != NULL;
+    if (!b && !(b = malloc(sizeof(bcg_real) * need_all))) return -1;
+    split_free(env);
     env->split = b;
-    env->nsplit = need;
+    env->nsplit = need_all;
+    env->split_pinned = pinned;
   }
   bcg_real *buf = env->split;
   bcg_real *q = buf, *u = q + (size_t)n * nq, *qo = u + (size_t)n * nv, *uo = qo + (size_t)n * nq;
@@ -458,8 +472,13 @@ static int env_control_step(bcg_env *env, int n, const bcg_real *x, const bcg_re
     memcpy(q + (size_t)e * nq, x + (size_t)e * nx, sizeof(bcg_real) * nq);
     memcpy(u + (size_t)e * nv, x + (size_t)e * nx + nq, sizeof(bcg_real) * nv);
   }
-  int rc = on_gpu(env, n) ? env_cuda_step(env, n, q, u, a, qo, uo, tape)
-                         : bcg_sim_control_step(env->sim, n, q, u, a, qo, uo, tape);
+  int rc;
+  if (on_gpu(env, n)) {
+    bcg_real *ab = uo + (size_t)n * nv; /* the actions through the same buffer */
+    memcpy(ab, a, sizeof(bcg_real) * (size_t)n * env->nu);
+    rc = env_cuda_step(env, n, q, u, ab, qo, uo, tape);
+  } else
+    rc = bcg_sim_control_step(env->sim, n, q, u, a, qo, uo, tape);
   for (int e = 0; e < n; e++) {
     memcpy(xn + (size_t)e * nx, qo + (size_t)e * nq, sizeof(bcg_real) * nq);
     memcpy(xn + (size_t)e * nx + nq, uo + (size_t)e * nv, sizeof(bcg_real) * nv);

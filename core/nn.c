@@ -247,6 +247,7 @@ int bcg_mlp_create(bcg_mlp *m, const bcg_mlp_config *cfg) {
 
 void bcg_mlp_destroy(bcg_mlp *m) {
   if (!m) return;
+  bcg_cuda_nn_forget(m->params); /* page-locked by a device call */
   free(m->params);
   free(m->grad);
   bcg_mlp_tape_free(&m->tape);

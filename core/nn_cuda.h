@@ -36,6 +36,8 @@ void bcg_cuda_nn_rows_free(bcg_nn_rows *r);
 int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx);
 /* Free t->dev (NULL-safe). */
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t);
+/* A network's parameter array p is about to be freed: unlock it if a device call page-locked it. */
+void bcg_cuda_nn_forget(const void *p);
 /* The message of the last failure ("" if none). */
 const char *bcg_cuda_nn_error(void);
 /* bcg_nn_cuda_profile / bcg_nn_cuda_profile_read (bcg/nn.h). */

@@ -23,6 +23,7 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   return -1;
 }
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t) { (void)t; }
+void bcg_cuda_nn_forget(const void *p) { (void)p; }
 int bcg_cuda_nn_forward_rows(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_nn_rows *r, long row0, const int *idx,
                              int batch, bcg_real *y) {
   (void)m; (void)t; (void)r; (void)row0; (void)idx; (void)batch; (void)y;

@@ -76,6 +76,8 @@ void bcg_cuda_sim_stage_ms(const bcg_cuda_sim *s, double ms[BCG_CUDA_NSTAGE]) {
 }
 void *bcg_cuda_malloc(size_t bytes) { (void)bytes; return NULL; }
 void bcg_cuda_free(void *p) { (void)p; }
+void *bcg_cuda_host_alloc(size_t bytes) { (void)bytes; return NULL; }
+void bcg_cuda_host_free(void *p) { (void)p; }
 int bcg_cuda_copy(void *dst, const void *src, size_t bytes) { (void)dst; (void)src; (void)bytes; return -1; }
 int bcg_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows) {
   (void)dst; (void)dpitch; (void)src; (void)spitch; (void)width; (void)rows;

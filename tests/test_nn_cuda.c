@@ -339,6 +339,53 @@ static void test_rows(void) {
   bcg_mlp_destroy(&m);
 }
 
+/* the parameters are page-locked in place at a network's first device call:
+ * host changes between calls are still seen (the host copy is sent at every
+ * call), and a network created where a destroyed one was is not confused
+ * with it */
+static double dev_vs_cpu(bcg_mlp *m, const bcg_real *x, int B) {
+  size_t ny = (size_t)B * m->dim[m->nlin];
+  bcg_real *yd = malloc(ny * sizeof(bcg_real)), *yc = malloc(ny * sizeof(bcg_real));
+  double e = 1e30;
+  if (!bcg_nn_set_cuda(1, 1, NULL, 0) && !bcg_mlp_forward(m, NULL, x, B, yd) && m->tape.on_device) {
+    bcg_nn_set_cuda(0, 0, NULL, 0);
+    if (!bcg_mlp_forward(m, NULL, x, B, yc)) e = relerr(yd, yc, ny);
+  }
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  free(yd);
+  free(yc);
+  return e;
+}
+
+static void test_params_in_place(void) {
+  if (!gpu()) return;
+  enum { B = 300, IN = 37, OUT = 21 };
+  bcg_real *x = malloc(sizeof(bcg_real) * B * IN);
+  randn(x, (size_t)B * IN, 70, 1.0, 0.0);
+  double worst = 0;
+  for (int round = 0; round < 3; round++) {
+    bcg_mlp m;
+    if (make_mlp(&m, BCG_LN_PRE_ACT, BCG_ACT_TANH, IN, OUT, B)) {
+      CU_FAIL("create");
+      break;
+    }
+    bcg_mlp_init_params(&m, SEED + (uint64_t)round, 9);
+    double e0 = dev_vs_cpu(&m, x, B);
+    for (size_t i = 0; i < m.nnet; i++) m.params[i] *= (bcg_real)1.25; /* like an optimiser step */
+    double e1 = dev_vs_cpu(&m, x, B);
+    m.params[m.nnet - 1] += (bcg_real)0.5; /* one output bias */
+    double e2 = dev_vs_cpu(&m, x, B);
+    if (!(e0 <= TOL && e1 <= TOL && e2 <= TOL)) printf("\n  round %d: %.2e %.2e %.2e", round, e0, e1, e2);
+    CU_ASSERT(e0 <= TOL);
+    CU_ASSERT(e1 <= TOL);
+    CU_ASSERT(e2 <= TOL);
+    worst = fmax(worst, fmax(e0, fmax(e1, e2)));
+    bcg_mlp_destroy(&m); /* the next round's network is likely allocated where this one was */
+  }
+  printf("\n  parameters in place: device vs CPU after host changes, worst %.2e\n", worst);
+  free(x);
+}
+
 /* bcg_nn_cuda_profile: the calls counted, phases that add up to at most the
  * calls' wall time, nothing counted while off, and the same numbers either way */
 static void test_profile(void) {
@@ -403,6 +450,6 @@ static void test_refusal(void) {
   CU_ASSERT(!bcg_nn_cuda_enabled(NULL));
 }
 
-BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"row sources", test_rows}, {"profile", test_profile},
+BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"row sources", test_rows}, {"parameters in place", test_params_in_place}, {"profile", test_profile},
           {"refusal", test_refusal});
 BCG_RUN("nn_cuda")

@@ -840,6 +840,17 @@ BCG_EXPORT void *bcg_cuda_malloc(size_t bytes) {
 BCG_EXPORT void bcg_cuda_free(void *p) {
   if (p) cudaFree(p);
 }
+BCG_EXPORT void *bcg_cuda_host_alloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+BCG_EXPORT void bcg_cuda_host_free(void *p) {
+  if (p) cudaFreeHost(p);
+}
 BCG_EXPORT int bcg_cuda_copy(void *dst, const void *src, size_t bytes) {
   return cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) == cudaSuccess ? 0 : -1;
 }

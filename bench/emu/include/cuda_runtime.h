@@ -28,6 +28,9 @@ static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
 enum { cudaHostAllocDefault = 0 };
 static inline cudaError_t cudaHostAlloc(void **p, size_t b, unsigned) { *p = malloc(b ? b : 1); return *p ? 0 : 2; }
 static inline cudaError_t cudaFreeHost(void *p) { free(p); return 0; }
+enum { cudaHostRegisterDefault = 0 };
+static inline cudaError_t cudaHostRegister(void *, size_t, unsigned) { return 0; }
+static inline cudaError_t cudaHostUnregister(void *) { return 0; }
 static inline cudaError_t cudaMemset(void *p, int v, size_t b) { memset(p, v, b); return 0; }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t b, cudaStream_t) { memset(p, v, b); return 0; }
 static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t b, cudaMemcpyKind) { memcpy(d, s, b); return 0; }

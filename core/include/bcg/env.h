@@ -43,6 +43,7 @@ struct bcg_env {
   bcg_real *split;
   size_t nsplit;
   char contact_name[32]; /* the contact plugin's name ("" without one), for error messages */
+  int split_pinned;      /* private: split is page-locked host memory (an env on the GPU) */
 };
 
 typedef struct bcg_config bcg_config;

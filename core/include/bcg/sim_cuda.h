@@ -128,6 +128,9 @@ void bcg_cuda_sim_stage_ms(const bcg_cuda_sim *s, double ms[BCG_CUDA_NSTAGE]);
 /* Small helpers so C callers need no CUDA headers. */
 void *bcg_cuda_malloc(size_t bytes);                     /* NULL on failure */
 void bcg_cuda_free(void *p);
+/* Page-locked host memory (copies from and to it run at the DMA engine's speed); NULL on failure. */
+void *bcg_cuda_host_alloc(size_t bytes);
+void bcg_cuda_host_free(void *p);
 int bcg_cuda_copy(void *dst, const void *src, size_t bytes); /* any direction (cudaMemcpyDefault), synchronous */
 /* rows of width bytes from src (rows spitch bytes apart) to dst (dpitch apart), any direction, synchronous */
 int bcg_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows);
