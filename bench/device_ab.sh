@@ -13,7 +13,8 @@
 # OVERRIDES (default run.device=cuda run.threads=16), ITERS (3), REPEAT (2),
 # REAL (double). OVERRIDES may carry bench flags too (--nn-split). Build
 # folders build-ab-new and build-ab-base (in the base's checkout
-# /tmp/bcg-ab-base, removed at the end unless KEEP_BASE=1). Files under $OUT: device_ab.txt (the
+# /tmp/bcg-ab-base, removed at the end unless KEEP_BASE=1; BUILD_ONLY=1: build
+# both, keep them and stop). Files under $OUT: device_ab.txt (the
 # table), device_ab_full.txt (every bench's output).
 set -u
 cd "$(dirname "$0")/.."
@@ -38,6 +39,8 @@ ln -sfn "$PWD/deps" $B/deps
 say "build new (working tree) and base ($BC), REAL=$REAL CUDA=${CUDA:-1}"
 make -j"$NP" BUILD=build-ab-new REAL=$REAL CUDA=${CUDA:-1} all >/tmp/ab-new.log 2>&1 || { tail -n 30 /tmp/ab-new.log; exit 2; }
 make -C $B -j"$NP" BUILD=build-ab-base REAL=$REAL CUDA=${CUDA:-1} all >/tmp/ab-base.log 2>&1 || { tail -n 30 /tmp/ab-base.log; exit 2; }
+# BUILD_ONLY=1: the two builds only (the base's kept), for a caller's own runs
+[ -n "${BUILD_ONLY:-}" ] && { say "built: build-ab-new/bcg, $B/build-ab-base/bcg"; exit 0; }
 R="$OUT/device_ab.txt"
 {
   echo "# bcg bench --train CONFIG --iterations ${ITERS:-3} $OV; $(date -u +%Y-%m-%dT%H:%MZ)"

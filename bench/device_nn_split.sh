@@ -17,7 +17,7 @@
 #    each config, PPO at its 4096 environments): their log.h5 come back for a
 #    bit-for-bit comparison on the dev machine.
 # Files under $OUT: TEST.log of each test, device_ab.txt, device_ab_full.txt,
-# bit/{new,base,new2}-{shac,ppo}.h5 (the trainings' log.h5; new2: the new build
+# bit.tgz: bit/{new,base,new2}-{shac,ppo}.h5 (the trainings' log.h5; new2: the new build
 # again, the run-to-run floor). About 5 minutes on one GPU box with 16 cores.
 set -u
 cd "$(dirname "$0")/.."
@@ -56,5 +56,6 @@ for b in new base new2; do
     cp "$(find /tmp/bit-run -name log.h5 | head -n 1)" "$OUT/bit/$b-${c%%:*}.h5" 2>/dev/null || say "no log.h5"
   done
 done
+tar czf "$OUT/bit.tgz" -C "$OUT" bit && rm -rf "$OUT/bit" # one file back (a call returns few)
 git worktree remove --force /tmp/bcg-ab-base >/dev/null 2>&1
 say "done in $(($(date +%s) - T0)) s"
