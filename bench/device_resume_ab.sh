@@ -31,6 +31,7 @@ N=${ITERS:-60}
 TH=${THREADS:-$NP}
 [ -n "${RESUME_TGZ:-}" ] || { say "RESUME_TGZ is required"; exit 2; }
 BUILD_ONLY=1 KEEP_BASE=1 bash bench/device_ab.sh || exit 2
+. bench/device_deps.sh # the library paths it sets, for this shell's runs
 BB=/tmp/bcg-ab-base/build-ab-base/bcg
 O=/tmp/bcg-resume-orig
 rm -rf $O && mkdir -p $O
