@@ -63,6 +63,11 @@ struct bcg_cuda_sim {
   int *hmap;        /* [cap] host copy of the active map */
   bcg_mdata *sm;    /* [cap] models gathered per slot (allocated on first use) */
   bcg_real *smu;        /* [cap] friction gathered per slot */
+  /* bcg_cuda_sim_update_domain's staging: the re-drawn environments' models,
+   * friction and indices packed in page-locked host memory, sent in one copy
+   * and scattered on the device (grown on demand; bytes) */
+  char *hstage, *dstage;
+  size_t cstage;
   /* stage timing */
   int timing;
   cudaEvent_t t0, t1;
@@ -312,6 +317,19 @@ static int cuda_fail(bcg_cuda_sim *s, cudaError_t e, const char *what) {
     if (cuda_fail((s), (call), #call)) return -1;        \
   } while (0)
 
+/* bcg_cuda_sim_update_domain: em[idx[i]] = the i-th staged model (words
+ * 32-bit words each; em NULL: words 0, friction only), emu[idx[i]] = mu[i];
+ * n = k * max(words, 1) threads */
+static_assert(sizeof(bcg_mdata) % sizeof(uint32_t) == 0, "bcg_mdata is copied in 32-bit words");
+__global__ void k_dom_scatter(int n, int words, const int *idx, const uint32_t *stage, uint32_t *em,
+                              const bcg_real *mu, bcg_real *emu) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  int w1 = words ? words : 1, i = t / w1, w = t % w1;
+  if (words) em[(size_t)idx[i] * words + w] = stage[(size_t)i * words + w];
+  if (w == 0 && emu) emu[idx[i]] = mu[i];
+}
+
 static int grid(const bcg_cuda_sim *s, int n) { return (n + s->block - 1) / s->block; }
 
 /* a batch of n slots: within the capacity and, with a domain, covered by the
@@ -535,13 +553,14 @@ BCG_EXPORT void bcg_cuda_sim_free(bcg_cuda_sim *s) {
   if (s->st) cudaStreamSynchronize(s->st);
   void *p[] = {s->m, s->spd, s->ws, s->adj, s->nact, s->bad, s->gap, s->v0, s->c, s->G, s->mu, s->lam, s->fn,
                s->lamb, s->gapb, s->v0b, s->cb, s->Gb, s->maxfn, s->maxpen, s->scratch, s->adjbuf,
-               s->em, s->emu, s->dclock, s->dmap, s->sm, s->smu};
+               s->em, s->emu, s->dclock, s->dmap, s->sm, s->smu, s->dstage};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
     if (p[i]) cudaFree(p[i]);
   if (s->t0) cudaEventDestroy(s->t0);
   if (s->t1) cudaEventDestroy(s->t1);
   if (s->st) cudaStreamDestroy(s->st);
   free(s->hmap);
+  if (s->hstage) cudaFreeHost(s->hstage);
   free(s);
 }
 
@@ -721,15 +740,35 @@ BCG_EXPORT int bcg_cuda_sim_update_domain(bcg_cuda_sim *s, const int *envs, int 
                envs[i], s->ndom);
       return -1;
     }
-  if (k <= 0) return 0;
-  CK(s, cudaStreamSynchronize(s->st)); /* queued kernels may still read em / emu */
-  for (int i = 0; i < k;) { /* runs of consecutive environments in one copy each */
-    int e0 = envs[i], j = i + 1;
-    while (j < k && envs[j] == envs[j - 1] + 1) j++;
-    size_t c = (size_t)(j - i);
-    if (s->em) CK(s, cudaMemcpyAsync(s->em + e0, d->m + e0, sizeof(bcg_mdata) * c, cudaMemcpyHostToDevice, s->st));
-    if (s->emu) CK(s, cudaMemcpyAsync(s->emu + e0, d->mu + e0, sizeof(bcg_real) * c, cudaMemcpyHostToDevice, s->st));
-    i = j;
+  if (k <= 0 || (!s->em && !s->emu)) return 0;
+  CK(s, cudaStreamSynchronize(s->st)); /* queued kernels may still read em / emu, or copies the staging */
+  /* the k environments' models, friction and indices packed into page-locked
+   * memory, one copy, and a scatter kernel: a reset of a few dozen scattered
+   * environments was as many pageable copies of a model (tens of kB each) */
+  size_t sm = s->em ? sizeof(bcg_mdata) : 0, words = sm / sizeof(uint32_t);
+  size_t off_mu = (size_t)k * sm, off_idx = off_mu + (size_t)k * sizeof(bcg_real);
+  size_t need = off_idx + (size_t)k * sizeof(int);
+  if (s->cstage < need) {
+    if (s->hstage) cudaFreeHost(s->hstage);
+    if (s->dstage) cudaFree(s->dstage);
+    s->hstage = s->dstage = NULL;
+    s->cstage = 0;
+    CK(s, cudaHostAlloc((void **)&s->hstage, need, cudaHostAllocDefault));
+    CK(s, cudaMalloc((void **)&s->dstage, need));
+    s->cstage = need;
+  }
+  for (int i = 0; i < k; i++) {
+    if (sm) memcpy(s->hstage + (size_t)i * sm, d->m + envs[i], sm);
+    ((bcg_real *)(s->hstage + off_mu))[i] = s->emu ? d->mu[envs[i]] : 0;
+    ((int *)(s->hstage + off_idx))[i] = envs[i];
+  }
+  CK(s, cudaMemcpyAsync(s->dstage, s->hstage, need, cudaMemcpyHostToDevice, s->st));
+  {
+    int n = (int)((size_t)k * (words ? words : 1));
+    k_dom_scatter<<<grid(s, n), s->block, 0, s->st>>>(n, (int)words, (const int *)(s->dstage + off_idx),
+                                                      (const uint32_t *)s->dstage, (uint32_t *)s->em,
+                                                      (const bcg_real *)(s->dstage + off_mu), s->emu);
+    if (launched(s, "k_dom_scatter")) return -1;
   }
   s->ngath = 0; /* the per-slot copies of a mapped batch are stale: gathered again by the next set_envmap */
   return finish(s);

@@ -15,7 +15,7 @@ typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event { double t; } *cudaEvent_t;
 struct uint3e { unsigned x, y, z; };
 extern thread_local uint3e blockIdx, blockDim, threadIdx;
-struct cudaDeviceProp { char name[256]; int multiProcessorCount; size_t totalGlobalMem; int l2CacheSize; int major, minor; };
+struct cudaDeviceProp { char name[256]; int multiProcessorCount; int maxThreadsPerMultiProcessor; size_t totalGlobalMem; int l2CacheSize; int major, minor; };
 static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "emu error" : "no error"; }
 static inline cudaError_t cudaGetLastError(void) { return 0; }
 static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return 0; }
@@ -34,6 +34,11 @@ static inline cudaError_t cudaHostUnregister(void *) { return 0; }
 static inline cudaError_t cudaMemset(void *p, int v, size_t b) { memset(p, v, b); return 0; }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t b, cudaStream_t) { memset(p, v, b); return 0; }
 static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t b, cudaMemcpyKind) { memcpy(d, s, b); return 0; }
+static inline cudaError_t cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, cudaMemcpyKind) {
+  for (size_t r = 0; r < h; r++) memcpy((char *)d + r * dp, (const char *)s + r * sp, w);
+  return 0;
+}
+static inline cudaError_t cudaMemGetInfo(size_t *fr, size_t *tot) { *fr = *tot = (size_t)1 << 34; return 0; }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t b, cudaMemcpyKind, cudaStream_t) { memcpy(d, s, b); return 0; }
 static inline cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)malloc(8); return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return 0; }
