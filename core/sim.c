@@ -282,10 +282,18 @@ void bcg_sim_set_slices(bcg_sim *s, int on) { s->slices = on ? 1 : 0; }
  * thread count. */
 static int use_slices(const bcg_sim *s, int n) { return s->slices && n > 1 && omp_get_max_threads() > 1; }
 
-static void block_of(int n, int *lo, int *hi) {
-  int t = omp_get_thread_num(), nt = omp_get_num_threads();
-  *lo = (int)((long)n * t / nt);
-  *hi = (int)((long)n * (t + 1) / nt);
+/* The slices: environments in chunks of consecutive ones, about four per
+ * thread, handed out as threads finish (an environment in contact costs
+ * several times an airborne one, so equal blocks per thread left threads
+ * waiting for the slowest). An environment's results do not depend on its
+ * chunk (the contact plugins' solves are per environment: BCG_CAP_SLICES). */
+static int slice_chunks(int n) {
+  int c = 4 * omp_get_max_threads();
+  return c < n ? c : n;
+}
+static void chunk_of(int n, int nch, int c, int *lo, int *hi) {
+  *lo = (int)((long)n * c / nch);
+  *hi = (int)((long)n * (c + 1) / nch);
 }
 
 /* scratch layout: [0] post output of the VJP recompute, [1] and [2] ping-pong
@@ -337,10 +345,11 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
   if (use_slices(s, n)) {
     if (check_slots(s, n)) return -1;
     int rc = 0;
-#pragma omp parallel
-    {
+    int nch = slice_chunks(n);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int c = 0; c < nch; c++) {
       int lo, hi;
-      block_of(n, &lo, &hi);
+      chunk_of(n, nch, c, &lo, &hi);
       const bcg_real *qi = q, *ui = u;
       for (int k = 0; k < ns && hi > lo; k++) {
         if (tape) tape_store(s, tape, k, n, lo, hi, qi, ui);
@@ -402,10 +411,11 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
       free(block);
       return -1;
     }
-#pragma omp parallel
-    {
+    int nch = slice_chunks(n);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int c = 0; c < nch; c++) {
       int lo, hi;
-      block_of(n, &lo, &hi);
+      chunk_of(n, nch, c, &lo, &hi);
       bcg_real *in[2] = {bin[0], bin[1]}, *out[2] = {bout[0], bout[1]};
       for (int k = ns - 1; k >= 0 && hi > lo; k--) {
         tape_load(s, tape, k, n, lo, hi, qbuf, ubuf);
