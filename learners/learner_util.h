@@ -108,6 +108,21 @@ static inline int lu_observe(const bcg_task_ops *to, void *task, int n, int od, 
   return nb;
 }
 
+/* the observations of environments envs[0..n) only (rows envs[i] of obs;
+ * the task's observe_envs, or its observe of all environments where it has
+ * none: the same rows either way); the non-finite ones listed in bad[]
+ * (their count returned, -1 on failure) */
+static inline int lu_observe_envs(const bcg_task_ops *to, void *task, const int *envs, int n, int od,
+                                  const bcg_real *x, const bcg_real *prev, const bcg_task_clock *clk, bcg_real *obs,
+                                  int *bad) {
+  int has = to->size >= offsetof(bcg_task_ops, observe_envs) + sizeof to->observe_envs && to->observe_envs;
+  if (has ? to->observe_envs(task, envs, n, x, prev, clk, obs) : to->observe(task, x, prev, clk, obs)) return -1;
+  int nb = 0;
+  for (int i = 0; i < n; i++)
+    if (!lu_finite(obs + (size_t)envs[i] * od, (size_t)od)) bad[nb++] = envs[i];
+  return nb;
+}
+
 /* out = obs normalised by z, or a copy of obs if z is NULL (n rows of od) */
 static inline void lu_normalise(const bcg_normalizer *z, const bcg_real *obs, int n, int od, bcg_real *out) {
   if (z)

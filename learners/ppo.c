@@ -62,6 +62,7 @@ typedef struct ppo {
   /* scratch */
   bcg_real *obs, *obsn, *xn, *env_a, *rew, *eps, *v, *mba, *mbmu, *mbdmu, *mbdv, *mblp, *mbdlp;
   int *done, *envs, *perm;
+  int *nonfinite; /* [N] environments whose observation was not finite */
   unsigned char *bad; /* [N] this control step's non-finite environments */
   double *lsum;       /* [2 nblocks] a minibatch's surrogate and value losses per block of PPO_BLOCK rows */
   bcg_real lsold[64];
@@ -81,7 +82,7 @@ static void destroy(void *p) {
   void *bufs[] = {s->x,   s->prev_a, s->clk,  s->ep_ret, s->ep_len, s->OBS,  s->ACT,   s->MU,   s->LP,   s->V,
                   s->R,   s->RET,    s->ADV,  s->D,      s->obs,    s->obsn, s->xn,    s->env_a, s->rew, s->eps,
                   s->v,   s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
-                  s->perm, s->bad, s->lsum};
+                  s->perm, s->bad, s->lsum, s->nonfinite};
   lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
 }
@@ -149,7 +150,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->env_a, N * nu) || !ALLOC(s->rew, N) || !ALLOC(s->eps, N * nu) || !ALLOC(s->v, N) ||
       !ALLOC(s->mba, cap * nu) || !ALLOC(s->mbmu, cap * nu) ||
       !ALLOC(s->mbdmu, cap * nu) || !ALLOC(s->mbdv, cap) || !ALLOC(s->mblp, cap) || !ALLOC(s->mbdlp, cap) ||
-      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M) || !ALLOC(s->bad, N) ||
+      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M) || !ALLOC(s->bad, N) || !ALLOC(s->nonfinite, N) ||
       !ALLOC(s->lsum, 2 * ((cap + PPO_BLOCK - 1) / PPO_BLOCK)) || lu_track_init(&s->trk, s->task_ops, N) ||
       bcg_nn_rows_init(&s->obs_rows, s->OBS, (long)M, od))
     goto oom;
@@ -170,18 +171,22 @@ static void normalise(ppo *s, const bcg_real *obs, int n, bcg_real *out) {
   lu_normalise(s->obs_norm ? &s->obs_rms : NULL, obs, n, s->od, out);
 }
 
-static int observe_checked(ppo *s, const bcg_real *x, bcg_real *obs, int *nan_resets) {
-  int nb = lu_observe(s->task_ops, s->task, s->N, s->od, x, s->prev_a, s->clk, obs, s->envs);
+/* the observations of x into obs, of all environments (envs NULL) or of
+ * envs[0..n) only (just reset: the other rows are current); environments
+ * whose observation is not finite are reset and observed again (NaN resets) */
+static int observe_checked(ppo *s, const bcg_real *x, bcg_real *obs, int *nan_resets, const int *envs, int n) {
+  int *bad = s->nonfinite;
+  int nb = envs ? lu_observe_envs(s->task_ops, s->task, envs, n, s->od, x, s->prev_a, s->clk, obs, bad)
+                : lu_observe(s->task_ops, s->task, s->N, s->od, x, s->prev_a, s->clk, obs, bad);
   if (nb <= 0) return nb;
   *nan_resets += nb;
-  if (reset_envs(s, s->envs, nb, s->x) || s->est_ops->reset_envs(s->est, s->envs, nb) ||
-      s->task_ops->observe(s->task, s->x, s->prev_a, s->clk, obs))
+  if (reset_envs(s, bad, nb, s->x) || s->est_ops->reset_envs(s->est, bad, nb)) return -1;
+  int nb2 = lu_observe_envs(s->task_ops, s->task, bad, nb, s->od, s->x, s->prev_a, s->clk, obs, s->envs);
+  if (nb2 < 0) return -1;
+  if (nb2 > 0) {
+    s->svc->log(2, "ppo: the task's observation is not finite right after a reset");
     return -1;
-  for (int e = 0; e < s->N; e++)
-    if (!lu_finite(obs + (size_t)e * s->od, (size_t)s->od)) {
-      s->svc->log(2, "ppo: the task's observation is not finite right after a reset");
-      return -1;
-    }
+  }
   return 0;
 }
 
@@ -191,7 +196,7 @@ static int rollout(ppo *s, lu_sums *sum) {
   int N = s->N, S = s->S, nu = s->nu, od = s->od, nx = s->nx;
   const bcg_task_ops *to = s->task_ops;
   const bcg_real *ls = s->actor.extra_params;
-  if (observe_checked(s, s->x, s->obs, &sum->nan_resets)) return -1;
+  if (observe_checked(s, s->x, s->obs, &sum->nan_resets, NULL, 0)) return -1;
   lu_track_begin(&s->trk);
   for (int t = 0; t < S; t++) {
     bcg_real *O = s->OBS + (size_t)t * N * od, *Ac = s->ACT + (size_t)t * N * nu, *MUt = s->MU + (size_t)t * N * nu;
@@ -260,7 +265,7 @@ static int rollout(ppo *s, lu_sums *sum) {
     memcpy(s->prev_a, s->env_a, sizeof(bcg_real) * (size_t)N * nu);
     if (nreset) {
       if (reset_envs(s, s->envs, nreset, s->x) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
-      if (observe_checked(s, s->x, s->obs, &sum->nan_resets)) return -1;
+      if (observe_checked(s, s->x, s->obs, &sum->nan_resets, s->envs, nreset)) return -1;
     }
   }
   return 0;

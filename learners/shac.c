@@ -409,7 +409,9 @@ static int rollout(shac *s, double rs, lu_sums *S) {
     }
     if (nreset) {
       if (reset_envs(s, s->envs, nreset, Xt1, 1) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
-      nb = observe(s, Xt1, s->prev_a, s->clk, s->obs, s->done);
+      /* the others' rows are OBSX's (their next states, observed above): observe the reset ones only */
+      memcpy(s->obs, OBSXt, sizeof(bcg_real) * (size_t)N * od);
+      nb = lu_observe_envs(s->task_ops, s->task, s->envs, nreset, od, Xt1, s->prev_a, s->clk, s->obs, s->done);
       if (nb < 0) return -1;
       for (int i = 0; i < nb; i++)
         if (Dt[s->done[i]] != 0) {

@@ -372,6 +372,18 @@ static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg
   return 0;
 }
 
+static int observe_envs(void *p, const int *envs, int n, const bcg_real *x, const bcg_real *prev_a,
+                        const bcg_task_clock *clk, bcg_real *obs) {
+  imit *s = p;
+#pragma omp parallel for schedule(static) if (n >= 64)
+  for (int i = 0; i < n; i++) {
+    int e = envs[i];
+    observe_one(s, e, x + (size_t)e * s->nx, prev_a ? prev_a + (size_t)e * s->nu : NULL, clk[e],
+                obs + (size_t)e * s->odim);
+  }
+  return 0;
+}
+
 static void observe_vjp_one(imit *s, int e, const bcg_real *q, bcg_task_clock c, const bcg_real *ob, bcg_real *xb,
                             bcg_real *pab) {
   ws *w = &s->w_[e];
@@ -777,7 +789,7 @@ static int reference_qpos(void *p, const bcg_task_clock *clk, int n, bcg_real *q
 
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
                                  observe_vjp, reward, reward_vjp, update, tracking_error, save, load,
-                                 reference_qpos};
+                                 reference_qpos, observe_envs};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "imitation", "track a reference motion (CSV/HDF5 qpos frames)"),

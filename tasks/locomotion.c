@@ -139,15 +139,26 @@ static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bc
   return 0;
 }
 
+static void observe_one(loco *s, int e, const bcg_real *x, const bcg_real *prev_a, bcg_real *obs) {
+  const bcg_real *q = x + (size_t)e * s->nx;
+  bcg_kinematics_pose(s->m, q, &s->k[e]);
+  tu_proprio(&s->L, s->m, &s->k[e], q, q + s->nq, prev_a ? prev_a + (size_t)e * s->nu : NULL,
+             obs + (size_t)e * s->odim);
+}
+
 static int observe(void *p, const bcg_real *x, const bcg_real *prev_a, const bcg_task_clock *clk, bcg_real *obs) {
   loco *s = p;
 #pragma omp parallel for schedule(static)
-  for (int e = 0; e < s->nenv; e++) {
-    const bcg_real *q = x + (size_t)e * s->nx;
-    bcg_kinematics_pose(s->m, q, &s->k[e]);
-    tu_proprio(&s->L, s->m, &s->k[e], q, q + s->nq, prev_a ? prev_a + (size_t)e * s->nu : NULL,
-               obs + (size_t)e * s->odim);
-  }
+  for (int e = 0; e < s->nenv; e++) observe_one(s, e, x, prev_a, obs);
+  return 0;
+}
+
+static int observe_envs(void *p, const int *envs, int n, const bcg_real *x, const bcg_real *prev_a,
+                        const bcg_task_clock *clk, bcg_real *obs) {
+  loco *s = p;
+  (void)clk;
+#pragma omp parallel for schedule(static) if (n >= 64)
+  for (int i = 0; i < n; i++) observe_one(s, envs[i], x, prev_a, obs);
   return 0;
 }
 
@@ -295,7 +306,7 @@ static const bcg_key_spec keys[] = {
 };
 
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
-                                 observe_vjp, reward, reward_vjp, NULL, NULL, NULL, NULL, NULL};
+                                 observe_vjp, reward, reward_vjp, NULL, NULL, NULL, NULL, NULL, observe_envs};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "locomotion", "run forward at a commanded speed, upright and alive"),

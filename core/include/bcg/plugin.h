@@ -307,6 +307,14 @@ typedef struct bcg_task_ops {
    * Returns 0, or -1 when there is none to give. For drawing (bcg render's
    * ghost); tasks without a reference leave it NULL. */
   int (*reference_qpos)(void *self, const bcg_task_clock *clk, int n, bcg_real *qpos);
+  /* (appended after reference_qpos; optional, may be NULL; check size first)
+   * observe only the environments envs[0..n): row envs[i] of obs from rows
+   * envs[i] of x, prev_a and clk (arrays of all environments, as observe
+   * takes them), bit for bit what observe writes there; other rows of obs
+   * are left as they are. Learners call it after resets, where most rows are
+   * already observed; without it they call observe for all. */
+  int (*observe_envs)(void *self, const int *envs, int n, const bcg_real *x, const bcg_real *prev_a,
+                      const bcg_task_clock *clk, bcg_real *obs);
 } bcg_task_ops;
 
 /* ---- the descriptor ----------------------------------------------------------- */
