@@ -1,7 +1,8 @@
 /* cmd_bench.c - `bcg bench`: physics steps per second on the CPU beside
  * MuJoCo's own mj_step on the same model and state, measured in the same run;
  * `bcg bench --train CONFIG`: seconds per training iteration of any config
- * and where they go (bench_train below).
+ * and where they go (bench_train below); `bcg bench --train RUN_DIR`: the
+ * same for a run resumed from its latest checkpoint (a copy of it).
  *
  * Unit: one substep at the model's timestep (the same unit as one mj_step).
  * Forward = bcg_sim_substep; forward+backward = a substep plus its adjoint
@@ -146,7 +147,15 @@ static int make_config(const char *contact, const char *model_path, bcg_config *
  * task, estimator; bcg_env_time, bcg_nn_time, bcg_session_time) and the rest
  * (learner bookkeeping, optimiser, logging), samples per second, the thread
  * counts and the machine. Periodic checkpoints are off (checkpoint_every = 0;
- * the final one is written after the measurement). */
+ * the final one is written after the measurement).
+ *
+ * With a run directory instead of CONFIG, its config.ini, log.h5 and latest
+ * checkpoint are copied into the temporary directory and the copy is
+ * resumed (`bcg train --resume`'s path) for the 1 + N iterations: the
+ * iterations a long run is at, not an untrained policy's first ones (which
+ * for SHAC+BCG cost several times more: fallen robots, many contacts and
+ * bundles). The run directory itself is only read. Overrides are those
+ * `bcg train --resume` allows (run.threads, ...). */
 
 typedef struct bt_snap {
   double t, sim, vjp, nn, task, est;
@@ -256,6 +265,40 @@ static void print_nn_split(const bcg_nn_cuda_split *a, const bcg_nn_cuda_split *
          nn > 0 ? 100 * (nn - tot) / nn : 0);
 }
 
+/* dst = the file src (bytes); 0 or -1 with errno */
+static int copy_file(const char *src, const char *dst) {
+  FILE *a = fopen(src, "rb"), *b = a ? fopen(dst, "wb") : NULL;
+  int rc = a && b ? 0 : -1;
+  char buf[1 << 16];
+  size_t k;
+  while (!rc && (k = fread(buf, 1, sizeof buf, a)) > 0)
+    if (fwrite(buf, 1, k, b) != k) rc = -1;
+  if (!rc && ferror(a)) rc = -1;
+  if (a) fclose(a);
+  if (b && fclose(b)) rc = -1;
+  return rc;
+}
+
+/* --train RUN_DIR: config.ini, log.h5 (if any) and the latest checkpoint into
+ * tmp; returns the checkpoint's iteration, or -1 after printing why */
+static int64_t copy_run(const char *dir, const char *tmp) {
+  char src[PATH_MAX + 32], dst[2 * PATH_MAX + 96], ck[PATH_MAX + 64];
+  snprintf(src, sizeof src, "%s/config.ini", dir);
+  if (access(src, R_OK)) return bcg_cli_error("%s: cannot read: %s (not a run directory?)", src, strerror(errno)), -1;
+  int64_t it = bcg_train_latest_checkpoint(dir, ck, sizeof ck);
+  if (it < 0) return bcg_cli_error("%s: no checkpoint to resume from (checkpoints/ckpt_*.h5)", dir), -1;
+  snprintf(dst, sizeof dst, "%s/config.ini", tmp);
+  if (copy_file(src, dst)) return bcg_cli_error("%s: cannot copy to %s: %s", src, dst, strerror(errno)), -1;
+  snprintf(src, sizeof src, "%s/log.h5", dir);
+  snprintf(dst, sizeof dst, "%s/log.h5", tmp);
+  if (!access(src, R_OK) && copy_file(src, dst))
+    return bcg_cli_error("%s: cannot copy to %s: %s", src, dst, strerror(errno)), -1;
+  const char *base = strrchr(ck, '/');
+  snprintf(dst, sizeof dst, "%s/checkpoints/%s", tmp, base ? base + 1 : ck);
+  if (copy_file(ck, dst)) return bcg_cli_error("%s: cannot copy to %s: %s", ck, dst, strerror(errno)), -1;
+  return it;
+}
+
 static int bench_train(int argc, char **argv) {
   const char *path = NULL;
   long iters = 3;
@@ -278,6 +321,21 @@ static int bench_train(int argc, char **argv) {
                            argv[i]);
   }
   if (!path) return bcg_cli_usage("bench", "--train needs CONFIG");
+  struct stat pst;
+  int from_run = stat(path, &pst) == 0 && S_ISDIR(pst.st_mode);
+  if (from_run) {
+    static const char *allowed[] = {"run.iterations", "run.samples",   "run.seconds", "run.checkpoint_every",
+                                    "run.keep_last",  "run.keep_every", "run.threads"};
+    for (int i = 0; i < nov; i++) {
+      const char *eq = strchr(ov[i], '=');
+      int ok = 0;
+      for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)
+        if ((size_t)(eq - ov[i]) == strlen(allowed[k]) && !strncmp(ov[i], allowed[k], strlen(allowed[k]))) ok = 1;
+      if (!ok)
+        return bcg_cli_usage("bench", "'%.*s' cannot change when resuming a run (only the keys `bcg train --resume` "
+                             "takes: run.threads, ...)", (int)(eq - ov[i]), ov[i]);
+    }
+  }
   char tmpl[PATH_MAX];
   const char *td = getenv("TMPDIR");
   snprintf(tmpl, sizeof tmpl, "%s/bcg_bench_train_XXXXXX", td && td[0] ? td : "/tmp");
@@ -288,13 +346,22 @@ static int bench_train(int argc, char **argv) {
     rmdir(tmpl);
     return bcg_cli_error("%s: cannot create: %s", ck, strerror(errno));
   }
+  int64_t it0 = 0; /* the iteration the measurement starts from */
+  char run_cfg[PATH_MAX + 32];
+  if (from_run) {
+    if ((it0 = copy_run(path, tmpl)) < 0) {
+      rm_run_dir(tmpl);
+      return BCG_EXIT_ERROR;
+    }
+    snprintf(run_cfg, sizeof run_cfg, "%s/config.ini", tmpl);
+  }
   /* the budget is the bench's: these come after the caller's overrides */
   char it_ov[64];
-  snprintf(it_ov, sizeof it_ov, "run.iterations=%ld", iters + 1);
+  snprintf(it_ov, sizeof it_ov, "run.iterations=%lld", (long long)(it0 + iters + 1));
   char *av[320];
   int ac = 0;
   av[ac++] = "bench";
-  av[ac++] = (char *)path;
+  av[ac++] = from_run ? run_cfg : (char *)path;
   for (int i = 0; i < nov; i++) av[ac++] = (char *)ov[i];
   av[ac++] = it_ov;
   av[ac++] = "run.samples=0";
@@ -332,18 +399,21 @@ static int bench_train(int argc, char **argv) {
          cpu, sysconf(_SC_NPROCESSORS_ONLN), naff, host, la[0], la[1], la[2]);
   printf("commit: %s\nprecision: %s; device: %s; OMP_WAIT_POLICY %s\n", commit, BCG_REAL_NAME,
          bcg_config_get_string(cfg, "run", "device"), wp && wp[0] ? wp : "unset");
-  printf("config: %s (learner %s, estimator %s, contact %s, task %s), %ld environments\n", path,
-         pl[0] ? pl[0]->desc->name : "-", pl[1] ? pl[1]->desc->name : "-", pl[2] ? pl[2]->desc->name : "-",
-         pl[3] ? pl[3]->desc->name : "-", bcg_config_get_int(cfg, "run", "num_envs"));
+  printf("config: %s (learner %s, estimator %s, contact %s, task %s), %ld environments\n",
+         from_run ? "the run's config.ini" : path, pl[0] ? pl[0]->desc->name : "-",
+         pl[1] ? pl[1]->desc->name : "-", pl[2] ? pl[2]->desc->name : "-", pl[3] ? pl[3]->desc->name : "-",
+         bcg_config_get_int(cfg, "run", "num_envs"));
+  if (from_run) printf("resumed: %s at iteration %lld (a copy; the run is not changed)\n", path, (long long)it0);
   fflush(stdout);
 
   bt_ctx c;
   memset(&c, 0, sizeof c);
-  c.warm = 1;
-  c.last = 1 + iters;
+  c.warm = it0 + 1;
+  c.last = it0 + 1 + iters;
   bcg_train_options opt;
   memset(&opt, 0, sizeof opt);
   opt.run_dir = tmpl;
+  opt.resume = from_run;
   opt.on_iteration = bt_on_iteration;
   opt.ctx = &c;
   bcg_train_result res;
@@ -354,7 +424,8 @@ static int bench_train(int argc, char **argv) {
   rm_run_dir(tmpl);
   bcg_config_free(cfg);
   if (rc) return bcg_cli_error("%s", err);
-  if (res.iterations < c.last) return bcg_cli_error("bench --train: the run stopped after %lld iterations", (long long)res.iterations);
+  if (res.iterations < c.last)
+    return bcg_cli_error("bench --train: the run stopped after %lld iterations", (long long)res.iterations);
 
   const bt_snap *a = &c.s[0], *b = &c.s[1];
   double n = (double)iters, wall = b->t - a->t;

@@ -45,7 +45,7 @@ static const struct command {
      "--trace FILE: also writes every step of every episode (state, action, reward; MuJoCo's self-contacts) to\n"
      "the HDF5 FILE, per simulator, to see where and how the two simulators part."},
     {"bench", bcg_cmd_bench,
-     "[--model MJCF] [--envs N] [--seconds S] [--contact NAME] | --train CONFIG [--iterations N] [--nn-split]\n"
+     "[--model MJCF] [--envs N] [--seconds S] [--contact NAME] | --train CONFIG|RUN_DIR [--iterations N] [--nn-split]\n"
      "  [section.key=value ...]",
      "physics steps/s beside MuJoCo mj_step; seconds per training iteration",
      "Physics steps per second (forward and forward+backward) per contact model on the CPU, one thread and all\n"
@@ -56,7 +56,9 @@ static const struct command {
      "forward, physics adjoint, networks, task, estimator and the rest, samples/s, the thread counts, the\n"
      "machine (CPU, cores, load average) and the commit. --nn-split also splits the networks' time into the\n"
      "GPU calls' phases (parameters and inputs in, GEMMs, bias and activations, LayerNorm, batch sums, outputs\n"
-     "back; each phase waits for the device) and the calls that stayed on the CPU."},
+     "back; each phase waits for the device) and the calls that stayed on the CPU. --train RUN_DIR: the same\n"
+     "for a copy of the run resumed from its latest checkpoint (the iterations a long run is at; the run\n"
+     "directory is only read; overrides as bcg train --resume takes them)."},
     {"plugins", bcg_cmd_plugins, "", "list the plugins found",
      "Lists every plugin found on the search path ($BCG_PLUGIN_PATH, the build tree's\n"
      "plugins/, PREFIX/lib/bcg/plugins) with kind, name, file and description;\n"

@@ -1299,6 +1299,38 @@ static void test_bench_train(void) {
   /* usage */
   CU_ASSERT_EQUAL(run_err("bench --train"), 2);
   CU_ASSERT_EQUAL(run_err("bench --train %s --iterations 0", p), 2);
+  /* --train RUN_DIR: a copy of the run resumed from its latest checkpoint;
+   * the run directory is left exactly as it was */
+  snprintf(text, sizeof text, pend_ini, "benchrun", 4, 3, tmpdir, "");
+  p = write_ini("benchrun.ini", text);
+  CU_ASSERT_EQUAL_FATAL(run("train %s", p), 0);
+  char dir[PATH_MAX], rd[PATH_MAX], want[PATH_MAX + 64], before[4096], after[4096];
+  snprintf(dir, sizeof dir, "%s/runs/benchrun", tmpdir);
+  CU_ASSERT_EQUAL_FATAL(first_run(dir, rd, sizeof rd), 0);
+  snprintf(cmd, sizeof cmd, "cd %s && ls -lR --time-style=full-iso . | md5sum", rd);
+  FILE *f = popen(cmd, "r");
+  CU_ASSERT_FATAL(f && fgets(before, sizeof before, f));
+  pclose(f);
+  CU_ASSERT_EQUAL(mkdir(tdir, 0755), 0);
+  setenv("TMPDIR", tdir, 1);
+  rc = run_out("bench --train %s --iterations 2 run.threads=1", rd);
+  unsetenv("TMPDIR");
+  CU_ASSERT_EQUAL(rc, 0);
+  snprintf(want, sizeof want, "resumed: %s at iteration 3 ", rd);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "iterations: 2 measured after 1 warm-up"));
+  CU_ASSERT(bench_row("total") > 0);
+  f = popen(cmd, "r");
+  CU_ASSERT_FATAL(f && fgets(after, sizeof after, f));
+  pclose(f);
+  CU_ASSERT_STRING_EQUAL(before, after);
+  snprintf(cmd, sizeof cmd, "rmdir %s", tdir); /* nothing left of the copy */
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  /* only the keys a resume may change */
+  CU_ASSERT_EQUAL(run_err("bench --train %s run.num_envs=2", rd), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "'run.num_envs' cannot change when resuming a run"));
+  /* a directory that is not a run */
+  CU_ASSERT_EQUAL(run_err("bench --train %s", tdir), 1);
 }
 
 /* A checkpoint copied out of its run directory: the message names the
