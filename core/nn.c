@@ -795,16 +795,28 @@ void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad) {
 #undef ADAM_ELEM
 }
 
-bcg_real bcg_vec_norm(const bcg_real *x, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
-  return (bcg_real)sqrt(s);
+/* sum of squares in double, in a fixed order that vectorises: element i
+ * goes to lane i mod SUMSQ_LANES, each lane sums its elements in order, and
+ * the lanes are combined pairwise in a fixed tree. The same result on every
+ * machine and thread count; one running sum (the former loop) was a chain of
+ * dependent additions, about 0.17 ms for a 256-256 critic's gradient, which
+ * SHAC+BCG clips 192 times per iteration. */
+#define SUMSQ_LANES 32
+static double sumsq(const bcg_real *x, size_t n) {
+  double acc[SUMSQ_LANES] = {0};
+  size_t i = 0;
+  for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES)
+    for (int j = 0; j < SUMSQ_LANES; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
+  for (int j = 0; i < n; i++, j++) acc[j] += (double)x[i] * (double)x[i];
+  for (int w = SUMSQ_LANES / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
 }
 
+bcg_real bcg_vec_norm(const bcg_real *x, size_t n) { return (bcg_real)sqrt(sumsq(x, n)); }
+
 bcg_real bcg_clip_grad_norm(bcg_real *g, size_t n, bcg_real max_norm) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
-  double nrm = sqrt(s);
+  double nrm = sqrt(sumsq(g, n));
   if (isfinite(nrm) && nrm > (double)max_norm && nrm > 0) {
     double c = (double)max_norm / nrm;
     for (size_t i = 0; i < n; i++) g[i] = (bcg_real)((double)g[i] * c);

@@ -826,6 +826,27 @@ static void test_clip(void) {
   bcg_real n2 = bcg_clip_grad_norm(g, N, (bcg_real)(2 * ref));
   CU_ASSERT(bcg_relerr(n2, ref, 1e-300) < 1e-6);
   CU_ASSERT_EQUAL(memcmp(g, g0, sizeof g), 0);
+  /* the summation order bcg/nn.h documents (32 interleaved partial sums,
+   * combined pairwise), bit for bit, for lengths around the lane count and a
+   * network-sized one; and within rounding of an extended-precision sum */
+  static const size_t lens[6] = {1, 31, 32, 33, 95, 124037};
+  bcg_real *v = malloc(sizeof(bcg_real) * 124037);
+  randn(v, 124037, 61, 1);
+  for (int k = 0; k < 6; k++) {
+    size_t m = lens[k];
+    double acc[32] = {0};
+    long double ld = 0;
+    for (size_t i = 0; i < m; i++) {
+      acc[i % 32] += (double)v[i] * (double)v[i];
+      ld += (long double)v[i] * (long double)v[i];
+    }
+    for (int w = 16; w >= 1; w /= 2)
+      for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+    bcg_real want = (bcg_real)sqrt(acc[0]), got = bcg_vec_norm(v, m);
+    CU_ASSERT_EQUAL(memcmp(&want, &got, sizeof got), 0);
+    CU_ASSERT(fabs((double)got - (double)sqrtl(ld)) <= (sizeof(bcg_real) == 4 ? 1e-6 : 4e-16) * (double)sqrtl(ld));
+  }
+  free(v);
   /* Polyak */
   bcg_real d[2] = {1, 2}, s2[2] = {3, 4};
   bcg_vec_polyak(d, s2, 2, (bcg_real)0.25);

@@ -414,7 +414,7 @@ void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad);
 /* Scale g so that its 2-norm is at most max_norm (exactly max_norm when it was
  * larger); returns the pre-clip norm. A non-finite norm leaves g unchanged. */
 bcg_real bcg_clip_grad_norm(bcg_real *g, size_t n, bcg_real max_norm);
-bcg_real bcg_vec_norm(const bcg_real *x, size_t n); /* accumulated in double */
+bcg_real bcg_vec_norm(const bcg_real *x, size_t n); /* accumulated in double, in 32 interleaved partial sums */
 /* dst = alpha * dst + (1 - alpha) * src (target-critic Polyak averaging). */
 void bcg_vec_polyak(bcg_real *dst, const bcg_real *src, size_t n, bcg_real alpha);
 
