@@ -1074,54 +1074,63 @@ static double fd_task(inst *I, int which, const char *label) {
   })
   if (which == 0) I->ops->observe_vjp(I->task, x, a, clk, obar, xb, ab);
   else I->ops->reward_vjp(I->task, x, a, pa, clk, rb, xb, ab, pab);
-  /* eps 1e-5: the ADD-only reward's gradient is small beside the reward, so
-   * its difference quotient is rounding-bound (relerr 5.1e-6, 5.8e-7, 5.5e-8
-   * at eps 1e-7, 1e-6, 1e-5: proportional to 1/eps); at 1e-5 every case
-   * is below 6e-8 (the tolerance is 1e-6) */
-  double eps = 1e-5, worst = 0;
+  /* Two step sizes, and per environment and argument the better of the two
+   * agreements: a difference quotient is rounding-bound where the gradient
+   * is small beside the loss (the ADD-only reward: relerr 5.1e-6, 5.8e-7,
+   * 5.5e-8 at eps 1e-7, 1e-6, 1e-5, proportional to 1/eps) and wrong where
+   * the loss has a kink within eps (the low-root penalty on a drawn state:
+   * 5.8e-7, 6.1e-8, 1.1e-3). A wrong adjoint disagrees at both. */
+  static const double epss[2] = {1e-6, 1e-5};
+  double worst = 0;
   for (int e = 0; e < n; e++) {
+    double ex = INFINITY, ea = INFINITY, ep = INFINITY;
     double g[2 * BCG_MAX_DOF], gb[2 * BCG_MAX_DOF], ga[BCG_MAX_ACT], gab[BCG_MAX_ACT], gp[BCG_MAX_ACT],
         gpb[BCG_MAX_ACT];
-    for (int d = 0; d < 2 * nv; d++) {
-      bcg_real dq[BCG_MAX_DOF] = {0}, du[BCG_MAX_DOF] = {0};
-      memcpy(xp, x, sizeof(bcg_real) * n * nx);
-      if (d < nv) dq[d] = eps; else du[d - nv] = eps;
-      bcg_env_perturb(env, x + e * nx, dq, du, xp + e * nx);
-      double lp = EVAL(xp, a, pa);
-      if (d < nv) dq[d] = -eps; else du[d - nv] = -eps;
-      bcg_env_perturb(env, x + e * nx, dq, du, xp + e * nx);
-      double lm = EVAL(xp, a, pa);
-      g[d] = (lp - lm) / (2 * eps);
-      gb[d] = xb[e * 2 * nv + d];
+    for (int k = 0; k < 2; k++) {
+      const double eps = epss[k];
+      for (int d = 0; d < 2 * nv; d++) {
+        bcg_real dq[BCG_MAX_DOF] = {0}, du[BCG_MAX_DOF] = {0};
+        memcpy(xp, x, sizeof(bcg_real) * n * nx);
+        if (d < nv) dq[d] = eps; else du[d - nv] = eps;
+        bcg_env_perturb(env, x + e * nx, dq, du, xp + e * nx);
+        double lp = EVAL(xp, a, pa);
+        if (d < nv) dq[d] = -eps; else du[d - nv] = -eps;
+        bcg_env_perturb(env, x + e * nx, dq, du, xp + e * nx);
+        double lm = EVAL(xp, a, pa);
+        g[d] = (lp - lm) / (2 * eps);
+        gb[d] = xb[e * 2 * nv + d];
+      }
+      for (int i = 0; i < nu; i++) {
+        bcg_real s = a[e * nu + i];
+        a[e * nu + i] = s + eps;
+        double lp = EVAL(x, a, pa);
+        a[e * nu + i] = s - eps;
+        double lm = EVAL(x, a, pa);
+        a[e * nu + i] = s;
+        ga[i] = (lp - lm) / (2 * eps);
+        gab[i] = ab[e * nu + i];
+        s = pa[e * nu + i];
+        pa[e * nu + i] = s + eps;
+        lp = EVAL(x, a, pa);
+        pa[e * nu + i] = s - eps;
+        lm = EVAL(x, a, pa);
+        pa[e * nu + i] = s;
+        gp[i] = (lp - lm) / (2 * eps);
+        gpb[i] = pab[e * nu + i];
+      }
+      ex = fmin(ex, bcg_vec_relerr(gb, g, 2 * nv));
+      ea = fmin(ea, bcg_vec_relerr(gab, ga, nu));
+      /* an all-zero prev_a gradient (no action-rate term) must be exactly zero */
+      double gpn = 0, epk = 0;
+      for (int i = 0; i < nu; i++) gpn = fmax(gpn, fabs(gp[i]));
+      if (gpn > 0) epk = bcg_vec_relerr(gpb, gp, nu);
+      else
+        for (int i = 0; i < nu; i++) epk = fmax(epk, fabs(gpb[i]));
+      ep = fmin(ep, epk);
     }
-    for (int i = 0; i < nu; i++) {
-      bcg_real s = a[e * nu + i];
-      a[e * nu + i] = s + eps;
-      double lp = EVAL(x, a, pa);
-      a[e * nu + i] = s - eps;
-      double lm = EVAL(x, a, pa);
-      a[e * nu + i] = s;
-      ga[i] = (lp - lm) / (2 * eps);
-      gab[i] = ab[e * nu + i];
-      s = pa[e * nu + i];
-      pa[e * nu + i] = s + eps;
-      lp = EVAL(x, a, pa);
-      pa[e * nu + i] = s - eps;
-      lm = EVAL(x, a, pa);
-      pa[e * nu + i] = s;
-      gp[i] = (lp - lm) / (2 * eps);
-      gpb[i] = pab[e * nu + i];
-    }
-    double ex = bcg_vec_relerr(gb, g, 2 * nv), ea = bcg_vec_relerr(gab, ga, nu), ep = 0;
-    /* an all-zero prev_a gradient (no action-rate term) must be exactly zero */
-    double gpn = 0;
-    for (int i = 0; i < nu; i++) gpn = fmax(gpn, fabs(gp[i]));
-    if (gpn > 0) ep = bcg_vec_relerr(gpb, gp, nu);
-    else
-      for (int i = 0; i < nu; i++) ep = fmax(ep, fabs(gpb[i]));
     if (ex > 1e-6 || ea > 1e-6 || ep > 1e-6) {
       fprintf(stderr, "%s env %d: x relerr %.3g a relerr %.3g prev_a relerr %.3g\n", label, e, ex, ea, ep);
-      for (int d = 0; d < 2 * nv; d++)
+      for (int d = 0; d < 2 * nv; d++) /* (the FD at the larger step) */
         if (fabs(g[d] - gb[d]) > 1e-7 * (1 + fabs(g[d]))) fprintf(stderr, "  %2d %s %.9g %.9g\n", d % nv, d < nv ? "q" : "u", gb[d], g[d]);
     }
     worst = fmax(worst, fmax(ex, fmax(ea, ep)));
