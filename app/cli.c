@@ -20,6 +20,16 @@ int bcg_cli_is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int bcg_cli_resume_override(const char *kv) {
+  static const char *allowed[] = {"run.iterations", "run.samples",   "run.seconds", "run.checkpoint_every",
+                                  "run.keep_last",  "run.keep_every", "run.threads"};
+  const char *eq = strchr(kv, '=');
+  if (!eq) return 0;
+  for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)
+    if ((size_t)(eq - kv) == strlen(allowed[k]) && !strncmp(kv, allowed[k], strlen(allowed[k]))) return 1;
+  return 0;
+}
+
 int bcg_cli_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

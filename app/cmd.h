@@ -32,6 +32,12 @@ int bcg_cmd_render(int argc, char **argv);
 int bcg_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* 1 when path names a directory (following links) */
 int bcg_cli_is_dir(const char *path);
+/* The overrides a resumed run may take (bcg train --resume, bcg bench --train
+ * RUN_DIR): its budget and bookkeeping keys, listed in BCG_CLI_RESUME_KEYS.
+ * 1 when the override "section.key=value" names one of them. */
+#define BCG_CLI_RESUME_KEYS \
+  "run.iterations, run.samples, run.seconds, run.checkpoint_every, run.keep_last, run.keep_every, run.threads"
+int bcg_cli_resume_override(const char *kv);
 /* "bcg: <cmd>: <msg>\nusage: ..." on stderr; returns BCG_EXIT_USAGE. */
 int bcg_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parse "CONFIG [section.key=value ...]" and load the config; on failure

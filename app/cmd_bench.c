@@ -321,21 +321,11 @@ static int bench_train(int argc, char **argv) {
                            argv[i]);
   }
   if (!path) return bcg_cli_usage("bench", "--train needs CONFIG");
-  struct stat pst;
-  int from_run = stat(path, &pst) == 0 && S_ISDIR(pst.st_mode);
-  if (from_run) {
-    static const char *allowed[] = {"run.iterations", "run.samples",   "run.seconds", "run.checkpoint_every",
-                                    "run.keep_last",  "run.keep_every", "run.threads"};
-    for (int i = 0; i < nov; i++) {
-      const char *eq = strchr(ov[i], '=');
-      int ok = 0;
-      for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)
-        if ((size_t)(eq - ov[i]) == strlen(allowed[k]) && !strncmp(ov[i], allowed[k], strlen(allowed[k]))) ok = 1;
-      if (!ok)
-        return bcg_cli_usage("bench", "'%.*s' cannot change when resuming a run (only the keys `bcg train --resume` "
-                             "takes: run.threads, ...)", (int)(eq - ov[i]), ov[i]);
-    }
-  }
+  int from_run = bcg_cli_is_dir(path);
+  for (int i = 0; from_run && i < nov; i++)
+    if (!bcg_cli_resume_override(ov[i]))
+      return bcg_cli_usage("bench", "'%.*s' cannot change when resuming a run (only " BCG_CLI_RESUME_KEYS ")",
+                           (int)(strchr(ov[i], '=') - ov[i]), ov[i]);
   char tmpl[PATH_MAX];
   const char *td = getenv("TMPDIR");
   snprintf(tmpl, sizeof tmpl, "%s/bcg_bench_train_XXXXXX", td && td[0] ? td : "/tmp");

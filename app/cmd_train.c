@@ -96,18 +96,11 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
 static int resume(int argc, char **argv) {
   if (argc < 3) return bcg_cli_usage(argv[0], "--resume needs RUN_DIR");
   const char *dir = argv[2];
-  static const char *allowed[] = {"run.iterations", "run.samples", "run.seconds", "run.checkpoint_every",
-                                  "run.keep_last",  "run.keep_every", "run.threads"};
   for (int i = 3; i < argc; i++) {
     const char *eq = strchr(argv[i], '=');
     if (!eq) return bcg_cli_usage(argv[0], "'%s' is not an override section.key=value", argv[i]);
-    int ok = 0;
-    for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)
-      if ((size_t)(eq - argv[i]) == strlen(allowed[k]) && !strncmp(argv[i], allowed[k], strlen(allowed[k]))) ok = 1;
-    if (!ok)
-      return bcg_cli_usage(argv[0],
-                           "'%.*s' cannot change on resume (only run.iterations, run.samples, run.seconds, "
-                           "run.checkpoint_every, run.keep_last, run.keep_every, run.threads)",
+    if (!bcg_cli_resume_override(argv[i]))
+      return bcg_cli_usage(argv[0], "'%.*s' cannot change on resume (only " BCG_CLI_RESUME_KEYS ")",
                            (int)(eq - argv[i]), argv[i]);
   }
   char path[PATH_MAX + 32];
