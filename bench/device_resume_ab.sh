@@ -35,13 +35,8 @@ BUILD_ONLY=1 KEEP_BASE=1 bash bench/device_ab.sh || exit 2
 BB=/tmp/bcg-ab-base/build-ab-base/bcg
 O=/tmp/bcg-resume-orig
 rm -rf $O && mkdir -p $O
-parts=$(for f in $RESUME_TGZ; do case "$f" in *.part-*) echo "$f" ;; esac; done | sort)
-for f in $RESUME_TGZ; do
-  case "$f" in *.part-*) continue ;; esac
-  tar xzf "$f" -C $O || { say "cannot unpack $f"; exit 2; }
-done
-# shellcheck disable=SC2086
-[ -z "$parts" ] || cat $parts | tar xz -C $O || { say "cannot unpack $parts"; exit 2; }
+. bench/device_unpack.sh
+unpack_archives $O "$RESUME_TGZ" || exit 2
 run0=$(dirname "$(find $O -name config.ini | head -n 1)")
 ck=$(ls "$run0"/checkpoints/ckpt_*.h5 2>/dev/null | sort | tail -n 1)
 [ -n "$ck" ] || { say "no checkpoint under $O"; exit 2; }

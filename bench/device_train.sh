@@ -88,16 +88,8 @@ R=/tmp/bcg-runs
 rm -rf "$R" /tmp/bcg-bin-*
 mkdir -p "$R"
 if [ -n "${RESUME_TGZ:-}" ]; then
-  # each a .tgz, except the pieces of one split archive (NAME.tgz.part-aa, -ab, ...), joined in order
-  parts=$(for f in $RESUME_TGZ; do case "$f" in *.part-*) echo "$f" ;; esac; done | sort)
-  for f in $RESUME_TGZ; do
-    case "$f" in *.part-*) continue ;; esac
-    tar xzf "$f" -C "$R" || { say "cannot unpack $f"; exit 2; }
-  done
-  if [ -n "$parts" ]; then
-    # shellcheck disable=SC2086
-    cat $parts | tar xz -C "$R" || { say "cannot unpack $parts"; exit 2; }
-  fi
+  . bench/device_unpack.sh
+  unpack_archives "$R" "$RESUME_TGZ" || exit 2
   say "resuming the runs of $RESUME_TGZ: $(ls $R | tr '\n' ' ')"
 fi
 # RUNS: "name|config|overrides;..." (two runs side by side); default SHAC+BCG vs PPO on jump;
