@@ -263,6 +263,10 @@ static void print_nn_split(const bcg_nn_cuda_split *a, const bcg_nn_cuda_split *
   printf("  %-34s %10.6f %7.1f%%\n", "device calls", tot, nn > 0 ? 100 * tot / nn : 0);
   printf("  %-34s %10.6f %7.1f%%\n", "CPU calls, host work around GPU calls", nn - tot,
          nn > 0 ? 100 * (nn - tot) / nn : 0);
+  long ns = b->steps - a->steps;
+  if (ns) /* bcg_mlp_clip_adam of held networks: the learner's own time, outside the calls above */
+    printf("  optimiser steps on the GPU (held networks): %.1f per iteration, %.6f s (in \"the rest\")\n", ns / n,
+           (b->optimizer - a->optimizer) / n);
 }
 
 /* dst = the file src (bytes); 0 or -1 with errno */

@@ -17,6 +17,10 @@
 #include "nn_cuda.h"
 #include "nn_tape.h"
 
+/* networks held on the device now (bcg_mlp_hold): while 0, no call looks them up */
+static int nn_nheld;
+static int is_held(const bcg_mlp *m, const bcg_adam **opt);
+
 #ifdef BCG_REAL_FLOAT
 #define BCG_GEMM cblas_sgemm
 #else
@@ -247,14 +251,21 @@ int bcg_mlp_create(bcg_mlp *m, const bcg_mlp_config *cfg) {
 
 void bcg_mlp_destroy(bcg_mlp *m) {
   if (!m) return;
-  bcg_cuda_nn_forget(m->params); /* page-locked by a device call */
+  if (m->params && is_held(m, NULL)) __atomic_sub_fetch(&nn_nheld, 1, __ATOMIC_RELAXED);
+  bcg_cuda_nn_forget(m->params); /* page-locked by a device call; a held network's device state dropped */
   free(m->params);
   free(m->grad);
   bcg_mlp_tape_free(&m->tape);
   memset(m, 0, sizeof *m);
 }
 
-void bcg_mlp_zero_grad(bcg_mlp *m) { memset(m->grad, 0, m->nparams * sizeof(bcg_real)); }
+void bcg_mlp_zero_grad(bcg_mlp *m) {
+  if (is_held(m, NULL)) { /* a failure is kept: the network's next device call reports it */
+    (void)bcg_cuda_nn_zero_grad(m);
+    return;
+  }
+  memset(m->grad, 0, m->nparams * sizeof(bcg_real));
+}
 
 /* Orthonormal columns of a p x k Gaussian matrix (p >= k, column-major in q)
  * by modified Gram-Schmidt, run twice for stability. MGS yields R with a
@@ -633,7 +644,7 @@ static int mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const fwd_src *src, int batc
   if (batch == 0) return BCG_NN_OK;
   bcg_nn_tape_ptrs p;
   bcg_nn_tape_layout(m, t->max_batch, t->mem, &p, 1);
-  if (nn_cuda_on && batch >= nn_cuda_min) { /* the GPU: only the output in the host tape */
+  if ((nn_cuda_on && batch >= nn_cuda_min) || is_held(m, NULL)) { /* the GPU: only the output in the host tape */
     bcg_real *out = p.out[m->nlin - 1];
     /* rows with a mirror are gathered on the device; otherwise x is sent (the
      * host tape's x, which a device forward leaves unused, holds gathered rows) */
@@ -685,6 +696,7 @@ static int mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_rea
   if (rc) return rc;
   if (batch == 0) return BCG_NN_OK;
   if (t->on_device) return bcg_cuda_nn_backward(m, t, dy, grad, dx) ? BCG_NN_EDEVICE : BCG_NN_OK;
+  if (is_held(m, NULL)) return BCG_NN_EINVAL; /* a CPU tape recorded before the hold: the host parameters are stale */
   bcg_nn_tape_ptrs p;
   bcg_nn_tape_layout(m, t->max_batch, t->mem, &p, 1);
   bcg_real *d = p.s0, *e = p.s1;
@@ -765,25 +777,25 @@ void bcg_adam_reset(bcg_adam *a) {
 
 #define BCG_ADAM_PAR_MIN 65536 /* parameters from which an Adam step is split over the threads */
 
-void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad) {
+/* a step's count and its bias-corrected coefficients (the host's and the held networks' steps) */
+static void adam_coeffs(bcg_adam *a, bcg_real *step_size, bcg_real *isbc2) {
   a->step++;
   double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
   double bc2 = 1.0 - pow((double)a->beta2, (double)a->step);
-  bcg_real step_size = (bcg_real)((double)a->lr / bc1);
-  bcg_real isbc2 = (bcg_real)(1.0 / sqrt(bc2));
+  *step_size = (bcg_real)((double)a->lr / bc1);
+  *isbc2 = (bcg_real)(1.0 / sqrt(bc2));
+}
+
+void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad) {
+  bcg_real step_size, isbc2;
+  adam_coeffs(a, &step_size, &isbc2);
   bcg_real b1 = a->beta1, b2 = a->beta2, wd = a->weight_decay, eps = a->eps;
   bcg_real *restrict m = a->m, *restrict v = a->v, *restrict p = params;
   const bcg_real *restrict gr = grad;
   size_t n = a->n;
   /* element-wise, so the vector lanes compute what the scalar loop did (no
    * contraction: the build has no FMA), bit for bit */
-#define ADAM_ELEM(G)                                                                                             \
-  {                                                                                                               \
-    bcg_real g = (G);                                                                                             \
-    m[i] = b1 * m[i] + (1 - b1) * g;                                                                              \
-    v[i] = b2 * v[i] + (1 - b2) * g * g;                                                                          \
-    p[i] -= step_size * m[i] / (bcg_nn_sqrt(v[i]) * isbc2 + eps);                                                 \
-  }
+#define ADAM_ELEM(G) BCG_ADAM_ELEM(G, m[i], v[i], p[i], b1, b2, step_size, isbc2, eps);
   /* element-wise, so splitting over the threads changes no bit either */
   if (wd != 0) {
 #pragma omp parallel for simd schedule(static) if (n >= BCG_ADAM_PAR_MIN)
@@ -802,15 +814,19 @@ void bcg_adam_step(bcg_adam *a, bcg_real *params, const bcg_real *grad) {
  * dependent additions, about 0.17 ms for a 256-256 critic's gradient, which
  * SHAC+BCG clips 192 times per iteration. */
 #define SUMSQ_LANES 32
+static double sumsq_tree(double *acc) { /* the lanes' fixed tree (acc is overwritten) */
+  for (int w = SUMSQ_LANES / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+
 static double sumsq(const bcg_real *x, size_t n) {
   double acc[SUMSQ_LANES] = {0};
   size_t i = 0;
   for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES)
     for (int j = 0; j < SUMSQ_LANES; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
   for (int j = 0; i < n; i++, j++) acc[j] += (double)x[i] * (double)x[i];
-  for (int w = SUMSQ_LANES / 2; w >= 1; w /= 2)
-    for (int j = 0; j < w; j++) acc[j] += acc[j + w];
-  return acc[0];
+  return sumsq_tree(acc);
 }
 
 bcg_real bcg_vec_norm(const bcg_real *x, size_t n) { return (bcg_real)sqrt(sumsq(x, n)); }
@@ -822,6 +838,56 @@ bcg_real bcg_clip_grad_norm(bcg_real *g, size_t n, bcg_real max_norm) {
     for (size_t i = 0; i < n; i++) g[i] = (bcg_real)((double)g[i] * c);
   }
   return (bcg_real)nrm;
+}
+
+/* ---- held networks (bcg_mlp_hold) ---- */
+static int is_held(const bcg_mlp *m, const bcg_adam **opt) {
+  return __atomic_load_n(&nn_nheld, __ATOMIC_RELAXED) > 0 && bcg_cuda_nn_held(m, opt);
+}
+
+int bcg_mlp_is_held(const bcg_mlp *m) { return m && m->params && is_held(m, NULL); }
+
+int bcg_mlp_hold(bcg_mlp *m, bcg_adam *opt) {
+  if (!m || !m->params || (opt && (opt->n != m->nparams || !opt->m || !opt->v))) return BCG_NN_EINVAL;
+  if (is_held(m, NULL)) return BCG_NN_EINVAL;
+  if (!nn_cuda_on) return BCG_NN_OK;
+  if (bcg_cuda_nn_hold(m, opt)) return BCG_NN_EDEVICE;
+  __atomic_add_fetch(&nn_nheld, 1, __ATOMIC_RELAXED);
+  return BCG_NN_OK;
+}
+
+int bcg_mlp_release(bcg_mlp *m, bcg_adam *opt) {
+  const bcg_adam *ho = NULL;
+  if (!m || !m->params) return BCG_NN_EINVAL;
+  if (!is_held(m, &ho)) return BCG_NN_OK;
+  if (ho != opt) return BCG_NN_EINVAL;
+  int rc = bcg_cuda_nn_release(m, opt); /* frees the device state even when a copy failed */
+  __atomic_sub_fetch(&nn_nheld, 1, __ATOMIC_RELAXED);
+  return rc ? BCG_NN_EDEVICE : BCG_NN_OK;
+}
+
+int bcg_mlp_clip_adam(bcg_mlp *m, bcg_adam *opt, bcg_real max_norm, bcg_real *norm) {
+  const bcg_adam *ho = NULL;
+  if (!m || !opt || opt->n != m->nparams) return BCG_NN_EINVAL;
+  if (!is_held(m, &ho)) {
+    bcg_real nr = bcg_clip_grad_norm(m->grad, m->nparams, max_norm);
+    if (norm) *norm = nr;
+    if (isfinite((double)nr)) bcg_adam_step(opt, m->params, m->grad);
+    return BCG_NN_OK;
+  }
+  if (ho != opt) return BCG_NN_EINVAL;
+  /* bcg_clip_grad_norm's and bcg_adam_step's decisions and scalars, the device's elements */
+  double acc[SUMSQ_LANES];
+  if (bcg_cuda_nn_grad_lanes(m, acc)) return BCG_NN_EDEVICE;
+  double nrm = sqrt(sumsq_tree(acc));
+  bcg_real nr = (bcg_real)nrm;
+  if (norm) *norm = nr;
+  int clip = isfinite(nrm) && nrm > (double)max_norm && nrm > 0, adam = isfinite((double)nr);
+  bcg_real ss = 0, isbc2 = 0;
+  if (adam) adam_coeffs(opt, &ss, &isbc2);
+  if ((clip || adam) && bcg_cuda_nn_clip_adam(m, opt, clip, clip ? (double)max_norm / nrm : 1.0, adam, ss, isbc2))
+    return BCG_NN_EDEVICE;
+  return BCG_NN_OK;
 }
 
 void bcg_vec_polyak(bcg_real *dst, const bcg_real *src, size_t n, bcg_real alpha) {

@@ -3,7 +3,8 @@
  * bcg_nn_set_cuda() is on and the batch is large enough (bcg/nn.h).
  *
  * Every call copies the network parameters (m->params, first m->nnet reals)
- * to the device, so the host copy stays the only authoritative one (Adam,
+ * to the device, unless the network is held (bcg_mlp_hold, below), so the
+ * host copy stays the only authoritative one (Adam,
  * clipping, Polyak averaging and checkpoints work on it unchanged); a
  * backward's gradient is summed on the device from zero and added to the
  * host gradient on the way back.
@@ -34,6 +35,24 @@ void bcg_cuda_nn_rows_free(bcg_nn_rows *r);
 /* Backward of t's last device forward: grad (host, may be NULL) += dL/dparams,
  * dx (host, may be NULL) = dL/dx. */
 int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx);
+/* Held networks (bcg_mlp_hold, bcg/nn.h): m's parameters and gradient, and
+ * opt's moments (opt may be NULL), copied to device buffers of their own,
+ * which the forwards and backwards of m then use instead of m->params (and,
+ * for a backward into m->grad, instead of the host gradient). release copies
+ * them back and frees them; drop frees them without a copy (the network is
+ * being destroyed). held: 1 if m is held (looked up by m->params). */
+int bcg_cuda_nn_hold(const bcg_mlp *m, const bcg_adam *opt);
+int bcg_cuda_nn_release(bcg_mlp *m, bcg_adam *opt);
+int bcg_cuda_nn_held(const bcg_mlp *m, const bcg_adam **opt);
+/* the held gradient := 0 */
+int bcg_cuda_nn_zero_grad(const bcg_mlp *m);
+/* acc[j] = sum of g[i]^2 over i = j mod 32, in order (the host's lanes; core/nn.c sums the tree) */
+int bcg_cuda_nn_grad_lanes(const bcg_mlp *m, double acc[32]);
+/* on the held gradient and parameters, element-wise: clip (g = (bcg_real)((double)g * c)) when
+ * clip != 0, then, when adam != 0, BCG_ADAM_ELEM with the coefficients (ss, isbc2 of the step
+ * core/nn.c counted) */
+int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, double c, int adam, bcg_real ss,
+                          bcg_real isbc2);
 /* Free t->dev (NULL-safe). */
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t);
 /* A network's parameter array p is about to be freed: unlock it if a device call page-locked it. */

@@ -35,6 +35,32 @@ int bcg_cuda_nn_rows_put(bcg_nn_rows *r, long row0, long n) {
 }
 void bcg_cuda_nn_rows_free(bcg_nn_rows *r) { (void)r; }
 
+int bcg_cuda_nn_hold(const bcg_mlp *m, const bcg_adam *opt) {
+  (void)m; (void)opt;
+  return -1;
+}
+int bcg_cuda_nn_release(bcg_mlp *m, bcg_adam *opt) {
+  (void)m; (void)opt;
+  return -1;
+}
+int bcg_cuda_nn_held(const bcg_mlp *m, const bcg_adam **opt) {
+  (void)m; (void)opt;
+  return 0;
+}
+int bcg_cuda_nn_zero_grad(const bcg_mlp *m) {
+  (void)m;
+  return -1;
+}
+int bcg_cuda_nn_grad_lanes(const bcg_mlp *m, double acc[32]) {
+  (void)m; (void)acc;
+  return -1;
+}
+int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, double c, int adam, bcg_real ss,
+                          bcg_real isbc2) {
+  (void)m; (void)opt; (void)clip; (void)c; (void)adam; (void)ss; (void)isbc2;
+  return -1;
+}
+
 const char *bcg_cuda_nn_error(void) { return "bcg was built without CUDA"; }
 void bcg_cuda_nn_profile(int on) { (void)on; }
 void bcg_cuda_nn_profile_read(bcg_nn_cuda_split *s) { memset(s, 0, sizeof *s); }

@@ -627,11 +627,13 @@ static int critic_step(shac *s, int k, const int *perm, int b0, int n, bcg_real 
     *rc = -1;
     return 0;
   }
-  bcg_real cn = bcg_clip_grad_norm(s->critic[k].grad, s->critic[k].nparams, (bcg_real)s->critic_clip);
-  if (!isfinite((double)cn)) return 1;
+  bcg_real cn;
   s->copt[k].lr = clr;
-  bcg_adam_step(&s->copt[k], s->critic[k].params, s->critic[k].grad);
-  return 0;
+  if (bcg_mlp_clip_adam(&s->critic[k], &s->copt[k], (bcg_real)s->critic_clip, &cn)) {
+    *rc = -1;
+    return 0;
+  }
+  return !isfinite((double)cn);
 }
 
 static int critic_update(shac *s, int *skipped, double *closs) {
@@ -639,9 +641,9 @@ static int critic_update(shac *s, int *skipped, double *closs) {
   int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch, nb = (M + bs - 1) / bs;
   bcg_real clr = lr_at(s, s->critic_lr);
   double *lb = s->closs_mb; /* [K][nb]: the last pass's loss per critic and minibatch */
-  int nt = omp_get_max_threads(), minb = 0, rc = 0;
+  int nt = omp_get_max_threads(), minb = 0, rc = 0, hold = 0;
   if (nt > K) nt = K;
-  if (bcg_nn_cuda_enabled(&minb) && bs >= minb) nt = 1;
+  if (bcg_nn_cuda_enabled(&minb) && bs >= minb) nt = 1, hold = 1;
   *closs = NAN;
   if (bcg_nn_rows_put(&s->obsp_rows, 0, M)) return -1;
   if (nt >= 2) {
@@ -669,18 +671,26 @@ static int critic_update(shac *s, int *skipped, double *closs) {
     if (rc) return -1;
     *skipped += skip;
   } else {
+    /* with the minibatches on the GPU, the critics' parameters, gradients and
+     * Adam moments stay there for the whole update (bcg_mlp_hold): no copies
+     * per step, the clip and Adam on the device, bit for bit the host's */
+    for (int k = 0; k < K && hold; k++)
+      if (bcg_mlp_hold(&s->critic[k], &s->copt[k])) {
+        while (k-- > 0) bcg_mlp_release(&s->critic[k], &s->copt[k]);
+        return -1;
+      }
     for (int i = 0; i < M; i++) s->perm[i] = i;
-    for (int j = 0; j < s->critic_iters; j++) {
+    for (int j = 0; j < s->critic_iters && !rc; j++) {
       critic_pass_perm(s, j, s->perm, M);
-      for (int b = 0, b0 = 0; b0 < M; b++, b0 += bs) {
+      for (int b = 0, b0 = 0; b0 < M && !rc; b++, b0 += bs) {
         int n = M - b0 < bs ? M - b0 : bs;
-        for (int k = 0; k < K; k++) {
-          *skipped += critic_step(s, k, s->perm, b0, n, s->cbuf_y, s->cbuf_dy, clr,
-                                  &lb[(size_t)k * nb + b], &rc);
-          if (rc) return -1;
-        }
+        for (int k = 0; k < K && !rc; k++)
+          *skipped += critic_step(s, k, s->perm, b0, n, s->cbuf_y, s->cbuf_dy, clr, &lb[(size_t)k * nb + b], &rc);
       }
     }
+    for (int k = 0; k < K && hold; k++)
+      if (bcg_mlp_release(&s->critic[k], &s->copt[k])) rc = -1;
+    if (rc) return -1;
   }
   double tot = 0;
   for (int b = 0; b < nb; b++) {
@@ -704,7 +714,19 @@ static int iterate(void *p, bcg_learner_stats *st) {
   lu_sums S = {0, 0, 0, 0, 0, 0, 0};
   double gvar, gn, closs;
   bcg_real lr;
-  if (rollout(s, rs, &S) || backward(s) || grad_variance(s, &gvar)) return -1;
+  /* with the rollout's batches on the GPU, the target critics' parameters stay
+   * there through the rollout and its backward pass (bcg_mlp_hold; Polyak
+   * averaging changes them after, in critic_update) */
+  int minb = 0, hold = bcg_nn_cuda_enabled(&minb) && s->N >= minb, k = 0, rc = 0;
+  for (; k < s->K && hold; k++)
+    if (bcg_mlp_hold(&s->target[k], NULL)) {
+      rc = -1;
+      break;
+    }
+  if (!rc) rc = rollout(s, rs, &S) || backward(s);
+  while (hold && k-- > 0)
+    if (bcg_mlp_release(&s->target[k], NULL)) rc = -1;
+  if (rc || grad_variance(s, &gvar)) return -1;
   int skipped = actor_update(s, &gn, &lr);
   critic_targets(s);
   if (critic_update(s, &skipped, &closs)) return -1;

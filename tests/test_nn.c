@@ -853,6 +853,60 @@ static void test_clip(void) {
   CU_ASSERT(fabs(d[0] - 2.5) < 1e-6 && fabs(d[1] - 3.5) < 1e-6);
 }
 
+/* bcg_mlp_clip_adam on the host (the CUDA switch off: hold and release do
+ * nothing) is bcg_clip_grad_norm then, for a finite norm, bcg_adam_step, bit
+ * for bit; bad arguments refused */
+static void test_clip_adam(void) {
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = 5;
+  c.out_dim = 2;
+  c.nhidden = 1;
+  c.hidden[0] = 40;
+  c.hidden_act = BCG_ACT_ELU;
+  c.layernorm = BCG_LN_POST_ACT;
+  c.extra = 2;
+  c.max_batch = 4;
+  bcg_mlp m;
+  bcg_adam a, b;
+  CU_ASSERT_FATAL(bcg_mlp_create(&m, &c) == 0);
+  bcg_mlp_init_params(&m, 77, 1);
+  size_t n = m.nparams;
+  bcg_real *p = malloc(n * sizeof(bcg_real)), *g = malloc(n * sizeof(bcg_real));
+  memcpy(p, m.params, n * sizeof(bcg_real));
+  bcg_adam_init(&a, n, (bcg_real)1e-2, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  bcg_adam_init(&b, n, (bcg_real)1e-2, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  a.weight_decay = b.weight_decay = (bcg_real)0.003;
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&m, &a), 0); /* the switch off: nothing held */
+  CU_ASSERT(!bcg_mlp_is_held(&m));
+  for (int st = 0; st < 5; st++) {
+    randn(m.grad, n, 90 + st, st == 1 ? 100 : 0.1); /* step 1 clips */
+    if (st == 3) m.grad[7] = (bcg_real)INFINITY;    /* no step */
+    memcpy(g, m.grad, n * sizeof(bcg_real));
+    bcg_real want = bcg_clip_grad_norm(g, n, 2), got = 0;
+    if (isfinite((double)want)) bcg_adam_step(&b, p, g);
+    CU_ASSERT_EQUAL(bcg_mlp_clip_adam(&m, &a, 2, &got), 0);
+    CU_ASSERT(memcmp(&want, &got, sizeof got) == 0);
+    CU_ASSERT(memcmp(m.params, p, n * sizeof(bcg_real)) == 0);
+    CU_ASSERT(memcmp(m.grad, g, n * sizeof(bcg_real)) == 0);
+  }
+  CU_ASSERT_EQUAL(a.step, 4);
+  CU_ASSERT(memcmp(a.m, b.m, n * sizeof(bcg_real)) == 0 && memcmp(a.v, b.v, n * sizeof(bcg_real)) == 0);
+  CU_ASSERT_EQUAL(bcg_mlp_release(&m, &a), 0);
+  bcg_adam_free(&b);
+  bcg_adam_init(&b, n + 1, (bcg_real)1e-2, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  CU_ASSERT_EQUAL(bcg_mlp_clip_adam(&m, &b, 1, NULL), BCG_NN_EINVAL); /* another size */
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&m, &b), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_clip_adam(NULL, &a, 1, NULL), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_clip_adam(&m, NULL, 1, NULL), BCG_NN_EINVAL);
+  bcg_adam_free(&a);
+  bcg_adam_free(&b);
+  bcg_mlp_destroy(&m);
+  free(p);
+  free(g);
+}
+
 static void test_lr_schedules(void) {
   bcg_lr_schedule s = bcg_lr_linear_schedule((bcg_real)5e-3, (bcg_real)1e-5, 3000);
   CU_ASSERT_EQUAL(bcg_lr_at(&s, 0), (bcg_real)5e-3);
@@ -931,6 +985,6 @@ BCG_TESTS({"philox known answers", test_philox_kat}, {"rng streams", test_rng_st
           {"mlp init", test_mlp_init}, {"normaliser statistics", test_normalizer_stats},
           {"normaliser vjp", test_normalizer_vjp}, {"gaussian vjps", test_gauss_vjp},
           {"gaussian batch forms exact", test_gauss_batch_exact}, {"gaussian batch blocks", test_gauss_batch_blocks},
-          {"adam", test_adam}, {"clip and polyak", test_clip},
+          {"adam", test_adam}, {"clip and polyak", test_clip}, {"clip_adam", test_clip_adam},
           {"lr schedules", test_lr_schedules}, {"sin regression", test_regression_sin});
 BCG_RUN("nn")

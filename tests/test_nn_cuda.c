@@ -4,7 +4,8 @@
  * adjoints, for LayerNorm none / pre / post, every activation, batches 1, 7,
  * 513 and 4096; the min_batch dispatch; row sources (bcg_nn_rows) gathered on
  * the device; a tape re-recorded on the CPU after a
- * device forward; backward called twice.
+ * device forward; backward called twice; held networks (bcg_mlp_hold: the
+ * parameters, gradient and Adam steps on the device) bit for bit the unheld.
  *
  * Tolerances (norm-wise relative error, bcg_vec_relerr): double 1e-12; float
  * 2e-5 (cuBLAS and OpenBLAS sum the GEMMs in different orders, and the batch
@@ -437,6 +438,126 @@ static void test_profile(void) {
   bcg_mlp_destroy(&m);
 }
 
+/* Held networks (bcg_mlp_hold): a network held on the device with its Adam
+ * state ends, bit for bit, where the same device forwards and backwards with
+ * host clips and Adam steps take an unheld copy of it: steps with and without
+ * clipping, with weight decay, a step whose gradient is NaN (no step taken),
+ * minibatches gathered from a row source; a small batch of a held network runs
+ * on the device whatever min_batch; refusals; destroy while held. */
+static void held_round(bcg_ln_mode ln, bcg_act act, bcg_real wd, double *worst_y) {
+  enum { IN = 19, OUT = 1, NR = 700, B = 256, STEPS = 7 };
+  bcg_mlp a, b;
+  bcg_adam oa, ob;
+  if (make_mlp(&a, ln, act, IN, OUT, B) || make_mlp(&b, ln, act, IN, OUT, B)) {
+    CU_FAIL("create");
+    return;
+  }
+  bcg_adam_init(&oa, a.nparams, (bcg_real)3e-3, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  bcg_adam_init(&ob, b.nparams, (bcg_real)3e-3, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  oa.weight_decay = ob.weight_decay = wd;
+  for (size_t i = 0; i < a.nparams; i++) a.grad[i] = b.grad[i] = (bcg_real)0.25; /* stale: zeroed per step */
+  bcg_real *H = malloc(sizeof(bcg_real) * NR * IN), *ya = malloc(sizeof(bcg_real) * B), *yb = malloc(sizeof(bcg_real) * B);
+  bcg_real *dy = malloc(sizeof(bcg_real) * B);
+  int *idx = malloc(sizeof(int) * B);
+  randn(H, (size_t)NR * IN, 80, 1.0, 0.2);
+  bcg_nn_rows r;
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 64, NULL, 0), 0);
+  CU_ASSERT_EQUAL(bcg_nn_rows_init(&r, H, NR, IN), 0);
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 0, NR), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&b, &ob), 0);
+  CU_ASSERT(bcg_mlp_is_held(&b) && !bcg_mlp_is_held(&a));
+  int same_y = 1, steps = 0;
+  for (int st = 0; st < STEPS; st++) {
+    for (int i = 0; i < B; i++) idx[i] = (int)((i * 37 + st * 101) % NR);
+    int n = st == 2 ? B - 17 : B; /* one partial minibatch */
+    if (bcg_mlp_forward_rows(&a, NULL, &r, 0, idx, n, ya) || bcg_mlp_forward_rows(&b, NULL, &r, 0, idx, n, yb)) {
+      CU_FAIL("forward");
+      break;
+    }
+    CU_ASSERT(a.tape.on_device && b.tape.on_device);
+    same_y &= memcmp(ya, yb, sizeof(bcg_real) * (size_t)n) == 0;
+    for (int i = 0; i < n; i++) dy[i] = (bcg_real)(2 * ((double)ya[i] - 0.3 * i / n) / n);
+    if (st == 4) dy[5] = (bcg_real)NAN; /* a non-finite gradient: no step */
+    bcg_mlp_zero_grad(&a);
+    bcg_mlp_zero_grad(&b);
+    if (bcg_mlp_backward(&a, NULL, dy, a.grad, NULL) || bcg_mlp_backward(&b, NULL, dy, b.grad, NULL)) {
+      CU_FAIL("backward");
+      break;
+    }
+    bcg_real max = st < 3 ? (bcg_real)1e30 : (bcg_real)0.05, na = 0, nb = 0; /* no clip, then clips */
+    oa.lr = ob.lr = (bcg_real)(3e-3 / (1 + st));
+    CU_ASSERT_EQUAL(bcg_mlp_clip_adam(&a, &oa, max, &na), 0);
+    CU_ASSERT_EQUAL(bcg_mlp_clip_adam(&b, &ob, max, &nb), 0);
+    CU_ASSERT(memcmp(&na, &nb, sizeof na) == 0 || (isnan((double)na) && isnan((double)nb)));
+    CU_ASSERT(st == 4 ? !isfinite((double)nb) : isfinite((double)nb));
+    steps += isfinite((double)nb);
+  }
+  CU_ASSERT(same_y);
+  CU_ASSERT_EQUAL(ob.step, steps);
+  CU_ASSERT_EQUAL(oa.step, ob.step);
+  /* a small batch of the held network: on the device, with its device parameters */
+  CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&b, NULL, &r, 0, idx, 3, yb), 0);
+  CU_ASSERT(b.tape.on_device);
+  CU_ASSERT_EQUAL(bcg_mlp_forward_rows(&a, NULL, &r, 0, idx, 3, ya), 0);
+  CU_ASSERT(!a.tape.on_device); /* 3 < min_batch: the CPU */
+  *worst_y = fmax(*worst_y, relerr(ya, yb, 3));
+  CU_ASSERT(relerr(ya, yb, 3) <= TOL);
+  /* refusals while held */
+  bcg_adam other;
+  bcg_adam_init(&other, b.nparams, (bcg_real)1e-3, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&b, &ob), BCG_NN_EINVAL);       /* held already */
+  CU_ASSERT_EQUAL(bcg_mlp_clip_adam(&b, &other, 1, NULL), BCG_NN_EINVAL); /* another optimiser */
+  CU_ASSERT_EQUAL(bcg_mlp_release(&b, &other), BCG_NN_EINVAL);
+  CU_ASSERT(bcg_mlp_is_held(&b));
+  CU_ASSERT_EQUAL(bcg_mlp_release(&b, &ob), 0);
+  CU_ASSERT(!bcg_mlp_is_held(&b));
+  CU_ASSERT_EQUAL(bcg_mlp_release(&b, &ob), 0); /* not held: nothing to do */
+  CU_ASSERT(memcmp(a.params, b.params, sizeof(bcg_real) * a.nparams) == 0);
+  CU_ASSERT(memcmp(a.grad, b.grad, sizeof(bcg_real) * a.nparams) == 0);
+  CU_ASSERT(memcmp(oa.m, ob.m, sizeof(bcg_real) * a.nparams) == 0);
+  CU_ASSERT(memcmp(oa.v, ob.v, sizeof(bcg_real) * a.nparams) == 0);
+  bcg_adam_free(&other);
+  bcg_adam_free(&oa);
+  bcg_adam_free(&ob);
+  bcg_nn_rows_free(&r);
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  bcg_mlp_destroy(&a);
+  bcg_mlp_destroy(&b);
+  free(H);
+  free(ya);
+  free(yb);
+  free(dy);
+  free(idx);
+}
+
+static void test_held(void) {
+  if (!gpu()) return;
+  double wy = 0;
+  held_round(BCG_LN_POST_ACT, BCG_ACT_ELU, 0, &wy);
+  held_round(BCG_LN_PRE_ACT, BCG_ACT_TANH, (bcg_real)0.01, &wy);
+  held_round(BCG_LN_NONE, BCG_ACT_RELU, 0, &wy);
+  /* bad arguments, and a network destroyed while held */
+  bcg_mlp m;
+  bcg_adam o;
+  if (make_mlp(&m, BCG_LN_NONE, BCG_ACT_ELU, 7, 2, 64)) {
+    CU_FAIL("create");
+    return;
+  }
+  bcg_adam_init(&o, m.nparams + 1, (bcg_real)1e-3, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 64, NULL, 0), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&m, &o), BCG_NN_EINVAL); /* not the network's size */
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&m, NULL), 0);           /* parameters only */
+  CU_ASSERT_EQUAL(bcg_mlp_clip_adam(&m, &o, 1, NULL), BCG_NN_EINVAL);
+  bcg_mlp_destroy(&m);
+  CU_ASSERT(make_mlp(&m, BCG_LN_NONE, BCG_ACT_ELU, 7, 2, 64) == 0);
+  CU_ASSERT(!bcg_mlp_is_held(&m)); /* likely where the destroyed one was: not confused with it */
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  bcg_mlp_destroy(&m);
+  bcg_adam_free(&o);
+  printf("\n  held: parameters, gradients and Adam moments bit for bit the unheld network's; small batch "
+         "device vs CPU %.2e\n", wy);
+}
+
 /* refused without a device, with the reason */
 static void test_refusal(void) {
   char err[512] = "";
@@ -451,5 +572,5 @@ static void test_refusal(void) {
 }
 
 BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"row sources", test_rows}, {"parameters in place", test_params_in_place}, {"profile", test_profile},
-          {"refusal", test_refusal});
+          {"held networks", test_held}, {"refusal", test_refusal});
 BCG_RUN("nn_cuda")

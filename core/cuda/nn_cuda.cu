@@ -14,7 +14,8 @@
  * Device memory: process-wide parameter, gradient, scratch and partial-sum
  * buffers (grown on demand; the parameters are copied in on every call, so
  * the host arrays stay authoritative: from the host array itself, page-locked
- * at a network's first call), and per host tape a device
+ * at a network's first call; a held network, bcg_mlp_hold, has its own
+ * parameters, gradient and Adam moments on the device instead), and per host tape a device
  * tape (t->dev) with what the backward reads: x, and per layer pre, post and
  * with LayerNorm xhat, rstd (POST_ACT: the LN output too), laid out as nn.c's
  * host tape for the batch capacity; per row source (bcg_nn_rows) a mirror
@@ -194,6 +195,28 @@ __global__ void k_gather(bcg_real *x, const bcg_real *src, long row0, const int 
   x[k] = src[(size_t)(row0 + (idx ? idx[i] : i)) * w + j];
 }
 
+/* acc[j] = sum over i = j mod 32 of x[i]^2 in double, in order: core/nn.c's lanes of the
+ * gradient norm (its fixed tree then combines them on the host). One warp: lane j reads
+ * j, j + 32, ... (coalesced) */
+__global__ void k_sumsq_lanes(double *acc, const bcg_real *x, long n) {
+  long j = tid();
+  if (j >= 32) return;
+  double s = 0;
+  for (long i = j; i < n; i += 32) s += (double)x[i] * (double)x[i];
+  acc[j] = s;
+}
+
+/* bcg_clip_grad_norm's scaling (clip) and bcg_adam_step's element (adam), as core/nn.c */
+__global__ void k_clip_adam(bcg_real *p, bcg_real *g, bcg_real *am, bcg_real *av, long n, int clip, double c,
+                            int adam, bcg_real b1, bcg_real b2, bcg_real wd, bcg_real eps, bcg_real ss,
+                            bcg_real isbc2) {
+  long i = tid();
+  if (i >= n) return;
+  bcg_real gi = g[i];
+  if (clip) g[i] = gi = (bcg_real)((double)gi * c);
+  if (adam) BCG_ADAM_ELEM(wd != 0 ? gi + wd * p[i] : gi, am[i], av[i], p[i], b1, b2, ss, isbc2, eps);
+}
+
 /* ---- process-wide state ----------------------------------------------------------------- */
 
 #ifndef BCG_NN_CUDA_STAGE
@@ -209,11 +232,12 @@ static struct {
   cublasHandle_t h;
   bcg_real *params, *grad, *s0, *s1, *part, *idx; /* device (idx: int row indices of a gather) */
   size_t cparams, cgrad, cs0, cs1, cpart, cidx;     /* their capacities in reals */
+  double *lanes;                                    /* device [32]: a held gradient's norm lanes */
   char *pin;                                  /* pinned host staging, two halves of STAGE bytes */
   cudaEvent_t ev[2];                          /* the last copy through each half */
   int half;                                   /* the half the next chunk takes */
   char err[512];
-} G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, {0, 0}, 0, ""};
+} G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, {0, 0}, 0, ""};
 
 /* ---- the split of the device calls' time (bcg_nn_cuda_profile) --------------------------
  * Off: nothing but a flag test per phase. On: each phase ends with a device-wide
@@ -414,9 +438,12 @@ static cudaError_t params_in(const bcg_mlp *m) {
   return up(G.params, m->params, b);
 }
 
+static void held_drop(const void *key);
+
 void bcg_cuda_nn_forget(const void *p) {
   if (!p) return;
   pthread_mutex_lock(&G.mu);
+  held_drop(p);
   for (int i = 0; i < nreg; i++)
     if (R[i].p == p) {
       if (G.st) cudaStreamSynchronize(G.st); /* no copy from it in flight */
@@ -425,6 +452,198 @@ void bcg_cuda_nn_forget(const void *p) {
       break;
     }
   pthread_mutex_unlock(&G.mu);
+}
+
+/* ---- held networks (bcg_mlp_hold) -------------------------------------------------------------
+ * A held network's parameters, gradient and Adam moments live in device
+ * buffers of their own, found by the network's host parameter array. Its
+ * forwards and backwards read the parameters there (no copy in), a backward
+ * into m->grad adds to the gradient there (no copy back), and the optimiser
+ * step runs there (k_sumsq_lanes, then k_clip_adam). Under G.mu. */
+typedef struct held_t {
+  const void *key; /* m->params */
+  size_t n;        /* m->nparams */
+  const bcg_adam *opt;
+  bcg_real *p, *g, *am, *av; /* device; am, av NULL without opt */
+  int bad;                   /* a device failure since the hold: its calls fail */
+} held_t;
+#define NHELD 64
+static held_t HD[NHELD];
+static int nheld;
+
+static held_t *held_find(const void *key) {
+  for (int i = 0; i < nheld; i++)
+    if (HD[i].key == key) return &HD[i];
+  return NULL;
+}
+
+static void held_free(held_t *h) {
+  bcg_real *b[4] = {h->p, h->g, h->am, h->av};
+  for (int i = 0; i < 4; i++)
+    if (b[i]) cudaFree(b[i]);
+  *h = HD[--nheld];
+}
+
+static void held_drop(const void *key) {
+  held_t *h = held_find(key);
+  if (!h) return;
+  if (G.st) cudaStreamSynchronize(G.st);
+  held_free(h);
+}
+
+int bcg_cuda_nn_hold(const bcg_mlp *m, const bcg_adam *opt) {
+  held_t h;
+  size_t b = m->nparams * sizeof(bcg_real);
+  memset(&h, 0, sizeof h);
+  pthread_mutex_lock(&G.mu);
+  if (init_locked()) goto fail;
+  if (held_find(m->params)) {
+    seterr("nn on CUDA: the network is held already");
+    goto fail;
+  }
+  if (nheld == NHELD) {
+    seterr("nn on CUDA: more than %d networks held at once", NHELD);
+    goto fail;
+  }
+  h.key = m->params;
+  h.n = m->nparams;
+  h.opt = opt;
+  CK(cudaMalloc((void **)&h.p, b));
+  CK(cudaMalloc((void **)&h.g, b));
+  CK(up(h.p, m->params, b));
+  CK(up(h.g, m->grad, b));
+  if (opt) {
+    CK(cudaMalloc((void **)&h.am, b));
+    CK(cudaMalloc((void **)&h.av, b));
+    CK(up(h.am, opt->m, b));
+    CK(up(h.av, opt->v, b));
+  }
+  CK(cudaStreamSynchronize(G.st));
+  HD[nheld++] = h;
+  pthread_mutex_unlock(&G.mu);
+  return 0;
+fail:
+  {
+    bcg_real *bb[4] = {h.p, h.g, h.am, h.av};
+    for (int i = 0; i < 4; i++)
+      if (bb[i]) cudaFree(bb[i]);
+  }
+  pthread_mutex_unlock(&G.mu);
+  return -1;
+}
+
+int bcg_cuda_nn_release(bcg_mlp *m, bcg_adam *opt) {
+  int rc = 0;
+  size_t b;
+  pthread_mutex_lock(&G.mu);
+  held_t *h = held_find(m->params);
+  if (!h) {
+    pthread_mutex_unlock(&G.mu);
+    return 0;
+  }
+  b = h->n * sizeof(bcg_real);
+  if (h->bad) {
+    rc = -1; /* the device state is not trusted: the host keeps what it had at the hold */
+  } else {
+    CK(down(m->params, h->p, b));
+    CK(down(m->grad, h->g, b));
+    if (opt && h->am) {
+      CK(down(opt->m, h->am, b));
+      CK(down(opt->v, h->av, b));
+    }
+    CK(cudaStreamSynchronize(G.st));
+  }
+  held_free(h);
+  pthread_mutex_unlock(&G.mu);
+  return rc;
+fail:
+  held_free(h);
+  pthread_mutex_unlock(&G.mu);
+  return -1;
+}
+
+int bcg_cuda_nn_held(const bcg_mlp *m, const bcg_adam **opt) {
+  pthread_mutex_lock(&G.mu);
+  const held_t *h = held_find(m->params);
+  if (h && opt) *opt = h->opt;
+  pthread_mutex_unlock(&G.mu);
+  return h != NULL;
+}
+
+int bcg_cuda_nn_zero_grad(const bcg_mlp *m) {
+  pthread_mutex_lock(&G.mu);
+  held_t *h = held_find(m->params);
+  if (!h) {
+    seterr("nn on CUDA: zero_grad of a network that is not held");
+    goto fail;
+  }
+  if (cudaMemsetAsync(h->g, 0, h->n * sizeof(bcg_real), G.st) != cudaSuccess) {
+    h->bad = 1;
+    seterr("nn on CUDA: zeroing a held gradient failed");
+    goto fail;
+  }
+  pthread_mutex_unlock(&G.mu);
+  return 0;
+fail:
+  pthread_mutex_unlock(&G.mu);
+  return -1;
+}
+
+/* the held network of m, usable; else NULL with the message set */
+static held_t *held_ok(const bcg_mlp *m) {
+  held_t *h = held_find(m->params);
+  if (!h) seterr("nn on CUDA: the network is not held");
+  else if (h->bad) {
+    seterr("nn on CUDA: an earlier device call of this held network failed");
+    h = NULL;
+  }
+  return h;
+}
+
+int bcg_cuda_nn_grad_lanes(const bcg_mlp *m, double acc[32]) {
+  uint64_t t0 = bcg_mono_ns();
+  pthread_mutex_lock(&G.mu);
+  held_t *h = held_ok(m);
+  if (!h) goto fail;
+  if (!G.lanes) CK(cudaMalloc((void **)&G.lanes, 32 * sizeof(double)));
+  LAUNCH(k_sumsq_lanes, 32, G.lanes, h->g, (long)h->n);
+  CK(cudaGetLastError());
+  CK(down(acc, G.lanes, 32 * sizeof(double))); /* waits for it, and for the backwards before */
+  if (P.on) {
+    P.s.steps++;
+    P.s.optimizer += 1e-9 * (double)(bcg_mono_ns() - t0);
+  }
+  pthread_mutex_unlock(&G.mu);
+  return 0;
+fail:
+  if (h) h->bad = 1;
+  pthread_mutex_unlock(&G.mu);
+  return -1;
+}
+
+int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, double c, int adam, bcg_real ss,
+                          bcg_real isbc2) {
+  uint64_t t0 = bcg_mono_ns();
+  pthread_mutex_lock(&G.mu);
+  held_t *h = held_ok(m);
+  if (!h) goto fail;
+  if (adam && (h->opt != opt || !h->am)) {
+    seterr("nn on CUDA: an optimiser step with another optimiser than the network was held with");
+    goto fail;
+  }
+  LAUNCH(k_clip_adam, (long)h->n, h->p, h->g, h->am, h->av, (long)h->n, clip, c, adam, opt->beta1, opt->beta2,
+         opt->weight_decay, opt->eps, ss, isbc2);
+  CK(cudaGetLastError());
+  if (P.on) {
+    CK(cudaStreamSynchronize(G.st));
+    P.s.optimizer += 1e-9 * (double)(bcg_mono_ns() - t0);
+  }
+  pthread_mutex_unlock(&G.mu);
+  return 0;
+fail:
+  if (h) h->bad = 1;
+  pthread_mutex_unlock(&G.mu);
+  return -1;
 }
 
 /* ---- device tape ---------------------------------------------------------------------- */
@@ -539,6 +758,8 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
   dptrs p;
   dtape *dt;
   uint64_t t0;
+  const bcg_real *P_; /* the parameters on the device: G.params, or a held network's own */
+  held_t *h = NULL;
   pthread_mutex_lock(&G.mu);
   if (init_locked()) goto fail;
   dt = (dtape *)t->dev;
@@ -562,8 +783,18 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
     dt->m = m;
   }
   dlayout(m, dt->cap, dt->mem, &p);
-  CK(grow(&G.params, &G.cparams, m->nnet));
-  CK(params_in(m));
+  if (nheld && (h = held_find(m->params)) != NULL) {
+    if (h->bad) {
+      h = NULL;
+      seterr("nn on CUDA: an earlier device call of this held network failed");
+      goto fail;
+    }
+    P_ = h->p;
+  } else {
+    CK(grow(&G.params, &G.cparams, m->nnet));
+    CK(params_in(m));
+    P_ = G.params;
+  }
   ph(PH_PARAMS);
   if (x)
     CK(up(p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
@@ -584,8 +815,8 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
     for (int l = 0; l < m->nlin; l++) {
       int ni = m->dim[l], no = m->dim[l + 1], act = act_of(m, l), ln = ln_of(m, l);
       long n = (long)batch * no;
-      const bcg_real *W = G.params + m->off_w[l], *bias = G.params + m->off_b[l];
-      const bcg_real *g = ln ? G.params + m->off_lng[l] : NULL, *gb = ln ? G.params + m->off_lnb[l] : NULL;
+      const bcg_real *W = P_ + m->off_w[l], *bias = P_ + m->off_b[l];
+      const bcg_real *g = ln ? P_ + m->off_lng[l] : NULL, *gb = ln ? P_ + m->off_lnb[l] : NULL;
       bcg_real *z = p.pre[l];
       LAUNCH(k_bias, n, z, bias, n, no);
       ph(PH_ELEM);
@@ -614,6 +845,7 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
   pthread_mutex_unlock(&G.mu);
   return 0;
 fail:
+  if (h) h->bad = 1;
   pthread_mutex_unlock(&G.mu);
   return -1;
 }
@@ -631,9 +863,12 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   const bcg_real one = 1, zero = 0;
   dptrs p;
   dtape *dt = (dtape *)t->dev;
-  int batch;
+  int batch, gheld = 0;
   bcg_real *d, *e;
   uint64_t t0;
+  const bcg_real *P_;   /* the parameters on the device: G.params, or a held network's own */
+  bcg_real *GR = NULL; /* the gradient on the device: G.grad, or a held network's own */
+  held_t *h = NULL;
   pthread_mutex_lock(&G.mu);
   t0 = bcg_mono_ns();
   ph_begin();
@@ -643,11 +878,24 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   }
   batch = dt->batch;
   dlayout(m, dt->cap, dt->mem, &p);
-  CK(grow(&G.params, &G.cparams, m->nnet));
-  CK(params_in(m));
-  if (grad) { /* the device sums this backward's gradient from zero; the host adds it to grad at the end */
+  if (nheld && (h = held_find(m->params)) != NULL) {
+    if (h->bad) {
+      h = NULL;
+      seterr("nn on CUDA: an earlier device call of this held network failed");
+      goto fail;
+    }
+    P_ = h->p;
+    gheld = grad == m->grad; /* adds to the held gradient, on the device */
+    if (gheld) GR = h->g;
+  } else {
+    CK(grow(&G.params, &G.cparams, m->nnet));
+    CK(params_in(m));
+    P_ = G.params;
+  }
+  if (grad && !gheld) { /* the device sums this backward's gradient from zero; the host adds it to grad at the end */
     CK(grow(&G.grad, &G.cgrad, m->nnet));
     CK(cudaMemsetAsync(G.grad, 0, m->nnet * sizeof(bcg_real), G.st));
+    GR = G.grad;
   }
   ph(PH_PARAMS);
   CK(grow(&G.s0, &G.cs0, (size_t)batch * maxdim(m)));
@@ -659,8 +907,8 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   for (int l = m->nlin - 1; l >= 0; l--) {
     int ni = m->dim[l], no = m->dim[l + 1], act = act_of(m, l), ln = ln_of(m, l);
     long n = (long)batch * no;
-    const bcg_real *g = ln ? G.params + m->off_lng[l] : NULL;
-    bcg_real *dg = ln && grad ? G.grad + m->off_lng[l] : NULL, *dgb = ln && grad ? G.grad + m->off_lnb[l] : NULL;
+    const bcg_real *g = ln ? P_ + m->off_lng[l] : NULL;
+    bcg_real *dg = ln && grad ? GR + m->off_lng[l] : NULL, *dgb = ln && grad ? GR + m->off_lnb[l] : NULL;
     for (int pass = 0; pass < 2; pass++) {
       /* pass 0: POST_ACT LayerNorm, then the activation; pass 1: PRE_ACT LayerNorm */
       if (pass == 1 && act != BCG_ACT_IDENTITY) LAUNCH(k_act_df, n, act, p.pre[l], p.post[l], d, n);
@@ -676,13 +924,13 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
     const bcg_real *a = l == 0 ? p.x : p.out[l - 1];
     if (grad) {
       /* row-major gW[no][ni] += d^T a  ==  column-major gW^T += a^T d */
-      CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_T, ni, no, batch, &one, a, ni, d, no, &one, G.grad + m->off_w[l], ni));
+      CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_T, ni, no, batch, &one, a, ni, d, no, &one, GR + m->off_w[l], ni));
       ph(PH_GEMM);
-      if (colsum(G.grad + m->off_b[l], d, NULL, batch, no)) goto fail;
+      if (colsum(GR + m->off_b[l], d, NULL, batch, no)) goto fail;
       ph(PH_SUM);
     }
     if (l > 0 || dx) /* row-major da[batch][ni] = d W  ==  column-major da^T = W^T d^T */
-      CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_N, ni, batch, no, &one, G.params + m->off_w[l], ni, d, no, &zero, e, ni));
+      CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_N, ni, batch, no, &one, P_ + m->off_w[l], ni, d, no, &zero, e, ni));
     ph(PH_GEMM);
     CK(cudaGetLastError());
     bcg_real *tmp = d;
@@ -691,8 +939,11 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   }
   /* d now holds dx (after the last swap) */
   if (dx) CK(down(dx, d, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
-  if (grad) CK(down_add(grad, G.grad, m->nnet));
-  CK(cudaStreamSynchronize(G.st));
+  if (grad && !gheld) CK(down_add(grad, G.grad, m->nnet));
+  /* nothing for the host (a held gradient, no dx): the work stays queued; the
+   * held network's next step (bcg_cuda_nn_grad_lanes) waits for it and sees its errors */
+  if (dx || (grad && !gheld)) CK(cudaStreamSynchronize(G.st));
+  else CK(cudaGetLastError());
   ph(PH_OUT);
   if (P.on) {
     P.s.backwards++;
@@ -701,6 +952,7 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   pthread_mutex_unlock(&G.mu);
   return 0;
 fail:
+  if (h) h->bad = 1;
   pthread_mutex_unlock(&G.mu);
   return -1;
 }

@@ -331,6 +331,8 @@ typedef struct bcg_nn_cuda_split {
   double layernorm;         /* s: LayerNorm and its VJP */
   double sums;              /* s: batch sums of the bias and LayerNorm gradients */
   double outputs;           /* s: y, dx and the gradient copied back, and the final wait */
+  long steps;               /* optimiser steps of held networks (bcg_mlp_clip_adam on the device) */
+  double optimizer;         /* s: their norms, clips and Adam, with the norm's wait */
 } bcg_nn_cuda_split;
 void bcg_nn_cuda_profile(int on);
 void bcg_nn_cuda_profile_read(bcg_nn_cuda_split *s);
@@ -417,6 +419,60 @@ bcg_real bcg_clip_grad_norm(bcg_real *g, size_t n, bcg_real max_norm);
 bcg_real bcg_vec_norm(const bcg_real *x, size_t n); /* accumulated in double, in 32 interleaved partial sums */
 /* dst = alpha * dst + (1 - alpha) * src (target-critic Polyak averaging). */
 void bcg_vec_polyak(bcg_real *dst, const bcg_real *src, size_t n, bcg_real alpha);
+
+/* One Adam element (bcg_adam_step's arithmetic, shared with the device's
+ * held networks): g the gradient (weight decay already added), m, v, p
+ * lvalues of the element; ss = lr / (1 - b1^t), isbc2 = 1 / sqrt(1 - b2^t).
+ * Both builds compile it without contraction (no FMA), so the CPU and the
+ * device compute the same bits. */
+#define BCG_ADAM_ELEM(g, m, v, p, b1, b2, ss, isbc2, eps)                                                  \
+  do {                                                                                                     \
+    bcg_real g_ = (g);                                                                                     \
+    (m) = (b1) * (m) + (1 - (b1)) * g_;                                                                    \
+    (v) = (b2) * (v) + (1 - (b2)) * g_ * g_;                                                               \
+    (p) -= (ss) * (m) / (bcg_nn_sqrt(v) * (isbc2) + (eps));                                                \
+  } while (0)
+
+/* ---- a network's training state held on the device ------------------------
+ *
+ * With the host arrays authoritative (bcg_nn_set_cuda), every device call
+ * copies the parameters in, a backward copies its gradient back, and Adam
+ * runs on the host: per optimiser step about 1 MB each way and a host pass
+ * over the parameters for a 256-256 critic, which dominates when a learner
+ * takes many small steps in a row (SHAC's critic update: 3 critics x 16
+ * passes x 4 minibatches of 512 rows, 192 steps per iteration).
+ *
+ * bcg_mlp_hold(m, opt) copies m's parameters and gradient, and opt's
+ * moments (opt may be NULL: no optimiser steps), to the device, where they
+ * stay authoritative until bcg_mlp_release(m, opt) copies them back. In
+ * between:
+ *  - every forward of m runs on the device, whatever its batch, with the
+ *    device's parameters (nothing copied in); so does its backward;
+ *  - a backward into m->grad adds to the device's gradient (nothing copied
+ *    back); into another array, it adds to that host array as usual;
+ *  - bcg_mlp_zero_grad(m) zeroes the device's gradient;
+ *  - bcg_mlp_clip_adam(m, opt, ...) steps on the device;
+ *  - m->params, m->grad and opt->m, opt->v on the host are stale: nothing
+ *    may read or write them (Polyak averaging, checkpoints, a gradient
+ *    written by hand into m->extra_grad) before the release. opt's scalars
+ *    (lr, step, ...) stay on the host and are read at each step.
+ * The device's clip and Adam are the host's arithmetic (the same 32-lane
+ * norm, BCG_ADAM_ELEM without contraction): a held network ends, bit for
+ * bit, where the same device forwards and backwards with host steps take
+ * it. With the CUDA switch off (or without CUDA) hold and release do
+ * nothing: code written for the device runs unchanged on the CPU. A network
+ * destroyed while held drops its device state. Return BCG_NN_OK,
+ * BCG_NN_EINVAL (opt not of m's size, m already held, a release with
+ * another opt), BCG_NN_EDEVICE. */
+int bcg_mlp_hold(bcg_mlp *m, bcg_adam *opt);
+int bcg_mlp_release(bcg_mlp *m, bcg_adam *opt);
+int bcg_mlp_is_held(const bcg_mlp *m); /* 1 between a hold with the switch on and its release */
+/* bcg_clip_grad_norm(m->grad, m->nparams, max_norm) and, if the pre-clip
+ * norm (into *norm, may be NULL) is finite, bcg_adam_step(opt, m->params,
+ * m->grad); on the device if m is held (opt must be the one it was held
+ * with). A non-finite norm takes no step and leaves the gradient. Return
+ * BCG_NN_OK, BCG_NN_EINVAL, BCG_NN_EDEVICE. */
+int bcg_mlp_clip_adam(bcg_mlp *m, bcg_adam *opt, bcg_real max_norm, bcg_real *norm);
 
 /* Learning-rate schedules. */
 typedef enum bcg_lr_kind { BCG_LR_CONSTANT = 0, BCG_LR_LINEAR = 1, BCG_LR_ADAPTIVE_KL = 2 } bcg_lr_kind;
