@@ -82,7 +82,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # computes what the CPU computes, operation for operation (with contraction,
 # soft contact's float VJP differed from the CPU's by 5e-2 against 1.6e-3
 # without; no measurable cost: docs/performance.md section 2.1)
-NVCCFLAGS := -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Xcompiler -Wall $(REALDEF) -Icore/include -Icore \
+NVCCFLAGS := -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Xcompiler -Wall -Xcompiler -fopenmp $(REALDEF) -Icore/include -Icore \
   -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
   --expt-relaxed-constexpr -Wno-deprecated-gpu-targets
 ifeq ($(CUDA),1)

@@ -99,7 +99,9 @@ int bcg_env_set_domain(bcg_env *env, const bcg_drparams *dr, char *err, size_t e
  * horizon of a new episode runs on the previous draw. PPO (forward only)
  * re-draws at the reset itself. A branch batch (bcg_env_create_like) and the
  * device copies follow through dom_gen, which every call bumps. No-op
- * without DR. */
+ * without DR. envs lists each environment at most once (from 16 of them the
+ * draws run over the OpenMP threads; a draw depends only on the seed, the
+ * environment and `draw`, so the result does not depend on the threads). */
 void bcg_env_randomize(bcg_env *env, const int *envs, int n, uint64_t draw);
 /* Advance the push clock of environments envs[0..n-1] (NULL: 0..n-1) by one
  * transition. bcg_env_step does it itself; an estimator that steps with
