@@ -318,6 +318,19 @@ static void test_rows(void) {
   rows_case(&m, &r, H, 1000, idx, B, dy, 0);
   CU_ASSERT_EQUAL_FATAL(bcg_nn_set_cuda(1, 100, NULL, 0), 0);
   rows_case(&m, &r, H, 1000, idx, B, dy, 1);
+  /* the source pointed at another array of the same shape (the first one is
+   * page-locked by the mirror): a new mirror, filled from the new array; and back */
+  {
+    bcg_real *H2 = malloc(sizeof(bcg_real) * NR * IN);
+    randn(H2, (size_t)NR * IN, 62, 2.0, -0.3);
+    r.host = H2;
+    CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 0, NR), 0);
+    rows_case(&m, &r, H2, 1000, idx, B, dy, 1);
+    r.host = H;
+    CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 0, NR), 0);
+    rows_case(&m, &r, H, 1000, idx, B, dy, 1);
+    free(H2); /* its mirror, and page lock, went with the switch back */
+  }
   /* and the device path against the CPU's: within the usual tolerance */
   {
     bcg_real *yd = malloc(sizeof(bcg_real) * B * OUT), *yc = malloc(sizeof(bcg_real) * B * OUT);

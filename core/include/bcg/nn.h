@@ -362,7 +362,10 @@ int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, b
  * batch below nn_min_batch) the forward gathers from the host array.
  * Both give exactly the results of bcg_mlp_forward on the gathered rows.
  * Contract: every row a forward reads has been put (bcg_nn_rows_put) since
- * its host contents last changed; the mirror is not compared with the host. */
+ * its host contents last changed; the mirror is not compared with the host.
+ * The mirror's first put page-locks the host array where it is
+ * (cudaHostRegister; puts are then one DMA each), until bcg_nn_rows_free: the
+ * array must stay allocated until then. */
 typedef struct bcg_nn_rows {
   const bcg_real *host; /* nrows x width, row-major (the caller's) */
   long nrows;
