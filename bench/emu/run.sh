@@ -16,7 +16,7 @@ make -s CUDA=0 REAL=$REAL BUILD=$B all >/dev/null
 T=$B/emu; mkdir -p $T
 sed -E 's/([a-z_]+)<<<(grid\(s, n\)), s->block, 0, s->st>>>\(/EMU_LAUNCH(\2, s->block, \1, /' core/cuda/sim_cuda.cu >$T/sim_emu.cpp
 echo 'thread_local uint3e blockIdx, blockDim, threadIdx;' >>$T/sim_emu.cpp
-g++ -std=c++17 -O2 ${FMA:-} -fPIC -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -DBCG_HAVE_CUDA $DEF \
+g++ -std=c++17 -O2 ${FMA:-} -fopenmp -fPIC -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -DBCG_HAVE_CUDA $DEF \
   -Ibench/emu/include -Icore/include -Icore -c $T/sim_emu.cpp -o $T/sim_emu.o
 gcc -std=c11 -O1 -fopenmp -D_GNU_SOURCE -DBCG_HAVE_CUDA $DEF -Icore/include -Itests -c bench/emu/emu_driver.c -o $T/driver.o
 gcc -std=c11 -O1 $DEF -c tests/testutil.c -o $T/testutil.o
