@@ -409,6 +409,20 @@ static cudaError_t down_add(bcg_real *dst, const bcg_real *src, size_t n) { retu
  * (bcg_cuda_nn_forget) before freeing it. Where registration fails (the
  * pages overlap another registered array, a platform without it, the table
  * full) the call goes through the staging buffer as before. Under G.mu. */
+/* page-lock host memory [p, p + bytes) where it is: 1, or 0 with the error
+ * cleared (it is not sticky; the caller stages its copies instead) */
+static int host_lock(const void *p, size_t bytes) {
+  if (cudaHostRegister((void *)p, bytes, cudaHostRegisterDefault) == cudaSuccess) return 1;
+  (void)cudaGetLastError();
+  return 0;
+}
+
+/* undo host_lock, once no copy from the memory is in flight */
+static void host_unlock(const void *p) {
+  if (G.st) cudaStreamSynchronize(G.st);
+  cudaHostUnregister((void *)p);
+}
+
 #define NREG 128
 static struct {
   const void *p;
@@ -426,13 +440,10 @@ static int reg_find(const void *p, size_t bytes) {
 static cudaError_t params_in(const bcg_mlp *m) {
   size_t b = m->nnet * sizeof(bcg_real);
   int i = reg_find(m->params, b);
-  if (i < 0 && nreg < NREG) {
-    if (cudaHostRegister((void *)m->params, b, cudaHostRegisterDefault) == cudaSuccess) {
-      R[nreg].p = m->params;
-      R[nreg].bytes = b;
-      i = nreg++;
-    } else
-      (void)cudaGetLastError(); /* not sticky: clear it, and stage this one */
+  if (i < 0 && nreg < NREG && host_lock(m->params, b)) {
+    R[nreg].p = m->params;
+    R[nreg].bytes = b;
+    i = nreg++;
   }
   if (i >= 0) return cudaMemcpyAsync(G.params, m->params, b, cudaMemcpyHostToDevice, G.st);
   return up(G.params, m->params, b);
@@ -446,8 +457,7 @@ void bcg_cuda_nn_forget(const void *p) {
   held_drop(p);
   for (int i = 0; i < nreg; i++)
     if (R[i].p == p) {
-      if (G.st) cudaStreamSynchronize(G.st); /* no copy from it in flight */
-      cudaHostUnregister((void *)p);
+      host_unlock(p);
       R[i] = R[--nreg];
       break;
     }
@@ -477,10 +487,14 @@ static held_t *held_find(const void *key) {
   return NULL;
 }
 
-static void held_free(held_t *h) {
+static void held_buffers_free(held_t *h) {
   bcg_real *b[4] = {h->p, h->g, h->am, h->av};
   for (int i = 0; i < 4; i++)
     if (b[i]) cudaFree(b[i]);
+}
+
+static void held_free(held_t *h) {
+  held_buffers_free(h);
   *h = HD[--nheld];
 }
 
@@ -523,11 +537,7 @@ int bcg_cuda_nn_hold(const bcg_mlp *m, const bcg_adam *opt) {
   pthread_mutex_unlock(&G.mu);
   return 0;
 fail:
-  {
-    bcg_real *bb[4] = {h.p, h.g, h.am, h.av};
-    for (int i = 0; i < 4; i++)
-      if (bb[i]) cudaFree(bb[i]);
-  }
+  held_buffers_free(&h);
   pthread_mutex_unlock(&G.mu);
   return -1;
 }
@@ -713,10 +723,7 @@ typedef struct drows {
 } drows;
 
 static void drows_free(drows *d) {
-  if (d->reg) {
-    if (G.st) cudaStreamSynchronize(G.st); /* no copy from it in flight */
-    cudaHostUnregister((void *)d->reg);
-  }
+  if (d->reg) host_unlock(d->reg);
   if (d->mem) cudaFree(d->mem);
   free(d);
 }
@@ -745,11 +752,7 @@ int bcg_cuda_nn_rows_put(bcg_nn_rows *r, long row0, long n) {
       goto fail;
     }
     r->dev = d;
-    if (bytes && reg_find(r->host, bytes) < 0 &&
-        cudaHostRegister((void *)r->host, bytes, cudaHostRegisterDefault) == cudaSuccess)
-      d->reg = r->host;
-    else
-      (void)cudaGetLastError(); /* not sticky: clear it, and stage the puts */
+    if (bytes && reg_find(r->host, bytes) < 0 && host_lock(r->host, bytes)) d->reg = r->host;
   }
   if (d->reg)
     CK(cudaMemcpyAsync(d->mem + (size_t)row0 * d->width, r->host + (size_t)row0 * d->width,
@@ -806,12 +809,8 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
     dt->m = m;
   }
   dlayout(m, dt->cap, dt->mem, &p);
-  if (nheld && (h = held_find(m->params)) != NULL) {
-    if (h->bad) {
-      h = NULL;
-      seterr("nn on CUDA: an earlier device call of this held network failed");
-      goto fail;
-    }
+  if (held_find(m->params)) {
+    if (!(h = held_ok(m))) goto fail; /* failed before: marked already */
     P_ = h->p;
   } else {
     CK(grow(&G.params, &G.cparams, m->nnet));
@@ -901,12 +900,8 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   }
   batch = dt->batch;
   dlayout(m, dt->cap, dt->mem, &p);
-  if (nheld && (h = held_find(m->params)) != NULL) {
-    if (h->bad) {
-      h = NULL;
-      seterr("nn on CUDA: an earlier device call of this held network failed");
-      goto fail;
-    }
+  if (held_find(m->params)) {
+    if (!(h = held_ok(m))) goto fail; /* failed before: marked already */
     P_ = h->p;
     gheld = grad == m->grad; /* adds to the held gradient, on the device */
     if (gheld) GR = h->g;
