@@ -831,12 +831,18 @@ static double sumsq(const bcg_real *x, size_t n) {
 
 bcg_real bcg_vec_norm(const bcg_real *x, size_t n) { return (bcg_real)sqrt(sumsq(x, n)); }
 
+/* the clip of a gradient of norm nrm: 1 and its factor in *c when it is to
+ * be scaled (a finite norm above max_norm), else 0 */
+static int clip_factor(double nrm, bcg_real max_norm, double *c) {
+  if (!(isfinite(nrm) && nrm > (double)max_norm && nrm > 0)) return 0;
+  *c = (double)max_norm / nrm;
+  return 1;
+}
+
 bcg_real bcg_clip_grad_norm(bcg_real *g, size_t n, bcg_real max_norm) {
-  double nrm = sqrt(sumsq(g, n));
-  if (isfinite(nrm) && nrm > (double)max_norm && nrm > 0) {
-    double c = (double)max_norm / nrm;
+  double nrm = sqrt(sumsq(g, n)), c;
+  if (clip_factor(nrm, max_norm, &c))
     for (size_t i = 0; i < n; i++) g[i] = (bcg_real)((double)g[i] * c);
-  }
   return (bcg_real)nrm;
 }
 
@@ -882,11 +888,11 @@ int bcg_mlp_clip_adam(bcg_mlp *m, bcg_adam *opt, bcg_real max_norm, bcg_real *no
   double nrm = sqrt(sumsq_tree(acc));
   bcg_real nr = (bcg_real)nrm;
   if (norm) *norm = nr;
-  int clip = isfinite(nrm) && nrm > (double)max_norm && nrm > 0, adam = isfinite((double)nr);
+  double c = 1;
+  int clip = clip_factor(nrm, max_norm, &c), adam = isfinite((double)nr);
   bcg_real ss = 0, isbc2 = 0;
   if (adam) adam_coeffs(opt, &ss, &isbc2);
-  if ((clip || adam) && bcg_cuda_nn_clip_adam(m, opt, clip, clip ? (double)max_norm / nrm : 1.0, adam, ss, isbc2))
-    return BCG_NN_EDEVICE;
+  if ((clip || adam) && bcg_cuda_nn_clip_adam(m, opt, clip, c, adam, ss, isbc2)) return BCG_NN_EDEVICE;
   return BCG_NN_OK;
 }
 
