@@ -636,6 +636,25 @@ static int critic_step(shac *s, int k, const int *perm, int b0, int n, bcg_real 
   return !isfinite((double)cn);
 }
 
+/* bcg_mlp_hold of nets[0..K) with opts[k] (opts NULL: parameters only); on a
+ * failure the ones held are released again. -1 on failure */
+static int hold_nets(bcg_mlp *nets, bcg_adam *opts, int K) {
+  for (int k = 0; k < K; k++)
+    if (bcg_mlp_hold(&nets[k], opts ? &opts[k] : NULL)) {
+      while (k-- > 0) bcg_mlp_release(&nets[k], opts ? &opts[k] : NULL);
+      return -1;
+    }
+  return 0;
+}
+
+/* bcg_mlp_release of all K (each tried); -1 if any failed */
+static int release_nets(bcg_mlp *nets, bcg_adam *opts, int K) {
+  int rc = 0;
+  for (int k = 0; k < K; k++)
+    if (bcg_mlp_release(&nets[k], opts ? &opts[k] : NULL)) rc = -1;
+  return rc;
+}
+
 static int critic_update(shac *s, int *skipped, double *closs) {
   int N = s->N, T = s->T, K = s->K;
   int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch, nb = (M + bs - 1) / bs;
@@ -674,11 +693,7 @@ static int critic_update(shac *s, int *skipped, double *closs) {
     /* with the minibatches on the GPU, the critics' parameters, gradients and
      * Adam moments stay there for the whole update (bcg_mlp_hold): no copies
      * per step, the clip and Adam on the device, bit for bit the host's */
-    for (int k = 0; k < K && hold; k++)
-      if (bcg_mlp_hold(&s->critic[k], &s->copt[k])) {
-        while (k-- > 0) bcg_mlp_release(&s->critic[k], &s->copt[k]);
-        return -1;
-      }
+    if (hold && hold_nets(s->critic, s->copt, K)) return -1;
     for (int i = 0; i < M; i++) s->perm[i] = i;
     for (int j = 0; j < s->critic_iters && !rc; j++) {
       critic_pass_perm(s, j, s->perm, M);
@@ -688,8 +703,7 @@ static int critic_update(shac *s, int *skipped, double *closs) {
           *skipped += critic_step(s, k, s->perm, b0, n, s->cbuf_y, s->cbuf_dy, clr, &lb[(size_t)k * nb + b], &rc);
       }
     }
-    for (int k = 0; k < K && hold; k++)
-      if (bcg_mlp_release(&s->critic[k], &s->copt[k])) rc = -1;
+    if (hold && release_nets(s->critic, s->copt, K)) rc = -1;
     if (rc) return -1;
   }
   double tot = 0;
@@ -717,15 +731,10 @@ static int iterate(void *p, bcg_learner_stats *st) {
   /* with the rollout's batches on the GPU, the target critics' parameters stay
    * there through the rollout and its backward pass (bcg_mlp_hold; Polyak
    * averaging changes them after, in critic_update) */
-  int minb = 0, hold = bcg_nn_cuda_enabled(&minb) && s->N >= minb, k = 0, rc = 0;
-  for (; k < s->K && hold; k++)
-    if (bcg_mlp_hold(&s->target[k], NULL)) {
-      rc = -1;
-      break;
-    }
-  if (!rc) rc = rollout(s, rs, &S) || backward(s);
-  while (hold && k-- > 0)
-    if (bcg_mlp_release(&s->target[k], NULL)) rc = -1;
+  int minb = 0, hold = bcg_nn_cuda_enabled(&minb) && s->N >= minb;
+  if (hold && hold_nets(s->target, NULL, s->K)) return -1;
+  int rc = rollout(s, rs, &S) || backward(s);
+  if (hold && release_nets(s->target, NULL, s->K)) rc = 1;
   if (rc || grad_variance(s, &gvar)) return -1;
   int skipped = actor_update(s, &gn, &lr);
   critic_targets(s);
