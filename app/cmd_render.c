@@ -250,8 +250,7 @@ out:
  * it has one (T->ref stays NULL otherwise: no ghost) */
 static void trace_reference(const bcg_session *E, traj *T) {
   const bcg_task_ops *ops = E->task_ops;
-  if (ops->size < offsetof(bcg_task_ops, reference_qpos) + sizeof ops->reference_qpos || !ops->reference_qpos)
-    return;
+  if (!BCG_OPS_HAS(ops, bcg_task_ops, reference_qpos)) return;
   bcg_task_clock *clk = calloc(T->n, sizeof *clk);
   bcg_real *q = calloc((size_t)T->n * T->nq, sizeof *q);
   T->ref = malloc(sizeof(double) * T->n * T->nq);

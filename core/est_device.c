@@ -16,7 +16,7 @@
 #include "bcg/sim_cuda.h"
 #include "plugin_err.h"
 
-#define HAS(o, f) ((o)->size >= offsetof(bcg_estimator_ops, f) + sizeof((o)->f) && (o)->f)
+#define HAS(o, f) BCG_OPS_HAS(o, bcg_estimator_ops, f)
 
 int bcg_est_has_cuda(const bcg_estimator_ops *o) { return o && HAS(o, forward_cuda) && HAS(o, backward_cuda); }
 

@@ -105,8 +105,7 @@ static int t_save(void *p, int64_t g) { return TT(p)->in->save(TT(p)->self, g); 
 static int t_load(void *p, int64_t g) { return TT(p)->in->load(TT(p)->self, g); }
 
 /* the table's entries that the plugin's table has (size) and sets (non-NULL) */
-#define HAS(in, T, f) ((in)->size >= offsetof(T, f) + sizeof((in)->f) && (in)->f)
-#define WRAP(o, in, T, f, w) ((o)->f = HAS(in, T, f) ? (w) : NULL)
+#define WRAP(o, in, T, f, w) ((o)->f = BCG_OPS_HAS(in, T, f) ? (w) : NULL)
 
 /* ---- the estimator ---- */
 

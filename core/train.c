@@ -189,12 +189,10 @@ static const char *plugin_name(const bcg_config *cfg, bcg_kind k) {
 }
 
 /* the estimator's optional checkpoint entries (bcg_estimator_ops grew them at its end) */
-#define EST_HAS_IO(o)                                                                               \
-  ((o)->size >= offsetof(bcg_estimator_ops, load) + sizeof((o)->load) && (o)->save && (o)->load)
+#define EST_HAS_IO(o) (BCG_OPS_HAS(o, bcg_estimator_ops, load) && (o)->save)
 
 /* the task's optional checkpoint entries (bcg_task_ops grew them at its end) */
-#define TASK_HAS_IO(o)                                                                              \
-  ((o)->size >= offsetof(bcg_task_ops, load) + sizeof((o)->load) && (o)->save && (o)->load)
+#define TASK_HAS_IO(o) (BCG_OPS_HAS(o, bcg_task_ops, load) && (o)->save)
 
 /* [run] keep_last and keep_every: once checkpoint L->it is committed (its
  * data fsynced, renamed into place and the rename made durable), the older
@@ -536,7 +534,7 @@ static double budget_frac(int64_t iters, uint64_t samples, double secs, int64_t 
 /* ---- the loop -------------------------------------------------------------------- */
 
 static int task_has_tracking(const bcg_task_ops *to) {
-  return to->size >= offsetof(bcg_task_ops, tracking_error) + sizeof to->tracking_error && to->tracking_error;
+  return BCG_OPS_HAS(to, bcg_task_ops, tracking_error);
 }
 
 /* the process-wide stepper and network clocks (bcg_env_time, bcg_nn_time) */
@@ -768,7 +766,7 @@ static void fill_result(bcg_train_result *res, const loop *L, double wall, int s
  * an optional entry) as curves "est_<name>". */
 static int log_est_values(loop *L, char *err, size_t errlen) {
   const bcg_estimator_ops *eo = L->S.est_ops;
-  if (!(eo->size >= offsetof(bcg_estimator_ops, log_values) + sizeof eo->log_values && eo->log_values)) return 0;
+  if (!BCG_OPS_HAS(eo, bcg_estimator_ops, log_values)) return 0;
   enum { CAP = 32 };
   const char *names[CAP] = {0};
   double values[CAP];

@@ -115,8 +115,7 @@ static inline int lu_observe(const bcg_task_ops *to, void *task, int n, int od, 
 static inline int lu_observe_envs(const bcg_task_ops *to, void *task, const int *envs, int n, int od,
                                   const bcg_real *x, const bcg_real *prev, const bcg_task_clock *clk, bcg_real *obs,
                                   int *bad) {
-  int has = to->size >= offsetof(bcg_task_ops, observe_envs) + sizeof to->observe_envs && to->observe_envs;
-  if (has ? to->observe_envs(task, envs, n, x, prev, clk, obs) : to->observe(task, x, prev, clk, obs)) return -1;
+  if (BCG_OPS_HAS(to, bcg_task_ops, observe_envs) ? to->observe_envs(task, envs, n, x, prev, clk, obs) : to->observe(task, x, prev, clk, obs)) return -1;
   int nb = 0;
   for (int i = 0; i < n; i++)
     if (!lu_finite(obs + (size_t)envs[i] * od, (size_t)od)) bad[nb++] = envs[i];
@@ -197,7 +196,7 @@ typedef struct lu_track {
 } lu_track;
 
 static inline int lu_task_has_tracking(const bcg_task_ops *to) {
-  return to->size >= offsetof(bcg_task_ops, tracking_error) + sizeof to->tracking_error && to->tracking_error;
+  return BCG_OPS_HAS(to, bcg_task_ops, tracking_error);
 }
 
 /* 0, or -1 when out of memory */

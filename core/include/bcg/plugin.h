@@ -31,7 +31,7 @@ BCG_BEGIN_DECLS
  * registry keeps zero-padded copies at its own sizes; a table's size field
  * stays the plugin's). A plugin built against a newer bcg (larger sizes) is
  * refused with "update bcg". Plugins that call an optional entry of another
- * plugin (or the core's services) check the size first. */
+ * plugin (or the core's services) check the size first: BCG_OPS_HAS below. */
 #define BCG_ABI_VERSION 1u
 #define BCG_PLUGIN_ENTRY_SYMBOL "bcg_plugin_entry"
 
@@ -99,8 +99,12 @@ typedef struct bcg_services {
   void (*error)(int code, const char *fmt, ...);
 } bcg_services;
 
+/* 1 if the table `ops` of type T (a bcg_*_ops table or bcg_services: each
+ * begins with its size) reaches entry f and sets it: the check before calling
+ * an optional entry, since a table built against an older bcg ends earlier */
+#define BCG_OPS_HAS(ops, T, f) ((ops)->size >= offsetof(T, f) + sizeof((ops)->f) && (ops)->f)
 /* svc->error(code, ...) when the host has the entry (an older host may not) */
-#define BCG_SVC_HAS(svc, f) ((svc)->size >= offsetof(bcg_services, f) + sizeof((svc)->f) && (svc)->f)
+#define BCG_SVC_HAS(svc, f) BCG_OPS_HAS(svc, bcg_services, f)
 
 /* Opaque host objects a plugin may receive (declared in their own headers). */
 typedef struct bcg_model bcg_model;
