@@ -262,6 +262,7 @@ void bcg_mlp_destroy(bcg_mlp *m) {
 void bcg_mlp_zero_grad(bcg_mlp *m) {
   if (is_held(m, NULL)) { /* a failure is kept: the network's next device call reports it */
     (void)bcg_cuda_nn_zero_grad(m);
+    if (m->nparams > m->nnet) memset(m->extra_grad, 0, (m->nparams - m->nnet) * sizeof(bcg_real)); /* the host's while held */
     return;
   }
   memset(m->grad, 0, m->nparams * sizeof(bcg_real));
@@ -872,28 +873,84 @@ int bcg_mlp_release(bcg_mlp *m, bcg_adam *opt) {
   return rc ? BCG_NN_EDEVICE : BCG_NN_OK;
 }
 
-int bcg_mlp_clip_adam(bcg_mlp *m, bcg_adam *opt, bcg_real max_norm, bcg_real *norm) {
+/* a held network's gradient norm: the host's extra gradient sent to the
+ * device's tail first, the device's 32 lanes, the host's tree */
+static int held_norm(bcg_mlp *m, double *nrm) {
+  double acc[SUMSQ_LANES];
+  if ((m->nparams > m->nnet && bcg_cuda_nn_extra_in(m)) || bcg_cuda_nn_grad_lanes(m, acc)) return BCG_NN_EDEVICE;
+  *nrm = sqrt(sumsq_tree(acc));
+  return BCG_NN_OK;
+}
+
+/* a held network's scaling (clip) and Adam step (adam) on the device, with
+ * bcg_adam_step's scalars; its extra parameters and gradient back to the host */
+static int held_step(bcg_mlp *m, bcg_adam *opt, int clip, double c, int adam) {
+  bcg_real ss = 0, isbc2 = 0;
+  if (adam) adam_coeffs(opt, &ss, &isbc2);
+  if ((clip || adam) && bcg_cuda_nn_clip_adam(m, opt, clip, c, adam, ss, isbc2)) return BCG_NN_EDEVICE;
+  if (m->nparams > m->nnet && bcg_cuda_nn_extra_out(m)) return BCG_NN_EDEVICE;
+  return BCG_NN_OK;
+}
+
+/* 1 if m is held with opt (*rc BCG_NN_OK), 0 if it is not held, -1 with *rc
+ * set if it is held with another optimiser */
+static int held_with(const bcg_mlp *m, const bcg_adam *opt, int *rc) {
   const bcg_adam *ho = NULL;
+  *rc = BCG_NN_OK;
+  if (!is_held(m, &ho)) return 0;
+  if (ho != opt) {
+    *rc = BCG_NN_EINVAL;
+    return -1;
+  }
+  return 1;
+}
+
+int bcg_mlp_clip_adam(bcg_mlp *m, bcg_adam *opt, bcg_real max_norm, bcg_real *norm) {
+  int rc;
   if (!m || !opt || opt->n != m->nparams) return BCG_NN_EINVAL;
-  if (!is_held(m, &ho)) {
+  int h = held_with(m, opt, &rc);
+  if (h < 0) return rc;
+  if (!h) {
     bcg_real nr = bcg_clip_grad_norm(m->grad, m->nparams, max_norm);
     if (norm) *norm = nr;
     if (isfinite((double)nr)) bcg_adam_step(opt, m->params, m->grad);
     return BCG_NN_OK;
   }
-  if (ho != opt) return BCG_NN_EINVAL;
   /* bcg_clip_grad_norm's and bcg_adam_step's decisions and scalars, the device's elements */
-  double acc[SUMSQ_LANES];
-  if (bcg_cuda_nn_grad_lanes(m, acc)) return BCG_NN_EDEVICE;
-  double nrm = sqrt(sumsq_tree(acc));
+  double nrm;
+  if ((rc = held_norm(m, &nrm))) return rc;
   bcg_real nr = (bcg_real)nrm;
   if (norm) *norm = nr;
   double c = 1;
-  int clip = clip_factor(nrm, max_norm, &c), adam = isfinite((double)nr);
-  bcg_real ss = 0, isbc2 = 0;
-  if (adam) adam_coeffs(opt, &ss, &isbc2);
-  if ((clip || adam) && bcg_cuda_nn_clip_adam(m, opt, clip, c, adam, ss, isbc2)) return BCG_NN_EDEVICE;
-  return BCG_NN_OK;
+  int clip = clip_factor(nrm, max_norm, &c);
+  return held_step(m, opt, clip, c, isfinite((double)nr));
+}
+
+int bcg_mlp_grad_norm(bcg_mlp *m, bcg_real *norm) {
+  if (!m || !m->grad || !norm) return BCG_NN_EINVAL;
+  if (!is_held(m, NULL)) {
+    *norm = bcg_vec_norm(m->grad, m->nparams);
+    return BCG_NN_OK;
+  }
+  double nrm;
+  int rc = held_norm(m, &nrm);
+  if (!rc) *norm = (bcg_real)nrm;
+  return rc;
+}
+
+int bcg_mlp_scale_adam(bcg_mlp *m, bcg_adam *opt, double c) {
+  int rc;
+  if (!m || !opt || opt->n != m->nparams || !isfinite(c)) return BCG_NN_EINVAL;
+  int h = held_with(m, opt, &rc);
+  if (h < 0) return rc;
+  if (!h) {
+    if (c != 1)
+      for (size_t i = 0; i < m->nparams; i++) m->grad[i] = (bcg_real)((double)m->grad[i] * c);
+    bcg_adam_step(opt, m->params, m->grad);
+    return BCG_NN_OK;
+  }
+  if (m->nparams > m->nnet && bcg_cuda_nn_extra_in(m)) return BCG_NN_EDEVICE;
+  return held_step(m, opt, c != 1, c, 1);
 }
 
 void bcg_vec_polyak(bcg_real *dst, const bcg_real *src, size_t n, bcg_real alpha) {

@@ -53,6 +53,12 @@ int bcg_cuda_nn_grad_lanes(const bcg_mlp *m, double acc[32]);
  * core/nn.c counted) */
 int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, double c, int adam, bcg_real ss,
                           bcg_real isbc2);
+/* a held network's extra part (m->nnet .. m->nparams): extra_in copies the
+ * host's m->extra_grad into the device gradient's tail (queued); extra_out
+ * copies the device's extra parameters and gradient into m->extra_params
+ * and m->extra_grad, and waits */
+int bcg_cuda_nn_extra_in(const bcg_mlp *m);
+int bcg_cuda_nn_extra_out(bcg_mlp *m);
 /* Free t->dev (NULL-safe). */
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t);
 /* A network's parameter array p is about to be freed: unlock it if a device call page-locked it. */

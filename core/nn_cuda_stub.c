@@ -61,6 +61,15 @@ int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, doubl
   return -1;
 }
 
+int bcg_cuda_nn_extra_in(const bcg_mlp *m) {
+  (void)m;
+  return -1;
+}
+int bcg_cuda_nn_extra_out(bcg_mlp *m) {
+  (void)m;
+  return -1;
+}
+
 const char *bcg_cuda_nn_error(void) { return "bcg was built without CUDA"; }
 void bcg_cuda_nn_profile(int on) { (void)on; }
 void bcg_cuda_nn_profile_read(bcg_nn_cuda_split *s) { memset(s, 0, sizeof *s); }

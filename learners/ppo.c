@@ -58,6 +58,7 @@ typedef struct ppo {
   uint64_t draw, step;
   /* rollout storage [S][N][...] */
   bcg_real *OBS, *ACT, *MU, *LP, *V, *R, *RET, *ADV;
+  bcg_real *draws; /* [M] the minibatch permutation's uniform draws */
   unsigned char *D;
   /* scratch */
   bcg_real *obs, *obsn, *xn, *env_a, *rew, *eps, *v, *mba, *mbmu, *mbdmu, *mbdv, *mblp, *mbdlp;
@@ -82,7 +83,7 @@ static void destroy(void *p) {
   void *bufs[] = {s->x,   s->prev_a, s->clk,  s->ep_ret, s->ep_len, s->OBS,  s->ACT,   s->MU,   s->LP,   s->V,
                   s->R,   s->RET,    s->ADV,  s->D,      s->obs,    s->obsn, s->xn,    s->env_a, s->rew, s->eps,
                   s->v,   s->mba,  s->mbmu,   s->mbdmu,  s->mbdv, s->mblp,  s->mbdlp, s->done, s->envs,
-                  s->perm, s->bad, s->lsum, s->nonfinite};
+                  s->perm, s->bad, s->lsum, s->nonfinite, s->draws};
   lu_free_all(bufs, sizeof bufs / sizeof bufs[0]);
   free(s);
 }
@@ -150,7 +151,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->env_a, N * nu) || !ALLOC(s->rew, N) || !ALLOC(s->eps, N * nu) || !ALLOC(s->v, N) ||
       !ALLOC(s->mba, cap * nu) || !ALLOC(s->mbmu, cap * nu) ||
       !ALLOC(s->mbdmu, cap * nu) || !ALLOC(s->mbdv, cap) || !ALLOC(s->mblp, cap) || !ALLOC(s->mbdlp, cap) ||
-      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M) || !ALLOC(s->bad, N) || !ALLOC(s->nonfinite, N) ||
+      !ALLOC(s->done, N) || !ALLOC(s->envs, N) || !ALLOC(s->perm, M) || !ALLOC(s->draws, M) || !ALLOC(s->bad, N) || !ALLOC(s->nonfinite, N) ||
       !ALLOC(s->lsum, 2 * ((cap + PPO_BLOCK - 1) / PPO_BLOCK)) || lu_track_init(&s->trk, s->task_ops, N) ||
       bcg_nn_rows_init(&s->obs_rows, s->OBS, (long)M, od))
     goto oom;
@@ -276,6 +277,7 @@ static int advantages(ppo *s) {
   int N = s->N, S = s->S, M = S * N;
   normalise(s, s->obs, N, s->obsn);
   if (bcg_mlp_forward(&s->critic, NULL, s->obsn, N, s->v)) return -1;
+#pragma omp parallel for schedule(static) if (N >= 256)
   for (int e = 0; e < N; e++) {
     double adv = 0;
     for (int t = S - 1; t >= 0; t--) {
@@ -366,19 +368,17 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
   if (bcg_mlp_backward(&s->actor, NULL, s->mbdmu, s->actor.grad, NULL) ||
       bcg_mlp_backward(&s->critic, NULL, s->mbdv, s->critic.grad, NULL))
     return -1;
-  double na = bcg_vec_norm(s->actor.grad, s->actor.nparams), nc = bcg_vec_norm(s->critic.grad, s->critic.nparams);
-  double gn = sqrt(na * na + nc * nc);
+  /* one clip over both networks (on the device when they are held) */
+  bcg_real na_r, nc_r;
+  if (bcg_mlp_grad_norm(&s->actor, &na_r) || bcg_mlp_grad_norm(&s->critic, &nc_r)) return -1;
+  double na = na_r, nc = nc_r, gn = sqrt(na * na + nc * nc);
   if (!isfinite(gn)) {
     return 1;
   }
-  if (gn > s->max_grad) {
-    bcg_real c = (bcg_real)(s->max_grad / gn);
-    for (size_t i = 0; i < s->actor.nparams; i++) s->actor.grad[i] *= c;
-    for (size_t i = 0; i < s->critic.nparams; i++) s->critic.grad[i] *= c;
-  }
+  /* the factor rounded to bcg_real, as the product g * c of two bcg_reals was */
+  double c = gn > s->max_grad ? (double)(bcg_real)(s->max_grad / gn) : 1.0;
   s->aopt.lr = s->copt.lr = s->sched.lr;
-  bcg_adam_step(&s->aopt, s->actor.params, s->actor.grad);
-  bcg_adam_step(&s->copt, s->critic.params, s->critic.grad);
+  if (bcg_mlp_scale_adam(&s->actor, &s->aopt, c) || bcg_mlp_scale_adam(&s->critic, &s->copt, c)) return -1;
   *surr_out = surr;
   *vl_out = vl;
   *gn_out = gn;
@@ -389,9 +389,14 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
  * gradient norm of the updates made into U[0..2] (NaN without any) */
 static int update(ppo *s, int *skipped, double U[3]) {
   int M = s->S * s->N;
-  for (int i = 0; i < M; i++) s->perm[i] = i;
+  /* Fisher-Yates with counter-based draws: drawn over the threads first */
+#pragma omp parallel for schedule(static) if (M >= 4096)
+  for (int i = 0; i < M; i++) {
+    s->perm[i] = i;
+    s->draws[i] = bcg_rng_uniform(s->tr->seed, BCG_RNG_MINIBATCH, 0, (uint32_t)s->tr->iteration, (uint32_t)i);
+  }
   for (int i = M - 1; i > 0; i--) {
-    bcg_real u = bcg_rng_uniform(s->tr->seed, BCG_RNG_MINIBATCH, 0, (uint32_t)s->tr->iteration, (uint32_t)i);
+    bcg_real u = s->draws[i];
     int k = (int)(u * (bcg_real)(i + 1));
     if (k > i) k = i;
     int tmp = s->perm[i];
@@ -431,7 +436,21 @@ static int iterate(void *p, bcg_learner_stats *st) {
   lu_sums S = {0, 0, 0, 0, 0, 0, 0};
   int skipped = 0;
   double U[3];
-  if (rollout(s, &S) || advantages(s) || update(s, &skipped, U)) return -1;
+  /* with the rollout's batches on the GPU, both networks' parameters,
+   * gradients and Adam moments stay there for the whole iteration
+   * (bcg_mlp_hold; the log-std extra parameters stay current on the host):
+   * no parameters sent per call, no gradients back, the clip and Adam on the
+   * device, bit for bit the host's */
+  int minb = 0, hold = bcg_nn_cuda_enabled(&minb) && s->N >= minb;
+  if (hold && bcg_mlp_hold(&s->actor, &s->aopt)) return -1;
+  if (hold && bcg_mlp_hold(&s->critic, &s->copt)) {
+    bcg_mlp_release(&s->actor, &s->aopt);
+    return -1;
+  }
+  int rc = rollout(s, &S) || advantages(s) || update(s, &skipped, U);
+  if (hold && bcg_mlp_release(&s->actor, &s->aopt)) rc = 1;
+  if (hold && bcg_mlp_release(&s->critic, &s->copt)) rc = 1;
+  if (rc) return -1;
   lu_stats_common(st, s->est_ops, s->est, &es0, S.episodes, S.ret, S.len, S.nrew, S.rew, s->actor.extra_params, s->nu,
                   S.nan_resets, skipped);
   st->actor_loss = U[0];

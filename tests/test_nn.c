@@ -907,6 +907,63 @@ static void test_clip_adam(void) {
   free(g);
 }
 
+/* bcg_mlp_grad_norm and bcg_mlp_scale_adam on the host: bcg_vec_norm, and
+ * the gradient times c (in double, rounded) followed by bcg_adam_step; c = 1
+ * leaves the gradient; a factor rounded to bcg_real scales exactly as the
+ * product of two bcg_reals (PPO's former clip); bad arguments refused */
+static void test_scale_adam(void) {
+  bcg_mlp_config c;
+  memset(&c, 0, sizeof c);
+  c.in_dim = 6;
+  c.out_dim = 3;
+  c.nhidden = 2;
+  c.hidden[0] = 50;
+  c.hidden[1] = 30;
+  c.hidden_act = BCG_ACT_TANH;
+  c.extra = 3;
+  c.max_batch = 4;
+  bcg_mlp m;
+  bcg_adam a, b;
+  CU_ASSERT_FATAL(bcg_mlp_create(&m, &c) == 0);
+  bcg_mlp_init_params(&m, 78, 1);
+  size_t n = m.nparams;
+  bcg_real *p = malloc(n * sizeof(bcg_real)), *g = malloc(n * sizeof(bcg_real));
+  memcpy(p, m.params, n * sizeof(bcg_real));
+  bcg_adam_init(&a, n, (bcg_real)1e-2, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  bcg_adam_init(&b, n, (bcg_real)1e-2, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  for (int st = 0; st < 4; st++) {
+    randn(m.grad, (int)n, 120 + st, (bcg_real)0.7);
+    memcpy(g, m.grad, n * sizeof(bcg_real));
+    bcg_real nr = 0, want = bcg_vec_norm(g, n);
+    CU_ASSERT_EQUAL(bcg_mlp_grad_norm(&m, &nr), 0);
+    CU_ASSERT(memcmp(&nr, &want, sizeof nr) == 0);
+    bcg_real cf = st % 2 ? (bcg_real)(0.37 / (double)nr) : 1; /* odd steps scale */
+    for (size_t i = 0; i < n; i++) g[i] *= cf;
+    bcg_adam_step(&b, p, g);
+    CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&m, &a, (double)cf), 0);
+    CU_ASSERT(memcmp(m.params, p, n * sizeof(bcg_real)) == 0);
+    CU_ASSERT(memcmp(m.grad, g, n * sizeof(bcg_real)) == 0);
+  }
+  CU_ASSERT_EQUAL(a.step, 4);
+  CU_ASSERT(memcmp(a.m, b.m, n * sizeof(bcg_real)) == 0 && memcmp(a.v, b.v, n * sizeof(bcg_real)) == 0);
+  bcg_real nr;
+  CU_ASSERT_EQUAL(bcg_mlp_grad_norm(NULL, &nr), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_grad_norm(&m, NULL), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&m, NULL, 1), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&m, &a, NAN), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&m, &a, INFINITY), BCG_NN_EINVAL);
+  bcg_adam_free(&b);
+  bcg_adam_init(&b, n - 1, (bcg_real)1e-2, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&m, &b, 1), BCG_NN_EINVAL); /* another size */
+  CU_ASSERT_EQUAL(a.step, 4);                                      /* no step counted by a refusal */
+  bcg_adam_free(&a);
+  bcg_adam_free(&b);
+  bcg_mlp_destroy(&m);
+  free(p);
+  free(g);
+}
+
 static void test_lr_schedules(void) {
   bcg_lr_schedule s = bcg_lr_linear_schedule((bcg_real)5e-3, (bcg_real)1e-5, 3000);
   CU_ASSERT_EQUAL(bcg_lr_at(&s, 0), (bcg_real)5e-3);
@@ -985,6 +1042,6 @@ BCG_TESTS({"philox known answers", test_philox_kat}, {"rng streams", test_rng_st
           {"mlp init", test_mlp_init}, {"normaliser statistics", test_normalizer_stats},
           {"normaliser vjp", test_normalizer_vjp}, {"gaussian vjps", test_gauss_vjp},
           {"gaussian batch forms exact", test_gauss_batch_exact}, {"gaussian batch blocks", test_gauss_batch_blocks},
-          {"adam", test_adam}, {"clip and polyak", test_clip}, {"clip_adam", test_clip_adam},
+          {"adam", test_adam}, {"clip and polyak", test_clip}, {"clip_adam", test_clip_adam}, {"grad_norm, scale_adam", test_scale_adam},
           {"lr schedules", test_lr_schedules}, {"sin regression", test_regression_sin});
 BCG_RUN("nn")

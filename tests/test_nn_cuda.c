@@ -5,7 +5,8 @@
  * 513 and 4096; the min_batch dispatch; row sources (bcg_nn_rows) gathered on
  * the device; a tape re-recorded on the CPU after a
  * device forward; backward called twice; held networks (bcg_mlp_hold: the
- * parameters, gradient and Adam steps on the device) bit for bit the unheld.
+ * parameters, gradient and Adam steps on the device) bit for bit the unheld,
+ * also with PPO's joint clip of two networks and a log-std stepped on the host's gradient.
  *
  * Tolerances (norm-wise relative error, bcg_vec_relerr): double 1e-12; float
  * 2e-5 (cuBLAS and OpenBLAS sum the GEMMs in different orders, and the batch
@@ -543,12 +544,134 @@ static void held_round(bcg_ln_mode ln, bcg_act act, bcg_real wd, double *worst_y
   free(idx);
 }
 
+/* PPO's step: bcg_mlp_grad_norm of two networks, one joint clip factor,
+ * bcg_mlp_scale_adam of each. With both held it ends bit for bit where the
+ * unheld pair ends; while held, the actor's extra parameters (its log-std)
+ * are current on the host after every step, and the gradient a learner
+ * writes into m->extra_grad by hand is the one clipped and stepped (and
+ * comes back scaled). Sizes below and above the norm kernel's batch of 32
+ * loads per lane. */
+static void held_joint_round(int nhidden, int hidden, double *worst_y) {
+  enum { IN = 11, NR = 500, B = 200, STEPS = 6, NU = 3 };
+  bcg_mlp a[2], b[2];
+  bcg_adam oa[2], ob[2];
+  for (int k = 0; k < 2; k++) {
+    bcg_mlp_config c;
+    memset(&c, 0, sizeof c);
+    c.in_dim = IN;
+    c.out_dim = k == 0 ? NU : 1;
+    c.nhidden = nhidden;
+    for (int l = 0; l < nhidden; l++) c.hidden[l] = hidden;
+    c.hidden_act = BCG_ACT_ELU;
+    c.out_act = BCG_ACT_IDENTITY;
+    c.init = BCG_INIT_UNIFORM;
+    c.extra = k == 0 ? NU : 0;
+    c.extra_init = (bcg_real)-1.2;
+    c.max_batch = B;
+    if (bcg_mlp_create(&a[k], &c) || bcg_mlp_create(&b[k], &c)) {
+      CU_FAIL("create");
+      return;
+    }
+    bcg_mlp_init_params(&a[k], SEED, 5 + k);
+    bcg_mlp_init_params(&b[k], SEED, 5 + k);
+    bcg_adam_init(&oa[k], a[k].nparams, (bcg_real)1e-3, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+    bcg_adam_init(&ob[k], b[k].nparams, (bcg_real)1e-3, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  }
+  bcg_real *H = malloc(sizeof(bcg_real) * NR * IN), *ya[2], *yb[2], *dy[2];
+  for (int k = 0; k < 2; k++) {
+    ya[k] = malloc(sizeof(bcg_real) * B * NU);
+    yb[k] = malloc(sizeof(bcg_real) * B * NU);
+    dy[k] = malloc(sizeof(bcg_real) * B * NU);
+  }
+  int *idx = malloc(sizeof(int) * B);
+  randn(H, (size_t)NR * IN, 81, 1.0, 0.1);
+  bcg_nn_rows r;
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 64, NULL, 0), 0);
+  CU_ASSERT_EQUAL(bcg_nn_rows_init(&r, H, NR, IN), 0);
+  CU_ASSERT_EQUAL(bcg_nn_rows_put(&r, 0, NR), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&b[0], &ob[0]), 0);
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&b[1], &ob[1]), 0);
+  int same_y = 1, same_n = 1, extras_current = 1, extra_grad_zeroed = 1, clipped = 0;
+  for (int st = 0; st < STEPS; st++) {
+    for (int i = 0; i < B; i++) idx[i] = (int)((i * 53 + st * 71) % NR);
+    for (int k = 0; k < 2; k++) {
+      int no = k == 0 ? NU : 1;
+      if (bcg_mlp_forward_rows(&a[k], NULL, &r, 0, idx, B, ya[k]) ||
+          bcg_mlp_forward_rows(&b[k], NULL, &r, 0, idx, B, yb[k])) {
+        CU_FAIL("forward");
+        goto out;
+      }
+      same_y &= memcmp(ya[k], yb[k], sizeof(bcg_real) * (size_t)B * no) == 0;
+      *worst_y = fmax(*worst_y, relerr(ya[k], yb[k], (size_t)B * no));
+      for (int i = 0; i < B * no; i++) dy[k][i] = (bcg_real)(((double)ya[k][i] - 0.2) / B);
+      bcg_mlp_zero_grad(&a[k]);
+      bcg_mlp_zero_grad(&b[k]);
+      if (bcg_mlp_backward(&a[k], NULL, dy[k], a[k].grad, NULL) ||
+          bcg_mlp_backward(&b[k], NULL, dy[k], b[k].grad, NULL)) {
+        CU_FAIL("backward");
+        goto out;
+      }
+    }
+    /* the log-std's gradient, written on the host as PPO's log-prob VJP does */
+    for (int j = 0; j < NU; j++) {
+      extra_grad_zeroed &= b[0].extra_grad[j] == 0;
+      bcg_real gj = (bcg_real)(0.3 * (j + 1) * (double)ya[0][j] - 0.01 * st);
+      a[0].extra_grad[j] += gj;
+      b[0].extra_grad[j] += gj;
+    }
+    bcg_real n[4];
+    CU_ASSERT(!bcg_mlp_grad_norm(&a[0], &n[0]) && !bcg_mlp_grad_norm(&a[1], &n[1]) &&
+              !bcg_mlp_grad_norm(&b[0], &n[2]) && !bcg_mlp_grad_norm(&b[1], &n[3]));
+    same_n &= memcmp(&n[0], &n[2], sizeof n[0]) == 0 && memcmp(&n[1], &n[3], sizeof n[0]) == 0;
+    double gn = sqrt((double)n[0] * n[0] + (double)n[1] * n[1]), max = st < 2 ? 1e30 : 0.05 * gn;
+    double c = gn > max ? (double)(bcg_real)(max / gn) : 1.0;
+    clipped += c != 1;
+    for (int k = 0; k < 2; k++) {
+      oa[k].lr = ob[k].lr = (bcg_real)(1e-3 * (1 + st));
+      CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&a[k], &oa[k], c), 0);
+      CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&b[k], &ob[k], c), 0);
+    }
+    extras_current &= memcmp(a[0].extra_params, b[0].extra_params, sizeof(bcg_real) * NU) == 0 &&
+                      memcmp(a[0].extra_grad, b[0].extra_grad, sizeof(bcg_real) * NU) == 0;
+  }
+  CU_ASSERT(same_y);
+  CU_ASSERT(same_n);
+  CU_ASSERT(extras_current);
+  CU_ASSERT(extra_grad_zeroed);
+  CU_ASSERT_EQUAL(clipped, STEPS - 2);
+  CU_ASSERT(a[0].extra_params[0] != (bcg_real)-1.2); /* the log-std moved */
+  CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&b[1], &ob[0], 1), BCG_NN_EINVAL); /* not its optimiser (nor its size) */
+  CU_ASSERT_EQUAL(bcg_mlp_scale_adam(&b[0], &oa[0], 1), BCG_NN_EINVAL); /* another optimiser of its size */
+out:
+  for (int k = 0; k < 2; k++) {
+    CU_ASSERT_EQUAL(bcg_mlp_release(&b[k], &ob[k]), 0);
+    CU_ASSERT(memcmp(a[k].params, b[k].params, sizeof(bcg_real) * a[k].nparams) == 0);
+    CU_ASSERT(memcmp(a[k].grad, b[k].grad, sizeof(bcg_real) * a[k].nparams) == 0);
+    CU_ASSERT(memcmp(oa[k].m, ob[k].m, sizeof(bcg_real) * a[k].nparams) == 0);
+    CU_ASSERT(memcmp(oa[k].v, ob[k].v, sizeof(bcg_real) * a[k].nparams) == 0);
+    CU_ASSERT_EQUAL(oa[k].step, ob[k].step);
+    bcg_adam_free(&oa[k]);
+    bcg_adam_free(&ob[k]);
+    bcg_mlp_destroy(&a[k]);
+    bcg_mlp_destroy(&b[k]);
+    free(ya[k]);
+    free(yb[k]);
+    free(dy[k]);
+  }
+  bcg_nn_rows_free(&r);
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  free(H);
+  free(idx);
+}
+
 static void test_held(void) {
   if (!gpu()) return;
   double wy = 0;
   held_round(BCG_LN_POST_ACT, BCG_ACT_ELU, 0, &wy);
   held_round(BCG_LN_PRE_ACT, BCG_ACT_TANH, (bcg_real)0.01, &wy);
   held_round(BCG_LN_NONE, BCG_ACT_RELU, 0, &wy);
+  held_joint_round(1, 4, &wy);   /* 66 parameters: the norm kernel's tail only */
+  held_joint_round(2, 128, &wy); /* 18k */
   /* bad arguments, and a network destroyed while held */
   bcg_mlp m;
   bcg_adam o;

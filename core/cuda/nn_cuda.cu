@@ -197,12 +197,23 @@ __global__ void k_gather(bcg_real *x, const bcg_real *src, long row0, const int 
 
 /* acc[j] = sum over i = j mod 32 of x[i]^2 in double, in order: core/nn.c's lanes of the
  * gradient norm (its fixed tree then combines them on the host). One warp: lane j reads
- * j, j + 32, ... (coalesced) */
+ * j, j + 32, ... (coalesced), LANE_LOADS of them issued before their squares are added in
+ * order: one load at a time left the warp waiting a memory latency per 32 elements (a
+ * 300k-parameter actor's gradient is 9k such waits) */
+#define LANE_LOADS 32
 __global__ void k_sumsq_lanes(double *acc, const bcg_real *x, long n) {
   long j = tid();
   if (j >= 32) return;
   double s = 0;
-  for (long i = j; i < n; i += 32) s += (double)x[i] * (double)x[i];
+  long i = j;
+  for (; i + 32L * (LANE_LOADS - 1) < n; i += 32L * LANE_LOADS) {
+    double v[LANE_LOADS];
+#pragma unroll
+    for (int u = 0; u < LANE_LOADS; u++) v[u] = (double)x[i + 32L * u];
+#pragma unroll
+    for (int u = 0; u < LANE_LOADS; u++) s += v[u] * v[u];
+  }
+  for (; i < n; i += 32) s += (double)x[i] * (double)x[i];
   acc[j] = s;
 }
 
@@ -648,6 +659,34 @@ int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, doubl
     CK(cudaStreamSynchronize(G.st));
     P.s.optimizer += 1e-9 * (double)(bcg_mono_ns() - t0);
   }
+  pthread_mutex_unlock(&G.mu);
+  return 0;
+fail:
+  if (h) h->bad = 1;
+  pthread_mutex_unlock(&G.mu);
+  return -1;
+}
+
+int bcg_cuda_nn_extra_in(const bcg_mlp *m) {
+  pthread_mutex_lock(&G.mu);
+  held_t *h = held_ok(m);
+  if (!h) goto fail;
+  CK(up(h->g + m->nnet, m->extra_grad, (m->nparams - m->nnet) * sizeof(bcg_real)));
+  pthread_mutex_unlock(&G.mu);
+  return 0;
+fail:
+  if (h) h->bad = 1;
+  pthread_mutex_unlock(&G.mu);
+  return -1;
+}
+
+int bcg_cuda_nn_extra_out(bcg_mlp *m) {
+  pthread_mutex_lock(&G.mu);
+  held_t *h = held_ok(m);
+  if (!h) goto fail;
+  CK(down(m->extra_params, h->p + m->nnet, (m->nparams - m->nnet) * sizeof(bcg_real)));
+  CK(down(m->extra_grad, h->g + m->nnet, (m->nparams - m->nnet) * sizeof(bcg_real)));
+  CK(cudaStreamSynchronize(G.st));
   pthread_mutex_unlock(&G.mu);
   return 0;
 fail:

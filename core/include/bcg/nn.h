@@ -456,9 +456,15 @@ void bcg_vec_polyak(bcg_real *dst, const bcg_real *src, size_t n, bcg_real alpha
  *  - bcg_mlp_zero_grad(m) zeroes the device's gradient;
  *  - bcg_mlp_clip_adam(m, opt, ...) steps on the device;
  *  - m->params, m->grad and opt->m, opt->v on the host are stale: nothing
- *    may read or write them (Polyak averaging, checkpoints, a gradient
- *    written by hand into m->extra_grad) before the release. opt's scalars
- *    (lr, step, ...) stay on the host and are read at each step.
+ *    may read or write them (Polyak averaging, checkpoints) before the
+ *    release. opt's scalars (lr, step, ...) stay on the host and are read at
+ *    each step;
+ *  - except the extra parameters (m->extra > 0, e.g. a Gaussian log-std,
+ *    which a learner uses on the host): m->extra_params is current after
+ *    every step (copied back from the device), and m->extra_grad is the
+ *    host's: bcg_mlp_zero_grad zeroes it, the learner adds to it by hand,
+ *    and every norm or step sends it to the device first (and a clip's
+ *    scaled values come back with the step).
  * The device's clip and Adam are the host's arithmetic (the same 32-lane
  * norm, BCG_ADAM_ELEM without contraction): a held network ends, bit for
  * bit, where the same device forwards and backwards with host steps take
@@ -476,6 +482,16 @@ int bcg_mlp_is_held(const bcg_mlp *m); /* 1 between a hold with the switch on an
  * with). A non-finite norm takes no step and leaves the gradient. Return
  * BCG_NN_OK, BCG_NN_EINVAL, BCG_NN_EDEVICE. */
 int bcg_mlp_clip_adam(bcg_mlp *m, bcg_adam *opt, bcg_real max_norm, bcg_real *norm);
+/* The two halves of a step whose clip spans several networks (PPO clips
+ * actor and critic by one joint norm): bcg_mlp_grad_norm puts
+ * bcg_vec_norm(m->grad, m->nparams) into *norm; bcg_mlp_scale_adam scales
+ * the gradient by c when c != 1 (each element (bcg_real)((double)g * c),
+ * as bcg_clip_grad_norm) and runs bcg_adam_step(opt, m->params, m->grad).
+ * On the device if m is held (opt the one it was held with), with the same
+ * bits. Return BCG_NN_OK, BCG_NN_EINVAL (a NULL argument, opt not of m's
+ * size, c not finite, another opt than the hold's), BCG_NN_EDEVICE. */
+int bcg_mlp_grad_norm(bcg_mlp *m, bcg_real *norm);
+int bcg_mlp_scale_adam(bcg_mlp *m, bcg_adam *opt, double c);
 
 /* Learning-rate schedules. */
 typedef enum bcg_lr_kind { BCG_LR_CONSTANT = 0, BCG_LR_LINEAR = 1, BCG_LR_ADAPTIVE_KL = 2 } bcg_lr_kind;
