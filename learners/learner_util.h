@@ -122,12 +122,29 @@ static inline int lu_observe_envs(const bcg_task_ops *to, void *task, const int 
   return nb;
 }
 
+/* dst = src (n reals; memset to 0 if src is NULL), over the threads from
+ * 64k reals on: PPO copies 4096 environments' observations, states and
+ * actions every control step, 10 MB in double, and zeroes its 24576-row
+ * action adjoint every minibatch */
+#define LU_COPY_PAR ((size_t)1 << 16)
+static inline void lu_copy(bcg_real *dst, const bcg_real *src, size_t n) {
+  const int nb = 32;
+#pragma omp parallel for schedule(static) if (n >= LU_COPY_PAR)
+  for (int b = 0; b < nb; b++) {
+    size_t i0 = n * (size_t)b / nb, i1 = n * (size_t)(b + 1) / nb;
+    if (src)
+      memcpy(dst + i0, src + i0, (i1 - i0) * sizeof(bcg_real));
+    else
+      memset(dst + i0, 0, (i1 - i0) * sizeof(bcg_real));
+  }
+}
+
 /* out = obs normalised by z, or a copy of obs if z is NULL (n rows of od) */
 static inline void lu_normalise(const bcg_normalizer *z, const bcg_real *obs, int n, int od, bcg_real *out) {
   if (z)
     bcg_normalizer_apply(z, obs, n, out);
   else
-    memcpy(out, obs, sizeof(bcg_real) * (size_t)n * od);
+    lu_copy(out, obs, (size_t)n * od);
 }
 
 /* mean action a [n][nu] of the actor for raw observations obs [n][od],

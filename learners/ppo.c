@@ -262,8 +262,8 @@ static int rollout(ppo *s, lu_sums *sum) {
         s->envs[nreset++] = e;
       }
     }
-    memcpy(s->x, s->xn, sizeof(bcg_real) * (size_t)N * nx);
-    memcpy(s->prev_a, s->env_a, sizeof(bcg_real) * (size_t)N * nu);
+    lu_copy(s->x, s->xn, (size_t)N * nx);
+    lu_copy(s->prev_a, s->env_a, (size_t)N * nu);
     if (nreset) {
       if (reset_envs(s, s->envs, nreset, s->x) || s->est_ops->reset_envs(s->est, s->envs, nreset)) return -1;
       if (observe_checked(s, s->x, s->obs, &sum->nan_resets, s->envs, nreset)) return -1;
@@ -362,7 +362,7 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
   vl /= n;
   bcg_mlp_zero_grad(&s->actor);
   bcg_mlp_zero_grad(&s->critic);
-  memset(s->mbdmu, 0, sizeof(bcg_real) * (size_t)n * nu);
+  lu_copy(s->mbdmu, NULL, (size_t)n * nu);
   bcg_gauss_logprob_vjp_batch(n, nu, s->mbmu, ls, s->mba, s->mbdlp, NULL, s->mbdmu, s->actor.extra_grad);
   bcg_gauss_entropy_vjp(nu, (bcg_real)-s->ecoef, s->actor.extra_grad);
   if (bcg_mlp_backward(&s->actor, NULL, s->mbdmu, s->actor.grad, NULL) ||
