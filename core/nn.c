@@ -466,6 +466,16 @@ void bcg_nn_rows_free(bcg_nn_rows *r) {
   if (r && r->dev) bcg_cuda_nn_rows_free(r);
 }
 
+int bcg_nn_pin(const void *p, size_t bytes) {
+  if (!p || !bytes) return BCG_NN_EINVAL;
+  if (nn_cuda_on) bcg_cuda_nn_pin(p, bytes); /* not pinned: copies are staged */
+  return BCG_NN_OK;
+}
+
+void bcg_nn_unpin(const void *p) {
+  if (p) bcg_cuda_nn_unpin(p);
+}
+
 /* x[i] = the source's row i (the caller's array, or gathered from the rows) */
 static const bcg_real *src_rows(const fwd_src *src, int batch, int w, bcg_real *buf) {
   if (src->x) return src->x;

@@ -59,6 +59,11 @@ int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, doubl
  * and m->extra_grad, and waits */
 int bcg_cuda_nn_extra_in(const bcg_mlp *m);
 int bcg_cuda_nn_extra_out(bcg_mlp *m);
+/* page-lock [p, p + bytes) for direct copies (bcg_nn_pin): 0, or -1 (not
+ * pinned: a full table, an overlap, a failed registration); unpin: undo it
+ * (nothing for a pointer not pinned) */
+int bcg_cuda_nn_pin(const void *p, size_t bytes);
+void bcg_cuda_nn_unpin(const void *p);
 /* Free t->dev (NULL-safe). */
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t);
 /* A network's parameter array p is about to be freed: unlock it if a device call page-locked it. */

@@ -70,6 +70,12 @@ int bcg_cuda_nn_extra_out(bcg_mlp *m) {
   return -1;
 }
 
+int bcg_cuda_nn_pin(const void *p, size_t bytes) {
+  (void)p; (void)bytes;
+  return -1;
+}
+void bcg_cuda_nn_unpin(const void *p) { (void)p; }
+
 const char *bcg_cuda_nn_error(void) { return "bcg was built without CUDA"; }
 void bcg_cuda_nn_profile(int on) { (void)on; }
 void bcg_cuda_nn_profile_read(bcg_nn_cuda_split *s) { memset(s, 0, sizeof *s); }

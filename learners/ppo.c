@@ -41,6 +41,7 @@ typedef struct ppo {
   const bcg_estimator_ops *est_ops;
   void *est;
   int N, nx, nu, od, S;
+  int cap; /* rows of the minibatch buffers (at least N) */
   /* configuration */
   double gamma, lam, clip, vcoef, ecoef, max_grad, kl_target, logstd_init;
   int epochs, nmb, clipped_value, obs_norm, squash, adaptive;
@@ -70,9 +71,25 @@ typedef struct ppo {
   lu_track trk; /* the rollout's tracking error (stats.track_err) */
 } ppo;
 
+/* the host arrays the networks write (outputs) or read (output adjoints)
+ * every step or minibatch, page-locked for direct copies with CUDA on
+ * (bcg_nn_pin; a no-op without) */
+typedef struct ppo_pin {
+  bcg_real *p;
+  size_t n;
+} ppo_pin;
+#define PPO_PINNED(s)                                                                                         \
+  {                                                                                                          \
+    {(s)->MU, (size_t)(s)->S * (s)->N * (s)->nu}, {(s)->V, (size_t)(s)->S * (s)->N}, {(s)->v, (size_t)(s)->N}, \
+        {(s)->obsn, (size_t)(s)->N * (s)->od}, {(s)->mbmu, (size_t)(s)->cap * (s)->nu},                       \
+        {(s)->mbdmu, (size_t)(s)->cap * (s)->nu}, {(s)->mbdv, (size_t)(s)->cap}                                \
+  }
+
 static void destroy(void *p) {
   ppo *s = p;
   if (!s) return;
+  ppo_pin pins[] = PPO_PINNED(s);
+  for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) bcg_nn_unpin(pins[i].p);
   bcg_mlp_destroy(&s->actor);
   bcg_mlp_destroy(&s->critic);
   bcg_adam_free(&s->aopt);
@@ -130,6 +147,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
     goto fail;
   }
   int mb = (M + s->nmb - 1) / s->nmb, cap = mb > N ? mb : N;
+  s->cap = cap;
   char e2[512];
   if (lu_mlp(&s->actor, svc, p, "actor_layers", od, nu, nu, (bcg_real)s->logstd_init, cap, e2, sizeof e2) ||
       lu_mlp(&s->critic, svc, p, "critic_layers", od, 1, 0, 0, cap, e2, sizeof e2)) {
@@ -155,6 +173,10 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
       !ALLOC(s->lsum, 2 * ((cap + PPO_BLOCK - 1) / PPO_BLOCK)) || lu_track_init(&s->trk, s->task_ops, N) ||
       bcg_nn_rows_init(&s->obs_rows, s->OBS, (long)M, od))
     goto oom;
+  {
+    ppo_pin pins[] = PPO_PINNED(s);
+    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) bcg_nn_pin(pins[i].p, pins[i].n * sizeof(bcg_real));
+  }
   for (int e = 0; e < N; e++) s->envs[e] = e;
   if (reset_envs(s, s->envs, N, s->x)) {
     snprintf(err, errlen, "ppo: the task's reset failed");

@@ -401,6 +401,80 @@ static void test_params_in_place(void) {
   free(x);
 }
 
+/* bcg_nn_pin: a forward and backward whose x, y, dy and dx lie inside pinned
+ * arrays (at offsets, so a copy covers part of its array) give bit for bit
+ * what the staged copies give; the host arrays hold the results on return;
+ * a pin overlapping another is refused quietly (its copies stay staged),
+ * pins with the switch off do nothing, unpinning unknown pointers is
+ * ignored, and arrays can be pinned again after an unpin */
+static void test_pinned(void) {
+  if (!gpu()) return;
+  enum { B = 333, IN = 23, OUT = 7, PAD = 5 };
+  bcg_mlp m;
+  bcg_mlp_tape t;
+  if (make_mlp(&m, BCG_LN_POST_ACT, BCG_ACT_ELU, IN, OUT, B) || bcg_mlp_tape_init(&t, &m, B, NULL)) {
+    CU_FAIL("create");
+    return;
+  }
+  size_t nx = (size_t)B * IN, ny = (size_t)B * OUT;
+  bcg_real *x = malloc(sizeof(bcg_real) * (nx + PAD)), *y = malloc(sizeof(bcg_real) * (ny + PAD));
+  bcg_real *dy = malloc(sizeof(bcg_real) * (ny + PAD)), *dx = malloc(sizeof(bcg_real) * (nx + PAD));
+  bcg_real *y0 = malloc(sizeof(bcg_real) * ny), *dx0 = malloc(sizeof(bcg_real) * nx);
+  bcg_real *g0 = calloc(m.nparams, sizeof(bcg_real)), *g1 = calloc(m.nparams, sizeof(bcg_real));
+  randn(x + PAD, nx, 71, 1.0, 0.1);
+  randn(dy + PAD, ny, 72, 0.5, 0.0);
+  CU_ASSERT_EQUAL(bcg_nn_set_cuda(1, 64, NULL, 0), 0);
+  /* staged */
+  CU_ASSERT_EQUAL(bcg_mlp_forward(&m, &t, x + PAD, B, y0), 0);
+  CU_ASSERT(t.on_device);
+  CU_ASSERT_EQUAL(bcg_mlp_backward(&m, &t, dy + PAD, g0, dx0), 0);
+  /* pinned: the same bits */
+  CU_ASSERT_EQUAL(bcg_nn_pin(x, sizeof(bcg_real) * (nx + PAD)), 0);
+  CU_ASSERT_EQUAL(bcg_nn_pin(y, sizeof(bcg_real) * (ny + PAD)), 0);
+  CU_ASSERT_EQUAL(bcg_nn_pin(dy, sizeof(bcg_real) * (ny + PAD)), 0);
+  CU_ASSERT_EQUAL(bcg_nn_pin(dx, sizeof(bcg_real) * (nx + PAD)), 0);
+  CU_ASSERT_EQUAL(bcg_nn_pin(x + 3, sizeof(bcg_real) * 4), 0); /* overlaps x: refused quietly */
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < ny + PAD; i++) y[i] = (bcg_real)-7;
+    for (size_t i = 0; i < nx + PAD; i++) dx[i] = (bcg_real)-7;
+    memset(g1, 0, sizeof(bcg_real) * m.nparams);
+    CU_ASSERT_EQUAL(bcg_mlp_forward(&m, &t, x + PAD, B, y + PAD), 0);
+    CU_ASSERT_EQUAL(bcg_mlp_backward(&m, &t, dy + PAD, g1, dx + PAD), 0);
+    CU_ASSERT(memcmp(y + PAD, y0, sizeof(bcg_real) * ny) == 0);
+    CU_ASSERT(memcmp(dx + PAD, dx0, sizeof(bcg_real) * nx) == 0);
+    CU_ASSERT(memcmp(g1, g0, sizeof(bcg_real) * m.nparams) == 0);
+    CU_ASSERT(y[PAD - 1] == (bcg_real)-7 && dx[PAD - 1] == (bcg_real)-7); /* nothing written outside */
+    /* unpinned and pinned again: still the same */
+    bcg_nn_unpin(x);
+    bcg_nn_unpin(dy);
+    bcg_nn_unpin(dy); /* twice: ignored */
+    bcg_nn_unpin(x + 3); /* never pinned: ignored */
+    bcg_nn_unpin(NULL);
+    CU_ASSERT_EQUAL(bcg_nn_pin(x, sizeof(bcg_real) * (nx + PAD)), 0);
+    CU_ASSERT_EQUAL(bcg_nn_pin(dy, sizeof(bcg_real) * (ny + PAD)), 0);
+  }
+  CU_ASSERT_EQUAL(bcg_nn_pin(NULL, 8), BCG_NN_EINVAL);
+  CU_ASSERT_EQUAL(bcg_nn_pin(x, 0), BCG_NN_EINVAL);
+  bcg_nn_unpin(x);
+  bcg_nn_unpin(y);
+  bcg_nn_unpin(dy);
+  bcg_nn_unpin(dx);
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  CU_ASSERT_EQUAL(bcg_nn_pin(x, sizeof(bcg_real) * nx), 0); /* the switch off: nothing pinned */
+  bcg_nn_unpin(x);
+  bcg_mlp_tape_free(&t);
+  bcg_mlp_destroy(&m);
+  free(x);
+  free(y);
+  free(dy);
+  free(dx);
+  free(y0);
+  free(dx0);
+  free(g0);
+  free(g1);
+  printf("\n  pinned arrays: forward and backward bit for bit the staged copies'\n");
+}
+
 /* bcg_nn_cuda_profile: the calls counted, phases that add up to at most the
  * calls' wall time, nothing counted while off, and the same numbers either way */
 static void test_profile(void) {
@@ -707,6 +781,6 @@ static void test_refusal(void) {
   CU_ASSERT(!bcg_nn_cuda_enabled(NULL));
 }
 
-BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"row sources", test_rows}, {"parameters in place", test_params_in_place}, {"profile", test_profile},
+BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"row sources", test_rows}, {"parameters in place", test_params_in_place}, {"pinned arrays", test_pinned}, {"profile", test_profile},
           {"held networks", test_held}, {"refusal", test_refusal});
 BCG_RUN("nn_cuda")

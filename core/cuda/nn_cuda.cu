@@ -353,8 +353,25 @@ const char *bcg_cuda_nn_error(void) { return G.err; }
  * an event per half says when its last copy has left it. Both run on G.st,
  * in order with the kernels. */
 
+/* ---- the learners' pinned arrays (bcg_nn_pin): copies inside one are direct DMAs ---- */
+#define NPIN 64
+static struct {
+  const char *p;
+  size_t bytes;
+} PIN[NPIN];
+static int npin;
+
+/* 1 if host [p, p + n) lies inside one pinned array */
+static int pinned(const void *p, size_t n) {
+  const char *c = (const char *)p;
+  for (int i = 0; i < npin; i++)
+    if (c >= PIN[i].p && n <= PIN[i].bytes && (size_t)(c - PIN[i].p) <= PIN[i].bytes - n) return 1;
+  return 0;
+}
+
 /* device dst[n bytes] = host src */
 static cudaError_t up(void *dst, const void *src, size_t n) {
+  if (pinned(src, n)) return cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, G.st);
   for (size_t off = 0; off < n; off += STAGE) {
     size_t len = n - off < (size_t)STAGE ? n - off : (size_t)STAGE;
     int h = G.half;
@@ -374,6 +391,10 @@ static cudaError_t up(void *dst, const void *src, size_t n) {
  * reals), after the work queued before it; chunk k+1 is queued before the
  * host copies chunk k out */
 static cudaError_t down_(void *dst, const void *src, size_t n, int add) {
+  if (!add && pinned(dst, n)) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, G.st);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(G.st);
+  }
   size_t poff = 0, plen = 0;
   int ph_ = -1;
   for (size_t off = 0;; off += STAGE) {
@@ -432,6 +453,34 @@ static int host_lock(const void *p, size_t bytes) {
 static void host_unlock(const void *p) {
   if (G.st) cudaStreamSynchronize(G.st);
   cudaHostUnregister((void *)p);
+}
+
+int bcg_cuda_nn_pin(const void *p, size_t bytes) {
+  int rc = -1;
+  pthread_mutex_lock(&G.mu);
+  const char *c = (const char *)p;
+  int overlap = 0;
+  for (int i = 0; i < npin; i++)
+    if (c < PIN[i].p + PIN[i].bytes && PIN[i].p < c + bytes) overlap = 1;
+  if (!overlap && npin < NPIN && init_locked() == 0 && host_lock(p, bytes)) {
+    PIN[npin].p = c;
+    PIN[npin].bytes = bytes;
+    npin++;
+    rc = 0;
+  }
+  pthread_mutex_unlock(&G.mu);
+  return rc;
+}
+
+void bcg_cuda_nn_unpin(const void *p) {
+  pthread_mutex_lock(&G.mu);
+  for (int i = 0; i < npin; i++)
+    if (PIN[i].p == (const char *)p) {
+      host_unlock(p);
+      PIN[i] = PIN[--npin];
+      break;
+    }
+  pthread_mutex_unlock(&G.mu);
 }
 
 #define NREG 128

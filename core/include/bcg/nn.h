@@ -386,6 +386,20 @@ void bcg_nn_rows_free(bcg_nn_rows *r); /* the mirror; the host array stays */
 int bcg_mlp_forward_rows(bcg_mlp *m, bcg_mlp_tape *t, const bcg_nn_rows *r, long row0, const int *idx, int batch,
                          bcg_real *y);
 
+/* A learner's long-lived host arrays that the networks read from or write
+ * to (minibatch outputs, output adjoints) can be page-locked where they are:
+ * with the CUDA switch on, bcg_nn_pin(p, bytes) registers [p, p + bytes)
+ * (cudaHostRegister), and a device forward's input or output, or a
+ * backward's dy or dx, lying inside it then moves as one DMA instead of a
+ * host copy through the staging buffer and its DMA. With the switch off,
+ * without CUDA, or where registration fails (a full table, pages already
+ * registered) it does nothing and the copies are staged as before: the
+ * results are the same either way. bcg_nn_unpin(p) (p as pinned; NULL and
+ * unknown pointers are ignored) must come before the array is freed.
+ * Return BCG_NN_OK, or BCG_NN_EINVAL for a NULL p or 0 bytes. */
+int bcg_nn_pin(const void *p, size_t bytes);
+void bcg_nn_unpin(const void *p);
+
 /* The output [batch][out] stored in the tape by the last forward. */
 const bcg_real *bcg_mlp_tape_output(const bcg_mlp *m, const bcg_mlp_tape *t);
 
