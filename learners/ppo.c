@@ -397,7 +397,8 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
   if (!isfinite(gn)) {
     return 1;
   }
-  /* the factor rounded to bcg_real, as the product g * c of two bcg_reals was */
+  /* the factor rounded to bcg_real first: g * c in double, rounded, is then
+   * exactly the product of two bcg_reals (the same bits in a float build) */
   double c = gn > s->max_grad ? (double)(bcg_real)(s->max_grad / gn) : 1.0;
   s->aopt.lr = s->copt.lr = s->sched.lr;
   if (bcg_mlp_scale_adam(&s->actor, &s->aopt, c) || bcg_mlp_scale_adam(&s->critic, &s->copt, c)) return -1;
