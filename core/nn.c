@@ -850,10 +850,14 @@ static int clip_factor(double nrm, bcg_real max_norm, double *c) {
   return 1;
 }
 
+/* g *= c, each element in double and rounded (the device's k_clip_adam too) */
+static void scale_grad(bcg_real *g, size_t n, double c) {
+  for (size_t i = 0; i < n; i++) g[i] = (bcg_real)((double)g[i] * c);
+}
+
 bcg_real bcg_clip_grad_norm(bcg_real *g, size_t n, bcg_real max_norm) {
   double nrm = sqrt(sumsq(g, n)), c;
-  if (clip_factor(nrm, max_norm, &c))
-    for (size_t i = 0; i < n; i++) g[i] = (bcg_real)((double)g[i] * c);
+  if (clip_factor(nrm, max_norm, &c)) scale_grad(g, n, c);
   return (bcg_real)nrm;
 }
 
@@ -883,22 +887,22 @@ int bcg_mlp_release(bcg_mlp *m, bcg_adam *opt) {
   return rc ? BCG_NN_EDEVICE : BCG_NN_OK;
 }
 
-/* a held network's gradient norm: the host's extra gradient sent to the
- * device's tail first, the device's 32 lanes, the host's tree */
-static int held_norm(bcg_mlp *m, double *nrm) {
+/* a held network's gradient norm: the device's 32 lanes (the host's extra
+ * gradient sent to the device's tail first), the host's tree */
+static int held_norm(const bcg_mlp *m, double *nrm) {
   double acc[SUMSQ_LANES];
-  if ((m->nparams > m->nnet && bcg_cuda_nn_extra_in(m)) || bcg_cuda_nn_grad_lanes(m, acc)) return BCG_NN_EDEVICE;
+  if (bcg_cuda_nn_grad_lanes(m, acc)) return BCG_NN_EDEVICE;
   *nrm = sqrt(sumsq_tree(acc));
   return BCG_NN_OK;
 }
 
 /* a held network's scaling (clip) and Adam step (adam) on the device, with
- * bcg_adam_step's scalars; its extra parameters and gradient back to the host */
+ * bcg_adam_step's scalars (its extra parameters and gradient come back to
+ * the host with it) */
 static int held_step(bcg_mlp *m, bcg_adam *opt, int clip, double c, int adam) {
   bcg_real ss = 0, isbc2 = 0;
   if (adam) adam_coeffs(opt, &ss, &isbc2);
   if ((clip || adam) && bcg_cuda_nn_clip_adam(m, opt, clip, c, adam, ss, isbc2)) return BCG_NN_EDEVICE;
-  if (m->nparams > m->nnet && bcg_cuda_nn_extra_out(m)) return BCG_NN_EDEVICE;
   return BCG_NN_OK;
 }
 
@@ -954,12 +958,10 @@ int bcg_mlp_scale_adam(bcg_mlp *m, bcg_adam *opt, double c) {
   int h = held_with(m, opt, &rc);
   if (h < 0) return rc;
   if (!h) {
-    if (c != 1)
-      for (size_t i = 0; i < m->nparams; i++) m->grad[i] = (bcg_real)((double)m->grad[i] * c);
+    if (c != 1) scale_grad(m->grad, m->nparams, c);
     bcg_adam_step(opt, m->params, m->grad);
     return BCG_NN_OK;
   }
-  if (m->nparams > m->nnet && bcg_cuda_nn_extra_in(m)) return BCG_NN_EDEVICE;
   return held_step(m, opt, c != 1, c, 1);
 }
 

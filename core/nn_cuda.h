@@ -46,19 +46,15 @@ int bcg_cuda_nn_release(bcg_mlp *m, bcg_adam *opt);
 int bcg_cuda_nn_held(const bcg_mlp *m, const bcg_adam **opt);
 /* the held gradient := 0 */
 int bcg_cuda_nn_zero_grad(const bcg_mlp *m);
-/* acc[j] = sum of g[i]^2 over i = j mod 32, in order (the host's lanes; core/nn.c sums the tree) */
+/* acc[j] = sum of g[i]^2 over i = j mod 32, in order (the host's lanes; core/nn.c sums the tree);
+ * the host's m->extra_grad is sent to the gradient's extra tail first */
 int bcg_cuda_nn_grad_lanes(const bcg_mlp *m, double acc[32]);
 /* on the held gradient and parameters, element-wise: clip (g = (bcg_real)((double)g * c)) when
  * clip != 0, then, when adam != 0, BCG_ADAM_ELEM with the coefficients (ss, isbc2 of the step
- * core/nn.c counted) */
+ * core/nn.c counted); the host's m->extra_grad is sent to the gradient's extra tail before, and
+ * the extra parameters and gradient come back into m->extra_params, m->extra_grad after */
 int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, double c, int adam, bcg_real ss,
                           bcg_real isbc2);
-/* a held network's extra part (m->nnet .. m->nparams): extra_in copies the
- * host's m->extra_grad into the device gradient's tail (queued); extra_out
- * copies the device's extra parameters and gradient into m->extra_params
- * and m->extra_grad, and waits */
-int bcg_cuda_nn_extra_in(const bcg_mlp *m);
-int bcg_cuda_nn_extra_out(bcg_mlp *m);
 /* page-lock [p, p + bytes) for direct copies (bcg_nn_pin): 0, or -1 (not
  * pinned: a full table, an overlap, a failed registration); unpin: undo it
  * (nothing for a pointer not pinned) */

@@ -61,15 +61,6 @@ int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, doubl
   return -1;
 }
 
-int bcg_cuda_nn_extra_in(const bcg_mlp *m) {
-  (void)m;
-  return -1;
-}
-int bcg_cuda_nn_extra_out(bcg_mlp *m) {
-  (void)m;
-  return -1;
-}
-
 int bcg_cuda_nn_pin(const void *p, size_t bytes) {
   (void)p; (void)bytes;
   return -1;

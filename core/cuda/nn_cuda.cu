@@ -670,11 +670,19 @@ static held_t *held_ok(const bcg_mlp *m) {
   return h;
 }
 
+/* a held network's extra parameters (m->nnet .. m->nparams) keep their gradient on the
+ * host (bcg_mlp_hold): the host's extra_grad into the device gradient's tail (queued) */
+static cudaError_t extra_grad_in(held_t *h, const bcg_mlp *m) {
+  if (h->n == m->nnet) return cudaSuccess;
+  return up(h->g + m->nnet, m->extra_grad, (h->n - m->nnet) * sizeof(bcg_real));
+}
+
 int bcg_cuda_nn_grad_lanes(const bcg_mlp *m, double acc[32]) {
   uint64_t t0 = bcg_mono_ns();
   pthread_mutex_lock(&G.mu);
   held_t *h = held_ok(m);
   if (!h) goto fail;
+  CK(extra_grad_in(h, m));
   if (!G.lanes) CK(cudaMalloc((void **)&G.lanes, 32 * sizeof(double)));
   LAUNCH(k_sumsq_lanes, 32, G.lanes, h->g, (long)h->n);
   CK(cudaGetLastError());
@@ -701,41 +709,18 @@ int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, doubl
     seterr("nn on CUDA: an optimiser step with another optimiser than the network was held with");
     goto fail;
   }
+  CK(extra_grad_in(h, m));
   LAUNCH(k_clip_adam, (long)h->n, h->p, h->g, h->am, h->av, (long)h->n, clip, c, adam, opt->beta1, opt->beta2,
          opt->weight_decay, opt->eps, ss, isbc2);
   CK(cudaGetLastError());
+  if (h->n > m->nnet) { /* the extra parameters and gradient back to the host (down waits for them) */
+    CK(down(m->extra_params, h->p + m->nnet, (h->n - m->nnet) * sizeof(bcg_real)));
+    CK(down(m->extra_grad, h->g + m->nnet, (h->n - m->nnet) * sizeof(bcg_real)));
+  }
   if (P.on) {
     CK(cudaStreamSynchronize(G.st));
     P.s.optimizer += 1e-9 * (double)(bcg_mono_ns() - t0);
   }
-  pthread_mutex_unlock(&G.mu);
-  return 0;
-fail:
-  if (h) h->bad = 1;
-  pthread_mutex_unlock(&G.mu);
-  return -1;
-}
-
-int bcg_cuda_nn_extra_in(const bcg_mlp *m) {
-  pthread_mutex_lock(&G.mu);
-  held_t *h = held_ok(m);
-  if (!h) goto fail;
-  CK(up(h->g + m->nnet, m->extra_grad, (m->nparams - m->nnet) * sizeof(bcg_real)));
-  pthread_mutex_unlock(&G.mu);
-  return 0;
-fail:
-  if (h) h->bad = 1;
-  pthread_mutex_unlock(&G.mu);
-  return -1;
-}
-
-int bcg_cuda_nn_extra_out(bcg_mlp *m) {
-  pthread_mutex_lock(&G.mu);
-  held_t *h = held_ok(m);
-  if (!h) goto fail;
-  CK(down(m->extra_params, h->p + m->nnet, (m->nparams - m->nnet) * sizeof(bcg_real)));
-  CK(down(m->extra_grad, h->g + m->nnet, (m->nparams - m->nnet) * sizeof(bcg_real)));
-  CK(cudaStreamSynchronize(G.st));
   pthread_mutex_unlock(&G.mu);
   return 0;
 fail:
