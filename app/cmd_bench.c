@@ -75,6 +75,7 @@ static void bench_state(const bcg_model *model, bcg_real *q, bcg_real *u) {
 typedef struct result {
   double fwd, fwdbwd;
   int nact;
+  double stage_us[BCG_SIM_NSTAGE]; /* split: microseconds per environment-substep in each stage */
 } result;
 
 /* time one batch of n environments on the current OpenMP thread count */
@@ -117,6 +118,26 @@ static int time_sim(bcg_sim *sim, const bcg_model *model, int n, double seconds,
     t = now();
   }
   r->fwdbwd = (double)it * n / (t - t0);
+  /* the split: the same two loops again with the stepper's stage timing on
+   * (off above, so the rates carry none of its clock reads); the forward's
+   * stages from the forward loop, the adjoint's from the second */
+  for (int ph = 0; ph < 2; ph++) {
+    bcg_sim_set_timing(sim, 1);
+    it = 0;
+    t0 = now();
+    while (now() - t0 < seconds / 2) {
+      for (int k = 0; k < 5; k++) {
+        bcg_sim_substep(sim, n, q, u, a, qo, uo);
+        if (ph) bcg_sim_substep_vjp(sim, n, q, u, a, qob, uob, qb, ub, ab);
+      }
+      it += 5;
+    }
+    double sec[BCG_SIM_NSTAGE];
+    bcg_sim_stage_seconds(sim, sec);
+    for (int i = ph ? BCG_SIM_STAGE_PRE_RC : 0; i < (ph ? BCG_SIM_NSTAGE : BCG_SIM_STAGE_PRE_RC); i++)
+      r->stage_us[i] = 1e6 * sec[i] / ((double)it * n);
+    bcg_sim_set_timing(sim, 0);
+  }
   free(q); free(u); free(qo); free(uo); free(a); free(ab); free(qb); free(ub); free(qob); free(uob);
   return 0;
 }
@@ -505,6 +526,8 @@ int bcg_cmd_bench(int argc, char **argv) {
   }
 
   const char *contacts[] = {NULL, "soft", "smoothed_kappa", "hard"};
+  result split[4];
+  int nsplit = 0, split_ci[4];
   printf("%-16s %8s %14s %10s %14s %10s %12s %8s\n", "contact", "threads", "forward/s", "vs mj_step",
          "fwd+bwd/s", "vs mj_step", "bwd/fwd cost", "active");
   for (int ci = 0; ci < 4; ci++) {
@@ -533,6 +556,7 @@ int bcg_cmd_bench(int argc, char **argv) {
       /* fwd+bwd costs one forward + one (recompute + adjoint) */
       printf("%-16s %8d %14.0f %9.2fx %14.0f %9.2fx %11.2fx %8d\n", cname ? cname : "none", thr[ti], r.fwd,
              r.fwd / mj, r.fwdbwd, r.fwdbwd / mj, r.fwd / r.fwdbwd, r.nact);
+      if (ti == 0) split_ci[nsplit] = ci, split[nsplit++] = r;
       bcg_sim_free(sim);
     }
     omp_set_num_threads(maxthr);
@@ -541,6 +565,23 @@ int bcg_cmd_bench(int argc, char **argv) {
   }
   printf("\nvs mj_step: bcg steps/s divided by MuJoCo's; bwd/fwd cost: forward rate / forward+backward rate.\n"
          "MuJoCo's step solves its own contact model (soft constraints, PGS/Newton) and computes no gradient.\n");
+  if (nsplit) {
+    printf("\nper-stage split, 1 thread: microseconds per physics step (bcg_sim_set_timing; measured apart from the\n"
+           "rates above), and the adjoint's total in forwards (the adjoint recomputes the substep first)\n");
+    printf("%-16s %8s %8s %8s %8s | %8s %8s %8s %8s %8s %8s %8s\n", "contact", "pre", "contact", "post", "forward",
+           "pre(rc)", "cont(rc)", "post+vjp", "cont_vjp", "pre_vjp", "adjoint", "x fwd");
+    for (int i = 0; i < nsplit; i++) {
+      const double *u = split[i].stage_us;
+      double f = u[0] + u[1] + u[2], b = 0;
+      for (int k = BCG_SIM_STAGE_PRE_RC; k < BCG_SIM_NSTAGE; k++) b += u[k];
+      const char *cname = contacts[split_ci[i]];
+      printf("%-16s %8.2f %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx\n", cname ? cname : "none",
+             u[0], u[1], u[2], f, u[3], u[4], u[5], u[6], u[7], b, b / f);
+    }
+    printf("pre: kinematics, mass matrix and its factor, bias forces, contact points, Jacobians, Delassus matrix;\n"
+           "contact: the plugin's solve; post: the second half; (rc): the adjoint's recompute; cont_vjp: the\n"
+           "plugin's solve_vjp (which recomputes its sweeps on a tape).\n");
+  }
   bcg_model_free(model);
   return BCG_EXIT_OK;
 }

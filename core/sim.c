@@ -144,6 +144,27 @@ void bcg_contact_batch_fill(bcg_contact_batch *b, int n, int ncon, const bcg_sim
 }
 
 
+/* per-stage timing: STAGE_BEGIN opens a lap on the calling thread,
+ * STAGE_END(i) adds it to stage i and opens the next */
+#define STAGE_BEGIN(s) double stage_t_ = (s)->timing ? omp_get_wtime() : 0
+#define STAGE_END(s, i)                                              \
+  do {                                                               \
+    if ((s)->timing) {                                               \
+      double stage_n_ = omp_get_wtime();                             \
+      _Pragma("omp atomic") (s)->stage_s[i] += stage_n_ - stage_t_;  \
+      stage_t_ = stage_n_;                                           \
+    }                                                                \
+  } while (0)
+
+void bcg_sim_set_timing(bcg_sim *s, int on) {
+  s->timing = on != 0;
+  for (int i = 0; i < BCG_SIM_NSTAGE; i++) s->stage_s[i] = 0;
+}
+
+void bcg_sim_stage_seconds(const bcg_sim *s, double sec[BCG_SIM_NSTAGE]) {
+  for (int i = 0; i < BCG_SIM_NSTAGE; i++) sec[i] = s->stage_s[i];
+}
+
 /* first half of environment e (and its per-environment friction) */
 static void pre_env(bcg_sim *s, int e, const bcg_real *q, const bcg_real *u, const bcg_real *a) {
   const bcg_mdata *m = &s->model->m;
@@ -238,34 +259,45 @@ static void pre_vjp_env(bcg_sim *s, int e, const bcg_real *q, const bcg_real *u,
                       qb + (size_t)e * nv, ube, ab + (size_t)e * nu);
 }
 
-/* first half + contact solve (shared by the forward and the recompute) */
-static int pre_and_contact(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a) {
+/* first half + contact solve (shared by the forward and the recompute:
+ * stages pre, pre + 1) */
+static int pre_and_contact(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, int pre) {
+  STAGE_BEGIN(s);
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < n; e++) pre_env(s, e, q, u, a);
-  return solve_range(s, 0, n);
+  STAGE_END(s, pre);
+  int rc = solve_range(s, 0, n);
+  STAGE_END(s, pre + 1);
+  return rc;
 }
 
 int bcg_sim_substep(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a, bcg_real *qo,
                     bcg_real *uo) {
   if (check_slots(s, n)) return -1;
-  int rc = pre_and_contact(s, n, q, u, a);
+  int rc = pre_and_contact(s, n, q, u, a, BCG_SIM_STAGE_PRE);
   if (rc) return rc;
+  STAGE_BEGIN(s);
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < n; e++) post_env(s, e, qo, uo);
+  STAGE_END(s, BCG_SIM_STAGE_POST);
   return 0;
 }
 
 int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a,
                         const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, bcg_real *ab) {
   if (check_slots(s, n)) return -1;
-  int rc = pre_and_contact(s, n, q, u, a);
+  int rc = pre_and_contact(s, n, q, u, a, BCG_SIM_STAGE_PRE_RC);
   if (rc) return rc;
+  STAGE_BEGIN(s);
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < n; e++) post_vjp_env(s, e, qob, uob);
+  STAGE_END(s, BCG_SIM_STAGE_POST_VJP);
   rc = solve_vjp_range(s, 0, n);
+  STAGE_END(s, BCG_SIM_STAGE_CONTACT_VJP);
   if (rc) return rc;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < n; e++) pre_vjp_env(s, e, q, u, a, qb, ub, ab);
+  STAGE_END(s, BCG_SIM_STAGE_PRE_VJP);
   return 0;
 }
 
@@ -355,13 +387,17 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
         if (tape) tape_store(s, tape, k, n, lo, hi, qi, ui);
         bcg_real *qn, *un;
         substep_out(s, k, qo, uo, &qn, &un);
+        STAGE_BEGIN(s);
         for (int e = lo; e < hi; e++) pre_env(s, e, qi, ui, a);
+        STAGE_END(s, BCG_SIM_STAGE_PRE);
         int r = solve_range(s, lo, hi);
+        STAGE_END(s, BCG_SIM_STAGE_CONTACT);
         if (r) {
           __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
           break;
         }
         for (int e = lo; e < hi; e++) post_env(s, e, qn, un);
+        STAGE_END(s, BCG_SIM_STAGE_POST);
         qi = qn;
         ui = un;
       }
@@ -419,17 +455,23 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
       bcg_real *in[2] = {bin[0], bin[1]}, *out[2] = {bout[0], bout[1]};
       for (int k = ns - 1; k >= 0 && hi > lo; k--) {
         tape_load(s, tape, k, n, lo, hi, qbuf, ubuf);
+        STAGE_BEGIN(s);
         for (int e = lo; e < hi; e++) pre_env(s, e, qbuf, ubuf, a);
+        STAGE_END(s, BCG_SIM_STAGE_PRE_RC);
         int r = solve_range(s, lo, hi);
+        STAGE_END(s, BCG_SIM_STAGE_CONTACT_RC);
         if (!r) {
           for (int e = lo; e < hi; e++) post_vjp_env(s, e, in[0], in[1]);
+          STAGE_END(s, BCG_SIM_STAGE_POST_VJP);
           r = solve_vjp_range(s, lo, hi);
+          STAGE_END(s, BCG_SIM_STAGE_CONTACT_VJP);
         }
         if (r) {
           __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
           break;
         }
         for (int e = lo; e < hi; e++) pre_vjp_env(s, e, qbuf, ubuf, a, out[0], out[1], ab);
+        STAGE_END(s, BCG_SIM_STAGE_PRE_VJP);
         for (int i = 0; i < 2; i++) { bcg_real *t = in[i]; in[i] = out[i]; out[i] = t; }
       }
       if (hi > lo && ns % 2) /* after an odd number of swaps the result is in bout: back to bin */

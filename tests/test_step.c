@@ -108,6 +108,51 @@ static void setup(void) {
     if (!model) fprintf(stderr, "%s\n", err);
   }
 }
+/* bcg_sim_set_timing: the stages fill while it is on (a forward and an
+ * adjoint in contact), nothing changes in the results, and switching it off
+ * clears and stops the totals */
+static void test_stage_timing(void) {
+  const bcg_mdata *m = &model->m;
+  bcg_simparams sp;
+  bcg_simparams_default(model, &sp);
+  sp.actuation = BCG_ACTUATION_PD;
+  sp.need_G = 1;
+  sp.margin = 0.01;
+  char err[256];
+  bcg_sim *sim = bcg_sim_create(model, &sp, 1, &FAKE, NULL, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(sim);
+  double q[BCG_MAX_Q], u[BCG_MAX_DOF], a[BCG_MAX_ACT], out[2][4][BCG_MAX_Q + BCG_MAX_DOF];
+  standing_state(m, q, u, -0.002, 0.5);
+  for (int i = 0; i < m->nu; i++) a[i] = 0.3;
+  double sec[BCG_SIM_NSTAGE];
+  for (int on = 0; on < 2; on++) {
+    bcg_sim_set_timing(sim, on);
+    double qo[BCG_MAX_Q], uo[BCG_MAX_DOF], qob[BCG_MAX_DOF], uob[BCG_MAX_DOF], qb[BCG_MAX_DOF], ub[BCG_MAX_DOF],
+        ab[BCG_MAX_ACT] = {0};
+    for (int i = 0; i < m->nv; i++) qob[i] = uob[i] = 1;
+    CU_ASSERT_EQUAL_FATAL(bcg_sim_substep(sim, 1, q, u, a, qo, uo), 0);
+    CU_ASSERT_EQUAL_FATAL(bcg_sim_substep_vjp(sim, 1, q, u, a, qob, uob, qb, ub, ab), 0);
+    CU_ASSERT(sim->nact[0] > 0);
+    memcpy(out[on][0], qo, sizeof(double) * m->nq);
+    memcpy(out[on][1], uo, sizeof(double) * m->nv);
+    memcpy(out[on][2], qb, sizeof(double) * m->nv);
+    memcpy(out[on][3], ub, sizeof(double) * m->nv);
+    bcg_sim_stage_seconds(sim, sec);
+    for (int k = 0; k < BCG_SIM_NSTAGE; k++) {
+      if (on) CU_ASSERT(sec[k] > 0);
+      if (!on) CU_ASSERT(sec[k] == 0);
+    }
+  }
+  CU_ASSERT(memcmp(out[0][0], out[1][0], sizeof(double) * m->nq) == 0);
+  for (int k = 1; k < 4; k++) CU_ASSERT(memcmp(out[0][k], out[1][k], sizeof(double) * m->nv) == 0);
+  bcg_sim_set_timing(sim, 0);
+  double qo[BCG_MAX_Q], uo[BCG_MAX_DOF];
+  CU_ASSERT_EQUAL(bcg_sim_substep(sim, 1, q, u, a, qo, uo), 0);
+  bcg_sim_stage_seconds(sim, sec);
+  for (int k = 0; k < BCG_SIM_NSTAGE; k++) CU_ASSERT(sec[k] == 0);
+  bcg_sim_free(sim);
+}
+
 static void test_load(void) {
   setup();
   CU_ASSERT_PTR_NOT_NULL_FATAL(model);
@@ -116,5 +161,5 @@ static void test_load(void) {
 BCG_TESTS({"load", test_load}, {"substep_airborne", test_substep_airborne}, {"substep_pd", test_substep_pd},
           {"substep_contact", test_substep_contact}, {"substep_near_contact", test_substep_near},
           {"control_step_contact", test_control_contact}, {"control_step_airborne", test_control_airborne},
-          {"general_robot", test_general_robot}, {"g1", test_g1});
+          {"general_robot", test_general_robot}, {"g1", test_g1}, {"stage_timing", test_stage_timing});
 BCG_RUN("step")

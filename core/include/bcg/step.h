@@ -533,13 +533,28 @@ BCG_HD void bcg_substep_post(const bcg_mdata *m, const bcg_simparams *sp, bcg_st
   if (bad && w->status == BCG_STEP_OK) w->status = BCG_STEP_NONFINITE;
 }
 
-/* T = row g of Gb times K: T[j] = sum over s of g[s] K[s][j], the s in order
- * (zero entries of g skipped) */
-BCG_HD void bcg_gbk_row(const bcg_real *g, int n3, int nv, const bcg_real (*K)[BCG_MAX_DOF], bcg_real *T) {
+/* T = row r of Gs = Gb + Gb^T times K: T[j] = sum over s of Gs[r][s] K[s][j],
+ * the s in order (zero entries of Gs skipped); Gb has rows of length N3 */
+BCG_HD void bcg_gsk_row(const bcg_real *Gb, int N3, int r, int n3, int nv, const bcg_real (*K)[BCG_MAX_DOF],
+                        bcg_real *T) {
   for (int j = 0; j < nv; j++) T[j] = 0;
-  for (int s = 0; s < n3; s++)
-    if (g[s] != 0)
-      for (int j = 0; j < nv; j++) T[j] += g[s] * K[s][j];
+  for (int s = 0; s < n3; s++) {
+    const bcg_real g = Gb[r * N3 + s] + Gb[s * N3 + r];
+    if (g != 0)
+      for (int j = 0; j < nv; j++) T[j] += g * K[s][j];
+  }
+}
+
+/* Hb -= the symmetric u v^T of a symmetric adjoint K^T Gs K (one row r:
+ * u = K[r], v = T[r]): half of u_i v_i on the diagonal, and for j an
+ * ancestor of i the pair's whole u_i v_j into (i, j), since the readers of
+ * Hb (bcg_hb_sub_outer's) take Hb_ij + Hb_ji there. */
+BCG_HD void bcg_hb_sub_sym(const bcg_mdata *m, bcg_real *Hb, const bcg_real *u, const bcg_real *v) {
+  const int nv = m->nv;
+  for (int i = 0; i < nv; i++) {
+    Hb[i * nv + i] -= (bcg_real)0.5 * (u[i] * v[i]);
+    for (int j = m->dof_parent[i]; j >= 0; j = m->dof_parent[j]) Hb[i * nv + j] -= u[i] * v[j];
+  }
 }
 
 /* Hb -= u v^T on the entries of the mass matrix's adjoint that anything reads:
@@ -598,37 +613,38 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
     bcg_v3_zero(A->hb[b]); bcg_v3_zero(A->tb[b]); bcg_v3_zero(A->pb[b]);
     for (int i = 0; i < 9; i++) A->Ibb[b][i] = 0;
   }
-  /* G = J K^T-rows:  Jb += (Gb + Gb^T) K ; Hb -= K^T Gb K */
+  /* G = J K^T-rows (K = H^-1 J^T): with Gs = Gb + Gb^T and T = Gs K,
+   *   Jb += T,   Hb -= K^T Gb K.
+   * Of Hb only the diagonal and the sums Hb_ij + Hb_ji over tree pairs are
+   * read (bcg_crba_vjp, the implicit diagonal's adjoint), and those of
+   * K^T Gb K equal the same sums of K^T Gs K / 2: so Hb_ii -= (K^T T)_ii / 2
+   * and a pair's whole (K^T T)_ij goes to Hb_ij (j an ancestor of i), one
+   * product T = Gs K serving both adjoints (bcg_hb_sub_sym). */
   if (Gb && sp->need_G) {
     int N3 = 3 * ncon;
     if (w->k_half) { /* K = H^-1 J^T from the Y that bcg_substep_pre left */
       if (w->status == BCG_STEP_OK) bcg_ltdl_rows_rest(w->L, nv, m->dof_parent, w->K, n3);
       w->k_half = 0;
     }
-    for (int r = 0; r < n3; r++)
-      for (int s = 0; s < n3; s++) {
-        bcg_real g = Gb[r * N3 + s] + Gb[s * N3 + r];
-        if (g != 0)
-          for (int d = 0; d < nv; d++) A->Jb[r][d] += g * w->K[s][d];
-      }
-    /* Hb -= K^T (Gb K): one row of T = Gb K at a time (O(n3 nv (n3 + d))) */
 #ifdef __CUDA_ARCH__
     for (int r = 0; r < n3; r++) {
       bcg_real T[BCG_MAX_DOF];
-      bcg_gbk_row(Gb + r * N3, n3, nv, w->K, T);
-      bcg_hb_sub_outer(m, A->Hb, w->K[r], T);
+      bcg_gsk_row(Gb, N3, r, n3, nv, w->K, T);
+      for (int d = 0; d < nv; d++) A->Jb[r][d] += T[d];
+      bcg_hb_sub_sym(m, A->Hb, w->K[r], T);
     }
 #else
-    /* The same updates as the n3 calls of bcg_hb_sub_outer above, each entry
-     * of Hb taking its n3 terms in row order (bit for bit), but with one walk
-     * of the dof tree instead of n3: the rows of T and K transposed, so that
-     * an entry's terms are contiguous. */
+    /* The same updates as the n3 rounds of the loop above, each entry of Hb
+     * taking its n3 terms in row order (bit for bit), but with one walk of
+     * the dof tree instead of n3: the rows of T and K transposed, so that an
+     * entry's terms are contiguous. */
     enum { R = 3 * BCG_MAX_CONTACT };
     bcg_real KT[BCG_MAX_DOF][R], TT[BCG_MAX_DOF][R];
     for (int r = 0; r < n3; r++) {
       bcg_real T[BCG_MAX_DOF];
-      bcg_gbk_row(Gb + r * N3, n3, nv, w->K, T);
+      bcg_gsk_row(Gb, N3, r, n3, nv, w->K, T);
       for (int j = 0; j < nv; j++) {
+        A->Jb[r][j] += T[j];
         TT[j][r] = T[j];
         KT[j][r] = w->K[r][j];
       }
@@ -636,17 +652,13 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
     for (int i = 0; i < nv; i++) {
       const bcg_real *ki = KT[i], *ti = TT[i];
       bcg_real a0 = A->Hb[i * nv + i];
-      for (int r = 0; r < n3; r++) a0 -= ki[r] * ti[r];
+      for (int r = 0; r < n3; r++) a0 -= (bcg_real)0.5 * (ki[r] * ti[r]);
       A->Hb[i * nv + i] = a0;
       for (int j = m->dof_parent[i]; j >= 0; j = m->dof_parent[j]) {
-        const bcg_real *kj = KT[j], *tj = TT[j];
-        bcg_real a1 = A->Hb[i * nv + j], a2 = A->Hb[j * nv + i];
-        for (int r = 0; r < n3; r++) {
-          a1 -= ki[r] * tj[r];
-          a2 -= kj[r] * ti[r];
-        }
+        const bcg_real *tj = TT[j];
+        bcg_real a1 = A->Hb[i * nv + j];
+        for (int r = 0; r < n3; r++) a1 -= ki[r] * tj[r];
         A->Hb[i * nv + j] = a1;
-        A->Hb[j * nv + i] = a2;
       }
     }
 #endif
