@@ -55,11 +55,12 @@ BCG_HD int pgs_nsweep(const pgs_cfg *cf) { return cf->iters + (cf->solver == PGS
 /* Per-environment scratch, in reals: s, ds, r [ncon] each (r: the reference
  * step; unused by split and block), Gi [9 ncon] (the inverted diagonal blocks; split:
  * blockdiag(1 / G_nn, (G_tt)^-1)), p [3 ncon];
- * the VJP adds pb [3 ncon], sb, rb [ncon] each, Gib [9 ncon] and the tape
- * [nsweep * 3 * ncon]. */
+ * the VJP adds pb [3 ncon], sb, rb [ncon] each, Gib [9 ncon] and the tape:
+ * the pre-update p_i and the residual y of every (sweep, contact),
+ * [2][nsweep * 3 * ncon]. */
 BCG_HD size_t pgs_work_size(int ncon, int nsweep, int vjp) {
   size_t n = (size_t)ncon * (3 + 9 + 3);
-  if (vjp) n += (size_t)ncon * (3 + 2 + 9) + (size_t)nsweep * 3 * (size_t)ncon;
+  if (vjp) n += (size_t)ncon * (3 + 2 + 9) + (size_t)2 * nsweep * 3 * (size_t)ncon;
   return n;
 }
 
@@ -184,11 +185,10 @@ BCG_HD void pgs_weight(const pgs_cfg *cf, bcg_real g, bcg_real margin, bcg_real 
 /* Scratch views of one environment. */
 typedef struct pgs_work {
   bcg_real *s, *ds, *r, *Gi, *p;
-  bcg_real *pb, *sb, *rb, *Gib, *tape;
+  bcg_real *pb, *sb, *rb, *Gib, *tape, *ytape;
 } pgs_work;
 
 BCG_HD pgs_work pgs_work_view(bcg_real *w, int ncon, int nsweep, int vjp) {
-  (void)nsweep; /* the tape is last */
   pgs_work v;
   v.s = w; w += ncon;
   v.ds = w; w += ncon;
@@ -200,9 +200,10 @@ BCG_HD pgs_work pgs_work_view(bcg_real *w, int ncon, int nsweep, int vjp) {
     v.sb = w; w += ncon;
     v.rb = w; w += ncon;
     v.Gib = w; w += 9 * ncon;
-    v.tape = w;
+    v.tape = w; w += (size_t)nsweep * 3 * ncon;
+    v.ytape = w;
   } else {
-    v.pb = v.sb = v.rb = v.Gib = v.tape = NULL;
+    v.pb = v.sb = v.rb = v.Gib = v.tape = v.ytape = NULL;
   }
   return v;
 }
@@ -334,7 +335,8 @@ BCG_HD void pgs_split_vjp(const bcg_real *Gii, int ld, const bcg_real *Gi, bcg_r
 
 /* Forward solve of one environment. G, gap, c, mu, lam, fn point at the
  * environment's slices. With tape (w->tape != NULL) the pre-update p_i of every
- * (sweep, contact) is recorded. w->p holds the final p afterwards. */
+ * (sweep, contact) is recorded, and its residual y (w->ytape). w->p holds the
+ * final p afterwards. */
 BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_real margin,
                           const bcg_real *gap, const bcg_real *c, const bcg_real *G, const bcg_real *mu, bcg_real *lam,
                           bcg_real *fn, const pgs_work *w) {
@@ -383,6 +385,10 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_
       }
       pgs_residual(i, na, ld, G, c + 3 * i, w->s, w->p, y);
       y[0] += pgs_shift(cf, gap[i], dt);
+      if (w->ytape) {
+        bcg_real *t = w->ytape + 3 * ((size_t)k * na + i);
+        t[0] = y[0]; t[1] = y[1]; t[2] = y[2];
+      }
       if (cf->solver == PGS_SPLIT) {
         pgs_split_st st;
         pgs_split_fwd(G + (size_t)(3 * i) * ld + 3 * i, ld, w->Gi + 9 * i, mu[i], w->p + 3 * i,
@@ -422,12 +428,12 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_re
   /* the sweeps, backwards */
   for (int k = pgs_nsweep(cf) - 1; k >= 0; k--)
     for (int i = na - 1; i >= 0; i--) {
-      const bcg_real *t = w->tape + 3 * ((size_t)k * na + i);
+      const bcg_real *t = w->tape + 3 * ((size_t)k * na + i), *ty = w->ytape + 3 * ((size_t)k * na + i);
       bcg_real *pi = w->p + 3 * i, *pbi = w->pb + 3 * i;
-      bcg_real y[3], q[3], qb[3], yb[3];
+      bcg_real q[3], qb[3], yb[3];
       pi[0] = t[0]; pi[1] = t[1]; pi[2] = t[2]; /* state before this update */
-      pgs_residual(i, na, ld, G, c + 3 * i, w->s, w->p, y);
-      y[0] += pgs_shift(cf, gap[i], dt);
+      /* its residual as the forward computed it from the same p (taped) */
+      const bcg_real y[3] = {ty[0], ty[1], ty[2]};
       if (cf->solver == PGS_SPLIT) {
         /* the old p_i's adjoint (pbi) and yb from the split step's adjoint */
         const bcg_real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
@@ -687,7 +693,8 @@ BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) { return &
 #include <cuda_runtime.h>
 
 /* scratch of one environment in local memory when it fits (PGS_LOCAL_WORK
- * reals: ncon 24 with up to ~45 sweeps), else in the batch buffer */
+ * reals: ncon 24 with up to ~23 sweeps, ncon 16 up to ~37), else in the
+ * batch buffer */
 #define PGS_LOCAL_WORK 4096
 
 __global__ void pgs_solve_kernel(pgs_cfg cf, int nenv, int ncon, bcg_real dt, bcg_real margin,
@@ -723,8 +730,6 @@ __global__ void pgs_vjp_kernel(pgs_cfg cf, int nenv, int ncon, bcg_real dt, bcg_
   if (G_bar) contact_add_G(G_bar + (size_t)e * gsz, Gbl, na, ld);
 }
 
-#define PGS_THREADS 64
-
 extern "C" __attribute__((visibility("hidden"))) int pgs_solve_cuda(void *self,
                                                                     bcg_contact_batch *b,
                                                                     void *stream) {
@@ -737,8 +742,8 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_cuda(void *self,
   if (ws > PGS_LOCAL_WORK &&
       cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
     return -1;
-  const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
-  pgs_solve_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
+  const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+  pgs_solve_kernel<<<nb, nt, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
                                                b->gap, b->c, b->G, b->mu, b->lam, b->fn, work, ws);
   const cudaError_t err = cudaGetLastError();
   if (work) cudaFreeAsync(work, st);
@@ -756,8 +761,8 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_vjp_cuda(
   if (ws > PGS_LOCAL_WORK &&
       cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
     return -1;
-  const int nb = (b->nenv + PGS_THREADS - 1) / PGS_THREADS;
-  pgs_vjp_kernel<<<nb, PGS_THREADS, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
+  const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+  pgs_vjp_kernel<<<nb, nt, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
                                              b->gap, b->c, b->G, b->mu, adj->lam_bar,
                                              adj->gap_bar, adj->c_bar, adj->G_bar, work, ws);
   const cudaError_t err = cudaGetLastError();
