@@ -296,23 +296,26 @@ BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
  * unstable at dt = 5 ms. The smoothed dry friction -f tanh(u / v) adds its
  * slope at u_S, dt f / v sech^2(u_S / v) (Rosenbrock-Euler; its dependence on
  * u_S is in the adjoint: bcg_implicit_diag_vjp). */
-BCG_HD bcg_real bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *uS, int d) {
-  bcg_real h = sp->dt, v = h * m->dof_damping[d];
+BCG_HD void bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *uS, bcg_real *v) {
+  const bcg_real h = sp->dt;
+  for (int d = 0; d < m->nv; d++) v[d] = h * m->dof_damping[d];
+  /* one pass over the actuators, each adding to its dof in actuator order */
   for (int i = 0; i < m->nu; i++) {
-    if (m->act_dof[i] != d) continue;
+    const int d = m->act_dof[i];
+    if (d < 0 || d >= m->nv) continue;
     if (sp->actuation == BCG_ACTUATION_PD) {
-      v += h * sp->kd[i] + (bcg_real)0.5 * h * h * sp->kp[i];
+      v[d] += h * sp->kd[i] + (bcg_real)0.5 * h * h * sp->kp[i];
     } else {
       bcg_real g2 = m->act_gear[i] * m->act_gear[i];
-      if (m->act_bias[i][2] < 0) v -= h * g2 * m->act_bias[i][2];
-      if (m->act_bias[i][1] < 0) v -= (bcg_real)0.5 * h * h * g2 * m->act_bias[i][1];
+      if (m->act_bias[i][2] < 0) v[d] -= h * g2 * m->act_bias[i][2];
+      if (m->act_bias[i][1] < 0) v[d] -= (bcg_real)0.5 * h * h * g2 * m->act_bias[i][1];
     }
   }
-  if (m->dof_frictionloss[d] > 0) {
-    bcg_real th = tanh(uS[d] / sp->floss_v);
-    v += h * m->dof_frictionloss[d] / sp->floss_v * (1 - th * th);
-  }
-  return v;
+  for (int d = 0; d < m->nv; d++)
+    if (m->dof_frictionloss[d] > 0) {
+      bcg_real th = tanh(uS[d] / sp->floss_v);
+      v[d] += h * m->dof_frictionloss[d] / sp->floss_v * (1 - th * th);
+    }
 }
 
 /* uSb += d(implicit diagonal)/d uS * Hb[d][d] (only the dry friction term
@@ -390,7 +393,11 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
   bcg_integrate(m, qS, uS, h / 2, w->qM);
   bcg_kinematics(m, w->qM, &w->k);
   bcg_crba(m, &w->k, w->L, &w->cw);
-  for (int d = 0; d < nv; d++) w->L[d * nv + d] += m->dof_armature[d] + bcg_implicit_diag(m, sp, uS, d);
+  {
+    bcg_real idg[BCG_MAX_DOF];
+    bcg_implicit_diag(m, sp, uS, idg);
+    for (int d = 0; d < nv; d++) w->L[d * nv + d] += m->dof_armature[d] + idg[d];
+  }
   if (bcg_ltdl(w->L, nv, m->dof_parent)) w->status = BCG_STEP_NOT_SPD;
   bcg_rnea(m, &w->k, uS, 0, sp->gravity, w->b, &w->rw);
   for (int d = 0; d < nv; d++) w->tau[d] = 0;
@@ -438,9 +445,14 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
     int i = w->cid[r];
     bcg_contact_point(m, &w->k, i, w->cpos[r]);
     bcg_point_jacobian(m, &w->k, m->cp_body[i], w->cpos[r], &w->J[3 * r]);
+    /* J's rows are zero off the body's chain of dofs: the sums run over the
+     * chain, in increasing dof order (the zero terms left them as they were) */
+    int ch[BCG_MAX_DOF], len = 0;
+    for (int d = bcg_body_last_dof(m, m->cp_body[i]); d >= 0; d = m->dof_parent[d]) ch[len++] = d;
     for (int t = 0; t < 3; t++) {
+      const bcg_real *Jt = w->J[3 * r + t];
       bcg_real s0 = 0, s1 = 0;
-      for (int d = 0; d < nv; d++) { s0 += w->J[3 * r + t][d] * uS[d]; s1 += w->J[3 * r + t][d] * w->ufree[d]; }
+      for (int l = len - 1; l >= 0; l--) { const int d = ch[l]; s0 += Jt[d] * uS[d]; s1 += Jt[d] * w->ufree[d]; }
       v0[3 * r + t] = s0;
       c[3 * r + t] = s1;
     }
