@@ -515,9 +515,16 @@ BCG_HD int bcg_ltdl(bcg_real *H, int n, const int *parent) {
   for (int k = n - 1; k >= 0; k--) {
     const bcg_real dk = H[k * n + k];
     if (!(dk > 0)) return -1;
-    for (int i = parent[k]; i >= 0; i = parent[i]) {
-      const bcg_real a = H[k * n + i] / dk;
-      for (int j = i; j >= 0; j = parent[j]) H[i * n + j] -= a * H[k * n + j];
+    /* k's ancestors, nearest first: those of the t-th are the rest of the
+     * list, so the inner loop reads indices instead of chasing parent[] */
+    int anc[BCG_MAX_DOF], len = 0;
+    for (int i = parent[k]; i >= 0; i = parent[i]) anc[len++] = i;
+    const bcg_real *Hk = H + k * n;
+    for (int t = 0; t < len; t++) {
+      const int i = anc[t];
+      const bcg_real a = Hk[i] / dk;
+      bcg_real *Hi = H + i * n;
+      for (int u = t; u < len; u++) Hi[anc[u]] -= a * Hk[anc[u]];
       H[k * n + i] = a;
     }
   }
