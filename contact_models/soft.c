@@ -598,8 +598,6 @@ __global__ void soft_imp_vjp_kernel(soft_cfg cf, int nenv, int ncon, bcg_real dt
   if (G_bar) contact_add_G(G_bar + (size_t)e * gsz, Gbl, na, ld);
 }
 
-#define SOFT_THREADS 128
-#define SOFT_IMP_THREADS 64
 
 extern "C" __attribute__((visibility("hidden"))) int soft_solve_cuda(void *self,
                                                                      bcg_contact_batch *b,
@@ -608,13 +606,13 @@ extern "C" __attribute__((visibility("hidden"))) int soft_solve_cuda(void *self,
   if (b->nenv <= 0 || b->ncon <= 0) return 0;
   if (cf->implicit) {
     if (!b->G || b->ncon > CONTACT_MAXC) return -1;
-    const int nb = (b->nenv + SOFT_IMP_THREADS - 1) / SOFT_IMP_THREADS;
-    soft_imp_solve_kernel<<<nb, SOFT_IMP_THREADS, 0, (cudaStream_t)stream>>>(
+    const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+    soft_imp_solve_kernel<<<nb, nt, 0, (cudaStream_t)stream>>>(
         *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->c, b->G, b->mu, b->lam, b->fn);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
   }
-  const int nb = (b->nenv + SOFT_THREADS - 1) / SOFT_THREADS;
-  soft_solve_kernel<<<nb, SOFT_THREADS, 0, (cudaStream_t)stream>>>(
+  const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+  soft_solve_kernel<<<nb, nt, 0, (cudaStream_t)stream>>>(
       *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->v0, b->mu, b->lam, b->fn);
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
@@ -630,16 +628,16 @@ extern "C" __attribute__((visibility("hidden"))) int soft_solve_vjp_cuda(
     bcg_real *work = NULL;
     if (cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
       return -1;
-    const int nb = (b->nenv + SOFT_IMP_THREADS - 1) / SOFT_IMP_THREADS;
-    soft_imp_vjp_kernel<<<nb, SOFT_IMP_THREADS, 0, st>>>(
+    const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+    soft_imp_vjp_kernel<<<nb, nt, 0, st>>>(
         *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->c, b->G, b->mu, adj->lam_bar,
         adj->gap_bar, adj->c_bar, adj->G_bar, work, ws);
     const cudaError_t err = cudaGetLastError();
     cudaFreeAsync(work, st);
     return err == cudaSuccess ? 0 : -1;
   }
-  const int nb = (b->nenv + SOFT_THREADS - 1) / SOFT_THREADS;
-  soft_vjp_kernel<<<nb, SOFT_THREADS, 0, (cudaStream_t)stream>>>(
+  const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+  soft_vjp_kernel<<<nb, nt, 0, (cudaStream_t)stream>>>(
       *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->v0, b->mu, adj->lam_bar,
       adj->gap_bar, adj->v0_bar);
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
