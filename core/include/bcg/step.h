@@ -295,7 +295,8 @@ BCG_HD void bcg_joint_forces_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
  * gains acting on a foot held by the floor (a small effective inertia) go
  * unstable at dt = 5 ms. The smoothed dry friction -f tanh(u / v) adds its
  * slope at u_S, dt f / v sech^2(u_S / v) (Rosenbrock-Euler; its dependence on
- * u_S is in the adjoint: bcg_implicit_diag_vjp). */
+ * u_S is in the adjoint: bcg_implicit_diag_vjp). Writes the diagonal's
+ * entries of all nv dofs into v. */
 BCG_HD void bcg_implicit_diag(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *uS, bcg_real *v) {
   const bcg_real h = sp->dt;
   for (int d = 0; d < m->nv; d++) v[d] = h * m->dof_damping[d];
