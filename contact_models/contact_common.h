@@ -197,20 +197,9 @@ static __device__ inline void contact_add_G(bcg_real *dst, const bcg_real *src, 
     for (int s = 0; s < 3 * na; s++) dst[r * ld + s] += src[r * ld + s];
 }
 
-/* ---- threads per block of the one-thread-per-environment kernels -------------
- * The stepper's choice (core/cuda/sim_cuda.cu): 32, one warp per block, so
- * that a batch of a few thousand environments (PPO's 4096) is spread over
- * the most SMs, each environment's work being a long serial chain; the same
- * BCG_CUDA_BLOCK environment variable (32 .. 1024) overrides both. */
-static inline int contact_cuda_block(void) {
-  static int block = 0;
-  if (!block) {
-    const char *bs = getenv("BCG_CUDA_BLOCK");
-    int b = bs ? atoi(bs) : 0;
-    block = b >= 32 && b <= 1024 ? b : 32;
-  }
-  return block;
-}
+/* threads per block of the one-thread-per-environment kernels: the
+ * stepper's (libbcg, bcg/sim_cuda.h), 32 or BCG_CUDA_BLOCK */
+extern "C" int bcg_cuda_block_default(void);
 #endif
 
 #endif

@@ -742,7 +742,7 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_cuda(void *self,
   if (ws > PGS_LOCAL_WORK &&
       cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
     return -1;
-  const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+  const int nt = bcg_cuda_block_default(), nb = (b->nenv + nt - 1) / nt;
   pgs_solve_kernel<<<nb, nt, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
                                                b->gap, b->c, b->G, b->mu, b->lam, b->fn, work, ws);
   const cudaError_t err = cudaGetLastError();
@@ -761,7 +761,7 @@ extern "C" __attribute__((visibility("hidden"))) int pgs_solve_vjp_cuda(
   if (ws > PGS_LOCAL_WORK &&
       cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
     return -1;
-  const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+  const int nt = bcg_cuda_block_default(), nb = (b->nenv + nt - 1) / nt;
   pgs_vjp_kernel<<<nb, nt, 0, st>>>(*cf, b->nenv, b->ncon, b->dt, b->margin, b->nactive,
                                              b->gap, b->c, b->G, b->mu, adj->lam_bar,
                                              adj->gap_bar, adj->c_bar, adj->G_bar, work, ws);

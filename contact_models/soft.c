@@ -606,12 +606,12 @@ extern "C" __attribute__((visibility("hidden"))) int soft_solve_cuda(void *self,
   if (b->nenv <= 0 || b->ncon <= 0) return 0;
   if (cf->implicit) {
     if (!b->G || b->ncon > CONTACT_MAXC) return -1;
-    const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+    const int nt = bcg_cuda_block_default(), nb = (b->nenv + nt - 1) / nt;
     soft_imp_solve_kernel<<<nb, nt, 0, (cudaStream_t)stream>>>(
         *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->c, b->G, b->mu, b->lam, b->fn);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
   }
-  const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+  const int nt = bcg_cuda_block_default(), nb = (b->nenv + nt - 1) / nt;
   soft_solve_kernel<<<nb, nt, 0, (cudaStream_t)stream>>>(
       *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->v0, b->mu, b->lam, b->fn);
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
@@ -628,7 +628,7 @@ extern "C" __attribute__((visibility("hidden"))) int soft_solve_vjp_cuda(
     bcg_real *work = NULL;
     if (cudaMallocAsync((void **)&work, (size_t)b->nenv * ws * sizeof(bcg_real), st) != cudaSuccess)
       return -1;
-    const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+    const int nt = bcg_cuda_block_default(), nb = (b->nenv + nt - 1) / nt;
     soft_imp_vjp_kernel<<<nb, nt, 0, st>>>(
         *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->c, b->G, b->mu, adj->lam_bar,
         adj->gap_bar, adj->c_bar, adj->G_bar, work, ws);
@@ -636,7 +636,7 @@ extern "C" __attribute__((visibility("hidden"))) int soft_solve_vjp_cuda(
     cudaFreeAsync(work, st);
     return err == cudaSuccess ? 0 : -1;
   }
-  const int nt = contact_cuda_block(), nb = (b->nenv + nt - 1) / nt;
+  const int nt = bcg_cuda_block_default(), nb = (b->nenv + nt - 1) / nt;
   soft_vjp_kernel<<<nb, nt, 0, (cudaStream_t)stream>>>(
       *cf, b->nenv, b->ncon, b->dt, b->nactive, b->gap, b->v0, b->mu, adj->lam_bar,
       adj->gap_bar, adj->v0_bar);

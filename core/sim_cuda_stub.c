@@ -69,6 +69,7 @@ int bcg_cuda_sim_sync(bcg_cuda_sim *s) { (void)s; return -1; }
 void *bcg_cuda_sim_stream(bcg_cuda_sim *s) { (void)s; return NULL; }
 const char *bcg_cuda_sim_error(const bcg_cuda_sim *s) { (void)s; return NOCUDA; }
 int bcg_cuda_sim_block(const bcg_cuda_sim *s) { (void)s; return 0; }
+int bcg_cuda_block_default(void) { return 0; }
 int bcg_cuda_sim_set_timing(bcg_cuda_sim *s, int on) { (void)s; (void)on; return -1; }
 void bcg_cuda_sim_stage_ms(const bcg_cuda_sim *s, double ms[BCG_CUDA_NSTAGE]) {
   (void)s;

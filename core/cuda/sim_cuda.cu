@@ -593,15 +593,10 @@ BCG_EXPORT bcg_cuda_sim *bcg_cuda_sim_create(const bcg_model *model, const bcg_s
   s->nq = m->nq;
   s->nv = m->nv;
   s->nu = m->nu;
-  /* 32: one warp per block spreads a few thousand environments over the most
-   * SMs (docs/performance.md section 8.4: H100, double, 4096 environments,
-   * forward 1.62 -> 1.75 M substeps/s against 64; equal at 16384) */
-  s->block = 32;
+  s->block = bcg_cuda_block_default();
   /* backward pass variant: "store" (default) or "recompute" the first half in k_pre_vjp */
   const char *pv = getenv("BCG_CUDA_PRE_VJP");
   s->store_full = !(pv && !strcmp(pv, "recompute"));
-  const char *bs = getenv("BCG_CUDA_BLOCK");
-  if (bs && atoi(bs) >= 32 && atoi(bs) <= 1024) s->block = atoi(bs);
 
   size_t nc = (size_t)cap * s->ncon, n3 = 3 * (size_t)s->ncon, sx = (size_t)s->nq + s->nv;
   cudaError_t e = cudaSuccess;
@@ -861,6 +856,15 @@ BCG_EXPORT int bcg_cuda_sim_sync(bcg_cuda_sim *s) {
 BCG_EXPORT void *bcg_cuda_sim_stream(bcg_cuda_sim *s) { return (void *)s->st; }
 BCG_EXPORT const char *bcg_cuda_sim_error(const bcg_cuda_sim *s) { return s->errmsg; }
 BCG_EXPORT int bcg_cuda_sim_block(const bcg_cuda_sim *s) { return s->block; }
+
+/* 32: one warp per block spreads a few thousand environments over the most
+ * SMs (docs/performance.md section 8.4: H100, double, 4096 environments,
+ * forward 1.62 -> 1.75 M substeps/s against 64; equal at 16384) */
+extern "C" BCG_EXPORT int bcg_cuda_block_default(void) {
+  const char *bs = getenv("BCG_CUDA_BLOCK");
+  const int b = bs ? atoi(bs) : 0;
+  return b >= 32 && b <= 1024 ? b : 32;
+}
 
 BCG_EXPORT int bcg_cuda_sim_set_timing(bcg_cuda_sim *s, int on) {
   s->timing = on != 0;

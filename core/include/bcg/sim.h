@@ -67,6 +67,24 @@ typedef struct bcg_domain {
   uint64_t id;     /* unique per domain of the process (a new domain is sent whole) */
 } bcg_domain;
 
+/* Per-stage timing (for benchmarks), the CPU's counterpart of
+ * bcg_cuda_sim_set_timing: while on, each stage of a substep and of its
+ * adjoint adds its wall time (summed over the threads that ran it, so
+ * thread-seconds with several) to stage_s; off by default, and a stage then
+ * costs nothing extra. The adjoint's stages are its own, recompute
+ * included: */
+enum {
+  BCG_SIM_STAGE_PRE = 0,         /* first half (bcg_substep_pre) */
+  BCG_SIM_STAGE_CONTACT = 1,     /* the contact plugin's solve */
+  BCG_SIM_STAGE_POST = 2,        /* second half */
+  BCG_SIM_STAGE_PRE_RC = 3,      /* the adjoint's recompute of the first half */
+  BCG_SIM_STAGE_CONTACT_RC = 4,  /* ... and of the contact solve */
+  BCG_SIM_STAGE_POST_VJP = 5,    /* second half recomputed and its adjoint */
+  BCG_SIM_STAGE_CONTACT_VJP = 6, /* the contact adjoints zeroed, the plugin's solve_vjp */
+  BCG_SIM_STAGE_PRE_VJP = 7,     /* the first half's adjoint */
+  BCG_SIM_NSTAGE = 8
+};
+
 struct bcg_sim {
   const bcg_model *model;
   bcg_simparams sp;
@@ -94,7 +112,7 @@ struct bcg_sim {
   int slices;
   /* per-stage timing (bcg_sim_set_timing): on, and the seconds so far */
   int timing;
-  double stage_s[8];
+  double stage_s[BCG_SIM_NSTAGE];
 };
 
 /* The contact plugin's batch over a backend's arrays (host or device): one
@@ -130,23 +148,7 @@ int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u,
  * declares BCG_CAP_SLICES. Results are the same either way. */
 void bcg_sim_set_slices(bcg_sim *s, int on);
 
-/* Per-stage timing (for benchmarks), the CPU's counterpart of
- * bcg_cuda_sim_set_timing: while on, each stage of a substep and of its
- * adjoint adds its wall time (summed over the threads that ran it, so
- * thread-seconds with several) to stage_s; off by default, and a stage then
- * costs nothing extra. The adjoint's stages are its own, recompute
- * included: */
-enum {
-  BCG_SIM_STAGE_PRE = 0,         /* first half (bcg_substep_pre) */
-  BCG_SIM_STAGE_CONTACT = 1,     /* the contact plugin's solve */
-  BCG_SIM_STAGE_POST = 2,        /* second half */
-  BCG_SIM_STAGE_PRE_RC = 3,      /* the adjoint's recompute of the first half */
-  BCG_SIM_STAGE_CONTACT_RC = 4,  /* ... and of the contact solve */
-  BCG_SIM_STAGE_POST_VJP = 5,    /* second half recomputed and its adjoint */
-  BCG_SIM_STAGE_CONTACT_VJP = 6, /* the contact adjoints zeroed, the plugin's solve_vjp */
-  BCG_SIM_STAGE_PRE_VJP = 7,     /* the first half's adjoint */
-  BCG_SIM_NSTAGE = 8
-};
+/* Per-stage timing (the BCG_SIM_STAGE_* stages above) on or off */
 void bcg_sim_set_timing(bcg_sim *s, int on); /* also resets the totals */
 /* Seconds spent in each stage since timing was switched on. */
 void bcg_sim_stage_seconds(const bcg_sim *s, double sec[BCG_SIM_NSTAGE]);

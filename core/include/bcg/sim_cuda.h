@@ -109,6 +109,10 @@ int bcg_cuda_sim_sync(bcg_cuda_sim *s);
 void *bcg_cuda_sim_stream(bcg_cuda_sim *s); /* the cudaStream_t */
 const char *bcg_cuda_sim_error(const bcg_cuda_sim *s); /* last CUDA error, "" if none */
 int bcg_cuda_sim_block(const bcg_cuda_sim *s); /* threads per block (env BCG_CUDA_BLOCK, default 32) */
+/* Threads per block for one-thread-per-environment kernels, read now: the
+ * environment variable BCG_CUDA_BLOCK (32 .. 1024), else 32. A sim takes it
+ * at creation; the contact plugins' kernels at each launch. */
+int bcg_cuda_block_default(void);
 
 /* Per-stage timing (for benchmarks). While on, every stage is bracketed by
  * events on the stream and each call waits for its work to add the elapsed
