@@ -35,20 +35,27 @@
  * gives exactly what a recomputation would:
  * - k, the robot's pose kinematics, is that of the state kq (robot_at): the
  *   reward and the next observation of a control step read the same state;
- * - kr, qr, ur hold the reference at time rt[rcur] (ref_at), and the ring
- *   rbuf the last RING reference poses: with future = 1,2,3 a control step's
- *   reward and two of its three future frames were computed at the step
- *   before. From a ring entry only what the task reads of kr is restored
- *   (o, R and p of every body, the root dofs' cdof; ring_len), the rest of
- *   kr is stale then. */
+ * - the ring rbuf holds the last RING reference poses: with future = 1,2,3
+ *   a control step's reward and two of its three future frames were
+ *   computed at the step before. An entry keeps what the task reads of a
+ *   reference (ring_len); r views the entry of time rt[rcur] (ref_at), which
+ *   is read in place: no copy per lookup. qr, ur and kr are the scratch a
+ *   new entry is computed in. */
+typedef struct rpose {
+  const bcg_real *q, *u, *o; /* qpos, qvel, kinematics origin */
+  const bcg_real *R, *p;     /* [nbody][9], [nbody][3]: as bcg_kin's R and p */
+  const bcg_real *cdof;      /* [nrdof][6]: bcg_kin's cdof of the root dofs */
+} rpose;
+
 typedef struct ws {
   bcg_kin k, kr;
+  rpose r;
   tu_adj a;
   bcg_real qr[BCG_MAX_Q], ur[BCG_MAX_DOF];
   bcg_real kq[BCG_MAX_Q]; /* the state of k (valid when kq_ok) */
   int kq_ok;
   double rt[RING];        /* the times of the ring's entries (valid where rok's bit is set) */
-  int rok, rnext, rcur;   /* valid entries (bits), the next to overwrite, the one in kr (-1: none) */
+  int rok, rnext, rcur;   /* valid entries (bits), the next to overwrite, the one r views (-1: none) */
   bcg_real *rbuf;         /* [RING][ring_len] */
 } ws;
 
@@ -79,15 +86,14 @@ static size_t ring_len(const imit *s) {
   return (size_t)s->nq + s->nv + 3 + 12 * (size_t)s->m->nbody + 6 * (size_t)s->L.nrdof;
 }
 
-/* copy w's reference (qr, ur, the read part of kr) to ring entry i (to = 1) or back (to = 0) */
-static void ring_copy(const imit *s, ws *w, int i, int to) {
+/* copy the reference computed in w (qr, ur, the read part of kr) to ring entry i */
+static void ring_store(const imit *s, ws *w, int i) {
   bcg_real *d = w->rbuf + (size_t)i * ring_len(s);
   int nb = s->m->nbody;
-#define RC(field, n)                                                  \
-  do {                                                                \
-    if (to) memcpy(d, (field), sizeof(bcg_real) * (size_t)(n));       \
-    else memcpy((field), d, sizeof(bcg_real) * (size_t)(n));          \
-    d += (n);                                                         \
+#define RC(field, n)                                              \
+  do {                                                            \
+    memcpy(d, (field), sizeof(bcg_real) * (size_t)(n));           \
+    d += (n);                                                     \
   } while (0)
   RC(w->qr, s->nq);
   RC(w->ur, s->nv);
@@ -98,14 +104,25 @@ static void ring_copy(const imit *s, ws *w, int i, int to) {
 #undef RC
 }
 
-/* reference state at time t into w->qr, w->ur and its pose kinematics into
- * w->kr, from the ring when it holds t */
+/* w->r viewing ring entry i (the layout of ring_store) */
+static void ring_view(const imit *s, ws *w, int i) {
+  const bcg_real *d = w->rbuf + (size_t)i * ring_len(s);
+  int nb = s->m->nbody;
+  w->r.q = d, d += s->nq;
+  w->r.u = d, d += s->nv;
+  w->r.o = d, d += 3;
+  w->r.R = d, d += 9 * nb;
+  w->r.p = d, d += 3 * nb;
+  w->r.cdof = d;
+  w->rcur = i;
+}
+
+/* the reference at time t in w->r, from the ring when it holds t */
 static void ref_at(const imit *s, ws *w, double t) {
   if (w->rcur >= 0 && w->rt[w->rcur] == t) return;
   for (int i = 0; i < RING; i++)
     if ((w->rok >> i & 1) && w->rt[i] == t) {
-      ring_copy(s, w, i, 0);
-      w->rcur = i;
+      ring_view(s, w, i);
       return;
     }
   double q[BCG_MAX_Q], u[BCG_MAX_DOF];
@@ -115,10 +132,10 @@ static void ref_at(const imit *s, ws *w, double t) {
   bcg_kinematics_pose(s->m, w->qr, &w->kr);
   int i = w->rnext;
   w->rnext = (i + 1) % RING;
-  ring_copy(s, w, i, 1);
+  ring_store(s, w, i);
   w->rt[i] = t;
   w->rok |= 1 << i;
-  w->rcur = i;
+  ring_view(s, w, i);
 }
 
 /* the robot's pose kinematics at q into w->k, unless it holds them already */
@@ -324,6 +341,18 @@ static int reset(void *p, const int *envs, int n, uint64_t draw, bcg_real *x, bc
 }
 
 static inline void wpos(const bcg_kin *k, int b, bcg_real *o) { bcg_v3_add(o, k->p[b], k->o); }
+/* the same of a reference pose */
+static inline void rpos(const rpose *r, int b, bcg_real *o) { bcg_v3_add(o, r->p + 3 * b, r->o); }
+static inline const bcg_real *rrot(const rpose *r, int b) { return r->R + 9 * b; }
+/* tu_root_vel of a reference pose at its velocity r->u (the same operations) */
+static void rroot_vel(const imit *s, const rpose *r, bcg_real *v, bcg_real *w) {
+  const tu_layout *L = &s->L;
+  bcg_real V[6] = {0, 0, 0, 0, 0, 0};
+  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) bcg_sp_addscl(V, r->cdof + 6 * (d - L->rdof0), r->u[d]);
+  bcg_v3_copy(w, V);
+  bcg_v3_copy(v, V + 3);
+  bcg_v3_cross_add(v, V, r->p + 3 * L->root);
+}
 
 static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, bcg_task_clock c, bcg_real *o) {
   ws *w = &s->w_[e];
@@ -344,17 +373,17 @@ static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, b
   for (int f = 0; f < s->nf; f++) {
     ref_at(s, w, c.phase + (c.t + s->fut[f]) * s->dt);
     bcg_real ph[3], Rh[9];
-    wpos(&w->kr, r, ph);
+    rpos(&w->r, r, ph);
     bcg_v3_sub(d, ph, pr);
     bcg_m3_mulv(o, Hi, d);
-    bcg_m3_mul(Rh, Hi, w->kr.R[r]);
+    bcg_m3_mul(Rh, Hi, rrot(&w->r, r));
     tu_6d(Rh, o + 3);
     o += 9;
-    for (int j = 0; j < nj; j++) o[j] = w->qr[s->L.jq[j]] - q[s->L.jq[j]];
+    for (int j = 0; j < nj; j++) o[j] = w->r.q[s->L.jq[j]] - q[s->L.jq[j]];
     o += nj;
     for (int i = 0; i < s->nk; i++) {
       bcg_real a[3], b[3];
-      wpos(&w->kr, s->key[i], a);
+      rpos(&w->r, s->key[i], a);
       wpos(k, s->key[i], b);
       bcg_v3_sub(d, a, b);
       bcg_m3_mulv(o, Hi, d);
@@ -410,7 +439,7 @@ static void observe_vjp_one(imit *s, int e, const bcg_real *q, bcg_task_clock c,
   for (int f = 0; f < s->nf; f++) {
     ref_at(s, w, c.phase + (c.t + s->fut[f]) * s->dt);
     bcg_real ph[3];
-    wpos(&w->kr, r, ph);
+    rpos(&w->r, r, ph);
     bcg_v3_sub(d, ph, pr);
     bcg_v3_zero(db);
     tu_mv_vjp(Hi, d, ob, A->Hib, db);
@@ -418,14 +447,14 @@ static void observe_vjp_one(imit *s, int e, const bcg_real *q, bcg_task_clock c,
     /* 6D(Hi Rr^): Hib += Rhb Rr^T */
     bcg_real Rhb[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, T[9];
     tu_6d_vjp(ob + 3, Rhb);
-    bcg_m3_mulT(T, Rhb, w->kr.R[r]);
+    bcg_m3_mulT(T, Rhb, rrot(&w->r, r));
     for (int i = 0; i < 9; i++) A->Hib[i] += T[i];
     ob += 9;
     for (int j = 0; j < nj; j++) A->qb[s->L.jd[j]] -= ob[j];
     ob += nj;
     for (int i = 0; i < s->nk; i++) {
       bcg_real a[3], b[3];
-      wpos(&w->kr, s->key[i], a);
+      rpos(&w->r, s->key[i], a);
       wpos(k, s->key[i], b);
       bcg_v3_sub(d, a, b);
       bcg_v3_zero(db);
@@ -450,19 +479,20 @@ static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const
 /* tracking errors (e[5]) and E_track of state q,u against w's reference */
 static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, double *e, double *etrack) {
   const bcg_mdata *m = s->m;
-  const bcg_kin *k = &w->k, *kr = &w->kr;
+  const bcg_kin *k = &w->k;
+  const rpose *kr = &w->r;
   int nb = m->nbody - 1, nj = s->L.nj, r = s->L.root;
   double ep = 0, er = 0, et = 0;
   for (int b = 1; b < m->nbody; b++) {
     bcg_real a[3], c[3], d[3];
     wpos(k, b, a);
-    wpos(kr, b, c);
+    rpos(kr, b, c);
     bcg_v3_sub(d, a, c);
     double d2 = bcg_v3_dot(d, d);
     ep += d2;
     et += sqrt(d2);
     double tr = 0;
-    for (int i = 0; i < 9; i++) tr += kr->R[b][i] * k->R[b][i];
+    for (int i = 0; i < 9; i++) tr += rrot(kr, b)[i] * k->R[b][i];
     er += 3 - tr;
   }
   e[T_POS] = ep / nb;
@@ -470,7 +500,7 @@ static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, d
   *etrack = et / nb;
   double jp = 0, jv = 0;
   for (int j = 0; j < nj; j++) {
-    double dq = q[s->L.jq[j]] - w->qr[s->L.jq[j]], du = u[s->L.jd[j]] - w->ur[s->L.jd[j]];
+    double dq = q[s->L.jq[j]] - kr->q[s->L.jq[j]], du = u[s->L.jd[j]] - kr->u[s->L.jd[j]];
     jp += dq * dq;
     jv += du * du;
   }
@@ -478,12 +508,12 @@ static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, d
   e[T_JVEL] = nj ? jv / nj : 0;
   bcg_real a[3], c[3], d[3], v[3], wv[3], vr[3], wr[3];
   wpos(k, r, a);
-  wpos(kr, r, c);
+  rpos(kr, r, c);
   bcg_v3_sub(d, a, c);
   double tr = 0;
-  for (int i = 0; i < 9; i++) tr += kr->R[r][i] * k->R[r][i];
+  for (int i = 0; i < 9; i++) tr += rrot(kr, r)[i] * k->R[r][i];
   tu_root_vel(&s->L, k, u, v, wv);
-  tu_root_vel(&s->L, kr, w->ur, vr, wr);
+  rroot_vel(s, kr, vr, wr);
   double dv2 = 0, dw2 = 0;
   for (int i = 0; i < 3; i++) dv2 += (v[i] - vr[i]) * (v[i] - vr[i]), dw2 += (wv[i] - wr[i]) * (wv[i] - wr[i]);
   e[T_ROOT] = bcg_v3_dot(d, d) + (3 - tr) + 0.1 * dv2 + 0.1 * dw2;
@@ -491,25 +521,26 @@ static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, d
 
 /* ---- ADD: the feature difference and its VJP --------------------------------------- */
 
-/* Delta [adim] of the state (w->k, q, u) against the reference in w (kr, qr, ur) */
+/* Delta [adim] of the state (w->k, q, u) against the reference in w (r) */
 static void add_delta(const imit *s, const ws *w, const bcg_real *q, const bcg_real *u, bcg_real *o) {
-  const bcg_kin *k = &w->k, *kr = &w->kr;
+  const bcg_kin *k = &w->k;
+  const rpose *kr = &w->r;
   int r = s->L.root, nj = s->L.nj;
   bcg_real a[3], b[3], s6[6], r6[6], H[9], Hr[9], d[3], dr[3], x1[3], x2[3];
-  wpos(kr, r, a);
+  rpos(kr, r, a);
   wpos(k, r, b);
   bcg_v3_sub(o, a, b);
-  tu_6d(kr->R[r], r6);
+  tu_6d(rrot(kr, r), r6);
   tu_6d(k->R[r], s6);
   for (int i = 0; i < 6; i++) o[3 + i] = r6[i] - s6[i];
   o += 9;
-  for (int j = 0; j < nj; j++) o[j] = w->qr[s->L.jq[j]] - q[s->L.jq[j]];
+  for (int j = 0; j < nj; j++) o[j] = kr->q[s->L.jq[j]] - q[s->L.jq[j]];
   o += nj;
   tu_heading(&s->L, k->R[r], H);
-  tu_heading(&s->L, kr->R[r], Hr);
+  tu_heading(&s->L, rrot(kr, r), Hr);
   for (int bb = 1; bb < s->m->nbody; bb++) {
     if (bb == r) continue;
-    bcg_v3_sub(dr, kr->p[bb], kr->p[r]);
+    bcg_v3_sub(dr, kr->p + 3 * bb, kr->p + 3 * r);
     bcg_v3_sub(d, k->p[bb], k->p[r]);
     bcg_m3_mulv(x1, Hr, dr);
     bcg_m3_mulv(x2, H, d);
@@ -518,11 +549,11 @@ static void add_delta(const imit *s, const ws *w, const bcg_real *q, const bcg_r
   }
   bcg_real v[3], wv[3], vr[3], wr[3];
   tu_root_vel(&s->L, k, u, v, wv);
-  tu_root_vel(&s->L, kr, w->ur, vr, wr);
+  rroot_vel(s, kr, vr, wr);
   bcg_v3_sub(o, vr, v);
   bcg_v3_sub(o + 3, wr, wv);
   o += 6;
-  for (int j = 0; j < nj; j++) o[j] = w->ur[s->L.jd[j]] - u[s->L.jd[j]];
+  for (int j = 0; j < nj; j++) o[j] = kr->u[s->L.jd[j]] - u[s->L.jd[j]];
 }
 
 /* accumulate into A the adjoint of the simulated state given ob = dL/dDelta */
@@ -600,7 +631,7 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
   ws *w = &s->w_[e];
   const bcg_mdata *m = s->m;
   bcg_kin *k = &w->k;
-  const bcg_kin *kr = &w->kr;
+  const rpose *kr = &w->r;
   tu_adj *A = &w->a;
   const bcg_real *u = q + s->nq;
   int nb = m->nbody - 1, nj = s->L.nj, r = s->L.root;
@@ -616,25 +647,25 @@ static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae
   for (int b = 1; b < m->nbody; b++) {
     bcg_real pa[3], pc[3], d[3], Rb[9];
     wpos(k, b, pa);
-    wpos(kr, b, pc);
+    rpos(kr, b, pc);
     bcg_v3_sub(d, pa, pc);
     bcg_v3_addscl(A->pb[b], d, c[T_POS] * 2.0 / nb);
-    for (int i = 0; i < 9; i++) Rb[i] = -c[T_ROT] / nb * kr->R[b][i];
+    for (int i = 0; i < 9; i++) Rb[i] = -c[T_ROT] / nb * rrot(kr, b)[i];
     tu_rot_adj(k->R[b], Rb, A->tb[b]);
   }
   for (int j = 0; j < nj; j++) {
     int qa = s->L.jq[j], da = s->L.jd[j];
-    A->qb[da] += c[T_JPOS] * 2.0 / nj * (q[qa] - w->qr[qa]);
-    A->ub[da] += c[T_JVEL] * 2.0 / nj * (u[da] - w->ur[da]);
+    A->qb[da] += c[T_JPOS] * 2.0 / nj * (q[qa] - kr->q[qa]);
+    A->ub[da] += c[T_JVEL] * 2.0 / nj * (u[da] - kr->u[da]);
   }
   bcg_real pa[3], pc[3], d[3], v[3], wv[3], vr[3], wr[3], vb[3], wb[3];
   wpos(k, r, pa);
-  wpos(kr, r, pc);
+  rpos(kr, r, pc);
   bcg_v3_sub(d, pa, pc);
   bcg_v3_addscl(A->pb[r], d, 2 * c[T_ROOT]);
-  for (int i = 0; i < 9; i++) A->Rb[i] -= c[T_ROOT] * kr->R[r][i];
+  for (int i = 0; i < 9; i++) A->Rb[i] -= c[T_ROOT] * rrot(kr, r)[i];
   tu_root_vel(&s->L, k, u, v, wv);
-  tu_root_vel(&s->L, kr, w->ur, vr, wr);
+  rroot_vel(s, kr, vr, wr);
   for (int i = 0; i < 3; i++) {
     vb[i] = c[T_ROOT] * 0.2 * (v[i] - vr[i]);
     wb[i] = c[T_ROOT] * 0.2 * (wv[i] - wr[i]);
