@@ -219,6 +219,42 @@ static void check_clip_overlap(imit *s, const bcg_services *svc, const bcg_param
              1e3 * sqrt(pmax));
 }
 
+/* PD actuation: a target is qdef + action_scale * action, and SHAC's
+ * tanh-squashed actions stay inside (-1, 1), so targets stay within
+ * action_scale of the default pose. A clip whose joints go much further may
+ * need targets such a policy cannot give (docs/g1.md section 5: the G1's run
+ * segment learned only at action_scale 1.0; jump and dance learned at 0.25
+ * all the same), so it is a note with the numbers, not a warning (the task
+ * does not know whether the learner squashes). Counted: frames where some
+ * actuated joint is more than REACH_WARN action_scales from the default
+ * pose. */
+#define REACH_WARN 4.0
+static void check_clip_reach(imit *s, const bcg_services *svc, const bcg_params *p) {
+  const bcg_simparams *sp = &s->env->sim->sp;
+  if (sp->actuation != BCG_ACTUATION_PD || !(sp->action_scale > 0)) return;
+  const bcg_mdata *m = s->m;
+  int nover = 0, wj = -1, wf = 0;
+  double worst = 0;
+  for (int f = 0; f < s->mo.nframes; f++) {
+    const double *qf = s->mo.qpos + (size_t)f * s->mo.nq;
+    int over = 0;
+    for (int i = 0; i < m->nu; i++) {
+      int j = m->act_jnt[i], qa = m->jnt_qposadr[j];
+      double need = fabs(qf[qa] - (double)sp->qdef[qa]) / (double)sp->action_scale;
+      if (need > REACH_WARN) over = 1;
+      if (need > worst) worst = need, wj = j, wf = f;
+    }
+    nover += over;
+  }
+  if (nover && wj >= 0)
+    svc->log(2, "[task] motion: %s: in %d of %d frames an actuated joint is more than %g x action_scale = %g rad "
+                "from the default pose; the farthest: joint '%s', %.2f rad at frame %d (%.1f x action_scale). PD "
+                "targets are qdef + action_scale * action, and tanh-squashed actions (SHAC's squash = tanh) "
+                "stay within +-1: such poses may be out of the policy's reach (a larger [sim] action_scale)",
+             svc->get_string(p, "motion"), nover, s->mo.nframes, REACH_WARN, REACH_WARN * (double)sp->action_scale,
+             s->model->jnt_name[wj], worst * (double)sp->action_scale, wf + s->mo.first_frame, worst);
+}
+
 /* the ADD discriminator and its buffers ([task] add) */
 static int init_add(imit *s, const bcg_services *svc, const bcg_params *p, const bcg_env *env, char *err,
                     size_t errlen) {
@@ -297,6 +333,7 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_env *env, 
     goto fail;
   }
   check_clip_overlap(s, svc, p);
+  check_clip_reach(s, svc, p);
   s->track = 1;
   s->add = svc->get_bool(p, "add");
   if (s->add && init_add(s, svc, p, env, err, errlen)) goto fail;

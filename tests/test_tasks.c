@@ -456,6 +456,80 @@ static void test_motion_checks(void) {
   bcg_model_free(model);
 }
 
+/* the task made with stderr into a file, whose text is returned (NUL-terminated, in buf) */
+static int inst_make_stderr(inst *I, const char *model, const char *task_lines, int nenv, char *buf, size_t len) {
+  const char *p = bcg_test_tmp_path("tasks_stderr.txt");
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *f = fopen(p, "w+");
+  if (saved < 0 || !f) return -2;
+  dup2(fileno(f), 2);
+  int rc = inst_make(I, model, task_lines, nenv);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(f);
+  size_t n = fread(buf, 1, len - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  unlink(p);
+  return rc;
+}
+
+/* PD targets within action_scale of the default pose (SHAC's tanh-squashed
+ * actions): a clip whose joints go more than 4 action_scales away gets a
+ * note with the counts and the farthest joint; a wide enough scale, or
+ * motor actuation, none */
+static void test_motion_reach_note(void) {
+  char lines[2048], out[8192];
+  const char *clip = motion_file("run.csv");
+  inst I;
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\n[sim]\nactuation = pd\naction_scale = 0.05", clip);
+  CU_ASSERT_EQUAL_FATAL(inst_make_stderr(&I, HUMANOID, lines, 1, out, sizeof out), 0);
+  const char *n = strstr(out, "an actuated joint is more than 4 x action_scale = 0.2 rad from the default pose");
+  CU_ASSERT_PTR_NOT_NULL(n);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "out of the policy's reach"));
+  /* the counts: frames over 4 x 0.05 rad, and the farthest joint, recomputed here */
+  const bcg_mdata *m = &I.env->model->m;
+  const bcg_simparams *sp = &I.env->sim->sp;
+  bcg_motion mo;
+  char err[1024];
+  CU_ASSERT_EQUAL_FATAL(bcg_motion_load(&mo, I.env->model, clip, 0, 0, err, sizeof err), 0);
+  int over = 0, wj = -1;
+  double worst = 0;
+  for (int f = 0; f < mo.nframes; f++) {
+    int o = 0;
+    for (int i = 0; i < m->nu; i++) {
+      int qa = m->jnt_qposadr[m->act_jnt[i]];
+      double d = fabs(mo.qpos[(size_t)f * mo.nq + qa] - (double)sp->qdef[qa]);
+      if (d > 4 * 0.05) o = 1;
+      if (d > worst) worst = d, wj = m->act_jnt[i];
+    }
+    over += o;
+  }
+  char want[512];
+  snprintf(want, sizeof want, "in %d of %d frames", over, mo.nframes);
+  CU_ASSERT(over > 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_FATAL(wj >= 0);
+  snprintf(want, sizeof want, "the farthest: joint '%s', %.2f rad", I.env->model->jnt_name[wj], worst);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  if (n) printf("\n  %.*s\n", (int)strcspn(n, "\n"), n);
+  bcg_motion_free(&mo);
+  inst_free(&I);
+  /* a scale that covers the clip: no note */
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\n[sim]\nactuation = pd\naction_scale = %g", clip,
+           worst / 4 + 0.01);
+  CU_ASSERT_EQUAL_FATAL(inst_make_stderr(&I, HUMANOID, lines, 1, out, sizeof out), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "out of the policy's reach"));
+  inst_free(&I);
+  /* motor actuation: actions are torques, no note */
+  snprintf(lines, sizeof lines, "plugin = imitation\nmotion = %s\n[sim]\nactuation = motor\naction_scale = 0.05", clip);
+  CU_ASSERT_EQUAL_FATAL(inst_make_stderr(&I, HUMANOID, lines, 1, out, sizeof out), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "out of the policy's reach"));
+  inst_free(&I);
+}
+
 /* The real LAFAN1 G1 clips on Unitree's G1, where ../shared/motions and
  * ../shared/robots exist (never copied into the repository): each clip's
  * first 4 s, read as the public files are (motion_format = auto finds
@@ -2040,7 +2114,7 @@ static void test_add_resume(void) {
 
 BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_mismatch}, {"hdf5", test_hdf5},
           {"lafan_format", test_lafan_format}, {"motion_segment", test_motion_segment},
-          {"motion_checks", test_motion_checks}, {"lafan_real_clip", test_lafan_real_clip},
+          {"motion_checks", test_motion_checks}, {"motion_reach_note", test_motion_reach_note}, {"lafan_real_clip", test_lafan_real_clip},
           {"floor_required", test_floor_required},
           {"hdf5_attributes", test_hdf5_attributes}, {"motion_declared_sizes", test_motion_declared_sizes},
           {"motion_messages_one_line", test_motion_messages_one_line},
