@@ -85,6 +85,12 @@ int bcg_simparams_from_config(const bcg_config *cfg, const bcg_model *model, bcg
     return -1;
   sp->floss_v = (bcg_real)bcg_config_get_real(cfg, "sim", "frictionloss_velocity");
   sp->action_scale = (bcg_real)bcg_config_get_real(cfg, "sim", "action_scale");
+  if (sp->actuation == BCG_ACTUATION_PD && !(sp->action_scale > 0)) {
+    bcg_config_errorf(cfg, "sim", "action_scale", err, errlen,
+                      "0 with actuation = pd: every PD target would be the default pose, whatever the action "
+                      "(target = qdef + action_scale * action)");
+    return -1;
+  }
   sp->lim_k = (bcg_real)bcg_config_get_real(cfg, "sim", "joint_limit_stiffness");
   sp->lim_width = (bcg_real)bcg_config_get_real(cfg, "sim", "joint_limit_width");
   sp->lim_d = (bcg_real)bcg_config_get_real(cfg, "sim", "joint_limit_damping");

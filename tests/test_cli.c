@@ -555,6 +555,12 @@ static void test_check_model(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "[sim] kp_joints: pattern 'wing' matches no actuated joint of "));
   CU_ASSERT_EQUAL(run("check %s sim.kd_joints=knee:-3", p), 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "[sim] kd_joints: 'knee': value '-3' is not a non-negative number"));
+  /* PD targets that ignore the action: an error naming the key; with motor
+   * actuation the scale is unused */
+  CU_ASSERT_EQUAL(run("check %s sim.action_scale=0", p), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[sim] action_scale: 0 with actuation = pd: every PD target would be the default "
+                                     "pose, whatever the action"));
+  CU_ASSERT_EQUAL(run_err("check %s sim.actuation=motor sim.action_scale=0", p), 0);
   /* motor actuation: gains unused, nothing printed */
   CU_ASSERT_EQUAL(run_err("check %s sim.actuation=motor", p), 0);
   CU_ASSERT_STRING_EQUAL(out, "");
