@@ -41,6 +41,13 @@ int bcg_cli_resolve_run(const char *target, int no_ckpt, const char *hint, char 
 }
 
 bcg_config *bcg_cli_eval_config(const char *cfgpath, char **ov, int *nov) {
+  /* the episodes step on the CPU (a handful of environments, below any
+   * sim_min_batch; MuJoCo's side is the CPU anyway), so a run trained with
+   * device = cuda evaluates on a machine without a GPU; put first, a user's
+   * run.device=cuda on the command line still wins */
+  memmove(ov + 1, ov, sizeof *ov * (size_t)*nov);
+  ov[0] = "run.device=cpu";
+  (*nov)++;
   static char *nominal[] = {"sim.dr_friction_min=-1", "sim.dr_friction_max=-1", "sim.dr_mass_scale=0",
                             "sim.dr_com_offset=0", "sim.dr_push_interval=0", "sim.dr_push_velocity=0"};
   for (int i = 0; i < 6; i++) ov[(*nov)++] = nominal[i];

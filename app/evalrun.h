@@ -16,10 +16,11 @@
 int bcg_cli_resolve_run(const char *target, int no_ckpt, const char *hint, char *run_dir, size_t rdlen, char *ckpt,
                         size_t cklen, char *cfgpath, size_t cflen);
 
-/* The run's configuration as an evaluation runs it: the overrides ov[0..*nov)
- * and then the evaluation's own, appended to ov (room for 8 more): the
- * nominal model (no domain randomisation, no pushes: the MuJoCo side runs the
- * plain MJCF), from the beginning of the clip (task.rsi = false). NULL after
+/* The run's configuration as an evaluation runs it: run.device = cpu put
+ * before the overrides ov[0..*nov) (which may set it back), and after them
+ * the evaluation's own, appended to ov (room for 9 more in all): the nominal
+ * model (no domain randomisation, no pushes: the MuJoCo side runs the plain
+ * MJCF), from the beginning of the clip (task.rsi = false). NULL after
  * printing the error. */
 bcg_config *bcg_cli_eval_config(const char *cfgpath, char **ov, int *nov);
 

@@ -868,6 +868,24 @@ static void test_sweep_eval_gradstats(void) {
   char f[PATH_MAX + 32];
   snprintf(f, sizeof f, "%s/eval.h5", rd);
   CU_ASSERT_EQUAL(access(f, R_OK), 0);
+  /* a run trained with device = cuda evaluates on the CPU (here, with or
+   * without a GPU): the same episodes as the run itself */
+  {
+    char cp[3 * PATH_MAX + 128], rows[2][4096];
+    snprintf(cp, sizeof cp, "rm -rf %s/cudarun && cp -r %s %s/cudarun && sed -i 's/^device = cpu$/device = cuda/' "
+             "%s/cudarun/config.ini && grep -q '^device = cuda$' %s/cudarun/config.ini", tmpdir, rd, tmpdir, tmpdir,
+             tmpdir);
+    CU_ASSERT_EQUAL_FATAL(system(cp), 0);
+    for (int k = 0; k < 2; k++) {
+      int rc = k ? run("eval %s/cudarun --runs 2 --seconds 0.5 --out - eval.fall_height=0", tmpdir)
+                 : run("eval %s --runs 2 --seconds 0.5 --out - eval.fall_height=0", rd);
+      CU_ASSERT_EQUAL(rc, 0);
+      const char *b = strstr(out, "\nbcg ");
+      snprintf(rows[k], sizeof rows[k], "%.*s", b ? (int)strcspn(b + 1, "\n") : 0, b ? b + 1 : "");
+    }
+    CU_ASSERT(rows[0][0] != 0);
+    CU_ASSERT_STRING_EQUAL(rows[0], rows[1]);
+  }
   /* --curve: every checkpoint evaluated the same way, the curve in eval_curve.h5 */
   CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --curve --out - eval.fall_height=0", rd), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--curve: the untrained policy and 1 checkpoints, each 2 episodes of up to 0.5 s:\n"
