@@ -513,7 +513,6 @@ static int observe_vjp(void *p, const bcg_real *x, const bcg_real *prev_a, const
   return 0;
 }
 
-/* tracking errors (e[5]) and E_track of state q,u against w's reference */
 /* the tracking error alone: the mean body-position distance of errors() below, the same operations */
 static double track_error(const imit *s, const ws *w) {
   const bcg_mdata *m = s->m;
@@ -529,6 +528,7 @@ static double track_error(const imit *s, const ws *w) {
   return et / (m->nbody - 1);
 }
 
+/* tracking errors (e[5]) and E_track of state q,u against w's reference */
 static void errors(const imit *s, ws *w, const bcg_real *q, const bcg_real *u, double *e, double *etrack) {
   const bcg_mdata *m = s->m;
   const bcg_kin *k = &w->k;
