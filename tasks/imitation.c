@@ -381,14 +381,9 @@ static inline void wpos(const bcg_kin *k, int b, bcg_real *o) { bcg_v3_add(o, k-
 /* the same of a reference pose */
 static inline void rpos(const rpose *r, int b, bcg_real *o) { bcg_v3_add(o, r->p + 3 * b, r->o); }
 static inline const bcg_real *rrot(const rpose *r, int b) { return r->R + 9 * b; }
-/* tu_root_vel of a reference pose at its velocity r->u (the same operations) */
+/* the root velocity of a reference pose at its velocity r->u */
 static void rroot_vel(const imit *s, const rpose *r, bcg_real *v, bcg_real *w) {
-  const tu_layout *L = &s->L;
-  bcg_real V[6] = {0, 0, 0, 0, 0, 0};
-  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) bcg_sp_addscl(V, r->cdof + 6 * (d - L->rdof0), r->u[d]);
-  bcg_v3_copy(w, V);
-  bcg_v3_copy(v, V + 3);
-  bcg_v3_cross_add(v, V, r->p + 3 * L->root);
+  tu_root_vel_of(&s->L, (const bcg_real(*)[6])r->cdof, r->p + 3 * s->L.root, r->u, v, w);
 }
 
 static void observe_one(imit *s, int e, const bcg_real *q, const bcg_real *pa, bcg_task_clock c, bcg_real *o) {

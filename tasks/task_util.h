@@ -108,12 +108,19 @@ BCG_HD void tu_6d_vjp(const bcg_real *ob, bcg_real *Rb) {
 
 /* ---- root velocity ------------------------------------------------------------ */
 
-BCG_HD void tu_root_vel(const tu_layout *L, const bcg_kin *k, const bcg_real *u, bcg_real *v, bcg_real *w) {
+/* from the root dofs' motion subspaces rcdof [nrdof][6] (bcg_kin's cdof from
+ * row rdof0), the root's position p (relative to the kinematics' origin) and
+ * the velocity u [nv]: the root's linear velocity v and angular velocity w */
+BCG_HD void tu_root_vel_of(const tu_layout *L, const bcg_real (*rcdof)[6], const bcg_real *p, const bcg_real *u,
+                           bcg_real *v, bcg_real *w) {
   bcg_real V[6] = {0, 0, 0, 0, 0, 0};
-  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) bcg_sp_addscl(V, k->cdof[d], u[d]);
+  for (int d = L->rdof0; d < L->rdof0 + L->nrdof; d++) bcg_sp_addscl(V, rcdof[d - L->rdof0], u[d]);
   bcg_v3_copy(w, V);
   bcg_v3_copy(v, V + 3);
-  bcg_v3_cross_add(v, V, k->p[L->root]);
+  bcg_v3_cross_add(v, V, p);
+}
+BCG_HD void tu_root_vel(const tu_layout *L, const bcg_kin *k, const bcg_real *u, bcg_real *v, bcg_real *w) {
+  tu_root_vel_of(L, (const bcg_real(*)[6])k->cdof[L->rdof0], k->p[L->root], u, v, w);
 }
 
 /* ---- adjoint accumulator ------------------------------------------------------- */
