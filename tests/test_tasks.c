@@ -462,7 +462,11 @@ static int inst_make_stderr(inst *I, const char *model, const char *task_lines, 
   fflush(stderr);
   int saved = dup(2);
   FILE *f = fopen(p, "w+");
-  if (saved < 0 || !f) return -2;
+  if (saved < 0 || !f) {
+    if (saved >= 0) close(saved);
+    if (f) fclose(f);
+    return -2;
+  }
   dup2(fileno(f), 2);
   int rc = inst_make(I, model, task_lines, nenv);
   fflush(stderr);
