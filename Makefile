@@ -3,6 +3,7 @@
 #   make                 libbcg.so, the bcg command and every plugin under build/
 #   make REAL=float      single precision (default double); switching rebuilds
 #   make CUDA=0          CPU only even when nvcc is found
+#   make MPI=0           no data-parallel runs (mpirun) even when MPI is found
 #   make deps            install the Debian packages bcg needs (only the missing ones)
 #                        and MuJoCo 3 under deps/ (tools/fetch_mujoco.sh)
 #   make test            deps + build + every CUnit suite (a few minutes on 2 cores)
@@ -76,6 +77,21 @@ CFLAGS_BASE := -std=c11 $(OPT) -g -fPIC -fno-math-errno -fno-trapping-math -Wall
   -D_GNU_SOURCE $(REALDEF) $(MVEC_DEF) -Icore/include -Icore -I$(MUJOCO_DIR)/include $(HDF5_CFLAGS) $(SANITIZE)
 CFLAGS += $(CFLAGS_BASE)
 LDLIBS_CORE := -L$(BUILD) -l:$(MUJOCO_SO) -liniparser $(HDF5_LIBS) -lopenblas $(MVEC_LIB) -ldl -lm -fopenmp $(SANITIZE)
+
+# MPI (data-parallel training: mpirun -np P bcg train, core/dist.c): Open MPI
+# or MPICH, found through pkg-config (Debian: libopenmpi-dev, which make deps
+# installs); without it bcg refuses to run under a launcher with several processes
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || pkg-config --cflags mpich 2>/dev/null)
+MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null || pkg-config --libs mpich 2>/dev/null)
+ifeq ($(strip $(MPI_LIBS)),)
+MPI ?= 0
+else
+MPI ?= 1
+endif
+ifeq ($(MPI),1)
+CFLAGS += -DBCG_HAVE_MPI $(MPI_CFLAGS)
+LDLIBS_CORE += $(MPI_LIBS)
+endif
 
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # -fmad=false: no fused multiply-adds the CPU build does not make, so the GPU
@@ -222,7 +238,7 @@ motions: $(BUILD)/motiongen
 
 DEBIAN_PACKAGES := libmujoco-samples python3-pip libiniparser-dev libhdf5-dev hdf5-tools \
   libcunit1-dev libopenblas-dev pkg-config valgrind clang libclang-rt-14-dev libomp-dev \
-  python3-matplotlib python3-h5py slurm-wlm munge ffmpeg libosmesa6-dev
+  python3-matplotlib python3-h5py slurm-wlm munge ffmpeg libosmesa6-dev libopenmpi-dev openmpi-bin
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \

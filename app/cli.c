@@ -22,7 +22,7 @@ int bcg_cli_is_dir(const char *path) {
 
 int bcg_cli_resume_override(const char *kv) {
   static const char *allowed[] = {"run.iterations", "run.samples",   "run.seconds", "run.checkpoint_every",
-                                  "run.keep_last",  "run.keep_every", "run.threads"};
+                                  "run.keep_last",  "run.keep_every", "run.threads", "run.check_replicas"};
   const char *eq = strchr(kv, '=');
   if (!eq) return 0;
   for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)

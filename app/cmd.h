@@ -36,7 +36,8 @@ int bcg_cli_is_dir(const char *path);
  * RUN_DIR): its budget and bookkeeping keys, listed in BCG_CLI_RESUME_KEYS.
  * 1 when the override "section.key=value" names one of them. */
 #define BCG_CLI_RESUME_KEYS \
-  "run.iterations, run.samples, run.seconds, run.checkpoint_every, run.keep_last, run.keep_every, run.threads"
+  "run.iterations, run.samples, run.seconds, run.checkpoint_every, run.keep_last, run.keep_every, run.threads, " \
+  "run.check_replicas"
 int bcg_cli_resume_override(const char *kv);
 /* "bcg: <cmd>: <msg>\nusage: ..." on stderr; returns BCG_EXIT_USAGE. */
 int bcg_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -11,7 +11,13 @@
  *
  * SIGINT (Ctrl-C) and SIGTERM (what schedulers send before killing a job)
  * finish the current iteration, write a checkpoint and exit 0; a second one
- * kills the process at once. */
+ * kills the process at once.
+ *
+ * Under an MPI launcher with P processes (bcg/dist.h), rank 0 validates the
+ * config, creates the run directory (or, on resume, checks and updates it)
+ * and tells the others where it is; only rank 0 prints progress and runs
+ * [eval] after_train. An error on any rank ends every rank (MPI_Abort), since
+ * the others would wait for it forever. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -21,6 +27,7 @@
 #include <unistd.h>
 
 #include "bcg/config.h"
+#include "bcg/dist.h"
 #include "bcg/loader.h"
 #include "bcg/runlog.h"
 #include "bcg/train.h"
@@ -64,7 +71,8 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
   memset(&opt, 0, sizeof opt);
   opt.run_dir = dir;
   opt.resume = resume;
-  opt.progress = stdout;
+  const int rank0 = bcg_dist_rank() == 0;
+  opt.progress = rank0 ? stdout : NULL;
   opt.progress_tty = -1;
   opt.stop = &stop_requested;
   bcg_train_result res;
@@ -72,7 +80,14 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
   int rc = bcg_train_run(cfg, &opt, &res, err, sizeof err);
   sigaction(SIGINT, &old, NULL);
   sigaction(SIGTERM, &old_term, NULL);
-  if (rc) return bcg_cli_error("%s", err);
+  if (rc) {
+    if (bcg_dist_size() > 1) {
+      bcg_cli_error("rank %d: %s", bcg_dist_rank(), err);
+      bcg_dist_abort(BCG_EXIT_ERROR);
+    }
+    return bcg_cli_error("%s", err);
+  }
+  if (!rank0) return BCG_EXIT_OK;
   printf("bcg: train: %s after %lld iterations, %llu samples, %.1f s; checkpoint %s\n",
          res.stopped ? (stop_requested ? "interrupted" : "stopped") : "finished", (long long)res.iterations,
          (unsigned long long)res.samples, res.wall, res.checkpoint);
@@ -91,6 +106,16 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
     if (erc) return bcg_cli_error("%s: the training finished, its evaluation ([eval] after_train) failed", dir);
   }
   return BCG_EXIT_OK;
+}
+
+/* rank 0's outcome of the setup (rc) and the run directory (dir), sent to
+ * the other ranks of a data-parallel run: each returns rank 0's rc (rank 0
+ * printed why), with dir filled in */
+static int share_setup(int rc, char *dir, size_t len) {
+  if (bcg_dist_size() == 1) return rc;
+  int64_t v = rc;
+  if (bcg_dist_bcast(&v, sizeof v, 0) || bcg_dist_bcast(dir, len, 0)) return BCG_EXIT_ERROR;
+  return (int)v;
 }
 
 static int resume(int argc, char **argv) {
@@ -118,10 +143,15 @@ static int resume(int argc, char **argv) {
   if (rc) return rc;
   rc = bcg_cli_check_semantics(cfg);
   char err[2048];
-  if (!rc && bcg_train_lock_probe(dir, err, sizeof err)) rc = bcg_cli_error("%s", err); /* before config.ini changes */
-  if (!rc && argc > 3) rc = write_config(cfg, dir);
+  if (bcg_dist_rank() == 0) { /* the other ranks read config.ini as it was: only run keys may change */
+    if (!rc && bcg_train_lock_probe(dir, err, sizeof err)) rc = bcg_cli_error("%s", err); /* before config.ini changes */
+    if (!rc && argc > 3) rc = write_config(cfg, dir);
+  }
+  char d[PATH_MAX];
+  snprintf(d, sizeof d, "%s", dir);
+  rc = share_setup(rc, d, sizeof d);
   if (!rc) {
-    printf("bcg: train: resuming %s\n", dir);
+    if (bcg_dist_rank() == 0) printf("bcg: train: resuming %s\n", dir);
     fflush(stdout);
     rc = run(cfg, dir, 1);
   }
@@ -129,12 +159,32 @@ static int resume(int argc, char **argv) {
   return rc;
 }
 
+/* a new run's checks, its directory and config.ini (rank 0) */
+static int setup_new(const bcg_config *cfg, char *dir, size_t len) {
+  int rc = bcg_cli_check_session(cfg);
+  if (rc) return rc;
+  char err[2048];
+  const char *name = bcg_config_get_string(cfg, "run", "name");
+  if (bcg_rundir_create(bcg_config_get_string(cfg, "run", "out_dir"), name, dir, len, err, sizeof err)) {
+    char e2[2200];
+    bcg_config_errorf(cfg, "run", strchr(name, '/') ? "name" : "out_dir", e2, sizeof e2, "%s", err);
+    return bcg_cli_error("%s", e2);
+  }
+  if ((rc = write_config(cfg, dir))) return rc;
+  if (bcg_dist_size() > 1)
+    printf("bcg: train: run directory %s (%d processes, %ld environments each)\n", dir, bcg_dist_size(),
+           bcg_config_get_int(cfg, "run", "num_envs"));
+  else
+    printf("bcg: train: run directory %s\n", dir);
+  fflush(stdout);
+  return 0;
+}
+
 int bcg_cmd_train(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "--resume")) return resume(argc, argv);
   bcg_config *cfg;
   int rc = bcg_cli_load_config(argv[0], argc, argv, &cfg);
   if (rc) return rc;
-  char err[2048];
   rc = bcg_cli_check_semantics(cfg);
   for (int k = BCG_KIND_ESTIMATOR; k <= BCG_KIND_TASK && rc == 0; k++)
     if (!bcg_config_plugin(cfg, (bcg_kind)k)) {
@@ -143,22 +193,12 @@ int bcg_cmd_train(int argc, char **argv) {
       rc = bcg_cli_error("%s: [%s]: training needs this section with 'plugin = NAME' (available: %s)",
                          bcg_config_path(cfg), bcg_kind_name((bcg_kind)k), names[0] ? names : "none");
     }
-  if (rc) goto out;
-
+  char dir[PATH_MAX] = "";
   /* everything created once before the run directory is: a config that
-   * cannot train leaves nothing behind */
-  if ((rc = bcg_cli_check_session(cfg))) goto out;
-  char dir[PATH_MAX];
-  const char *name = bcg_config_get_string(cfg, "run", "name");
-  if (bcg_rundir_create(bcg_config_get_string(cfg, "run", "out_dir"), name, dir, sizeof dir, err, sizeof err)) {
-    char e2[2200];
-    bcg_config_errorf(cfg, "run", strchr(name, '/') ? "name" : "out_dir", e2, sizeof e2, "%s", err);
-    rc = bcg_cli_error("%s", e2);
-    goto out;
-  }
-  if ((rc = write_config(cfg, dir))) goto out;
-  printf("bcg: train: run directory %s\n", dir);
-  fflush(stdout);
+   * cannot train leaves nothing behind (rank 0 alone, for every rank: the
+   * ranks run the same config) */
+  if (!rc && bcg_dist_rank() == 0) rc = setup_new(cfg, dir, sizeof dir);
+  if ((rc = share_setup(rc, dir, sizeof dir))) goto out;
   rc = run(cfg, dir, 0);
 out:
   bcg_config_free(cfg);

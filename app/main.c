@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "bcg/config.h"
+#include "bcg/dist.h"
 #include "bcg/real.h"
 #include "bcg/version.h"
 #include "cmd.h"
@@ -210,5 +211,17 @@ int main(int argc, char **argv) {
   if (!c) return unknown(cmd);
   for (int i = 2; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(cmd);
+  /* started by mpirun / srun: the ranks of a data-parallel training (bcg/dist.h) */
+  char err[512];
+  if (bcg_dist_init(&argc, &argv, err, sizeof err)) {
+    fprintf(stderr, "bcg: error: %s\n", err);
+    return BCG_EXIT_ERROR;
+  }
+  if (bcg_dist_size() > 1 && strcmp(cmd, "train") != 0) {
+    if (bcg_dist_rank() == 0)
+      fprintf(stderr, "bcg: error: %s: started as %d processes (mpirun, srun); only 'bcg train' runs as several\n",
+              cmd, bcg_dist_size());
+    return BCG_EXIT_ERROR;
+  }
   return c->fn(argc - 1, argv + 1);
 }

@@ -7,6 +7,7 @@
  * that passes the scan is handed to iniparser, which supplies the values
  * (quotes, inline comments, continuations). */
 #include "bcg/config.h"
+#include "bcg/dist.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -1260,7 +1261,8 @@ static void host_log(int level, const char *fmt, ...) {
 static const bcg_services host_services = {
     BCG_ABI_VERSION,     (uint32_t)sizeof(bcg_services), bcg_params_get_int,  bcg_params_get_real,
     bcg_params_get_bool, bcg_params_get_string,          bcg_params_get_list, host_log,
-    bcg_plugin_err_set,
+    bcg_plugin_err_set,  bcg_dist_sum,                   bcg_dist_sum_real,   bcg_dist_bcast,
+    bcg_dist_same,
 };
 
 const bcg_services *bcg_services_host(void) { return &host_services; }

@@ -37,6 +37,13 @@ static const bcg_key_spec run_keys[] = {
      "also keep the checkpoints of iterations that are multiples of this, for eval --select-best and later "
      "comparisons (0: none beyond keep_last)"},
     {"out_dir", BCG_KEY_STRING, "runs", 0, 0, NULL, "runs go to out_dir/<name>/<UTC stamp>/"},
+    {"rank_seed", BCG_KEY_CHOICE, "offset", 0, 0, "offset|same",
+     "data-parallel runs (mpirun -np P bcg train): offset: rank r > 0 draws its environments' streams from a "
+     "seed of its own, mixed from seed and r (rank 0 keeps seed); same: every rank the same streams (the ranks "
+     "then step identical environments: a check of the reductions, not a way to train)"},
+    {"check_replicas", BCG_KEY_BOOL, "false", 0, 0, NULL,
+     "data-parallel runs: after every iteration compare the learner's parameters across the ranks (a hash) "
+     "and stop with an error when they differ (a debugging aid; costs one reduction per iteration)"},
 };
 
 static const bcg_key_spec model_keys[] = {

@@ -60,7 +60,8 @@ void bcg_caps_desc(uint64_t caps, char *buf, size_t len) {
                {BCG_CAP_DIFFERENTIABLE, "differentiable"},
                {BCG_CAP_NEEDS_BACKWARD, "needs_backward"},
                {BCG_CAP_NEEDS_FLOOR, "needs_floor"},
-               {BCG_CAP_SLICES, "slices"}};
+               {BCG_CAP_SLICES, "slices"},
+               {BCG_CAP_DATA_PARALLEL, "data_parallel"}};
   size_t used = 0;
   if (len) buf[0] = 0;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -965,6 +965,16 @@ int bcg_mlp_scale_adam(bcg_mlp *m, bcg_adam *opt, double c) {
   return held_step(m, opt, c != 1, c, 1);
 }
 
+int bcg_mlp_grad_reduce(bcg_mlp *m, int (*sum)(bcg_real *x, size_t n), double scale) {
+  if (!m || !m->grad || !sum || !isfinite(scale)) return BCG_NN_EINVAL;
+  const int h = is_held(m, NULL);
+  if (h && bcg_cuda_nn_grad_copy(m, m->grad, 1)) return BCG_NN_EDEVICE;
+  if (sum(m->grad, m->nparams)) return BCG_NN_EDEVICE;
+  if (scale != 1) scale_grad(m->grad, m->nparams, scale);
+  if (h && bcg_cuda_nn_grad_copy(m, m->grad, 0)) return BCG_NN_EDEVICE;
+  return BCG_NN_OK;
+}
+
 void bcg_vec_polyak(bcg_real *dst, const bcg_real *src, size_t n, bcg_real alpha) {
   for (size_t i = 0; i < n; i++) dst[i] = alpha * dst[i] + (1 - alpha) * src[i];
 }
@@ -1051,6 +1061,14 @@ void bcg_normalizer_free(bcg_normalizer *nz) {
   memset(nz, 0, sizeof *nz);
 }
 
+/* one dimension's batch statistics merged in */
+static void norm_merge(bcg_normalizer *nz, int i, double bm, double bv, double na, double nb, double tot) {
+  double ma = (double)nz->mean[i], delta = bm - ma;
+  double m2 = (double)nz->var[i] * na + bv * nb + delta * delta * na * nb / tot;
+  nz->mean[i] = (bcg_real)(ma + delta * nb / tot);
+  nz->var[i] = (bcg_real)(m2 / tot);
+}
+
 int bcg_normalizer_update(bcg_normalizer *nz, const bcg_real *x, int batch) {
   if (!nz || (!x && batch > 0) || batch < 0) return BCG_NN_EINVAL;
   if (batch == 0) return BCG_NN_OK;
@@ -1067,13 +1085,59 @@ int bcg_normalizer_update(bcg_normalizer *nz, const bcg_real *x, int batch) {
       bv += c * c;
     }
     bv /= nb;
-    double ma = (double)nz->mean[i], delta = bm - ma;
-    double m2 = (double)nz->var[i] * na + bv * nb + delta * delta * na * nb / tot;
-    nz->mean[i] = (bcg_real)(ma + delta * nb / tot);
-    nz->var[i] = (bcg_real)(m2 / tot);
+    norm_merge(nz, i, bm, bv, na, nb, tot);
   }
   nz->count = tot;
   return BCG_NN_OK;
+}
+
+int bcg_normalizer_update_dist(bcg_normalizer *nz, const bcg_real *x, int batch, int (*sum)(double *x, size_t n)) {
+  if (!sum) return bcg_normalizer_update(nz, x, batch);
+  if (!nz || (!x && batch > 0) || batch < 0) return BCG_NN_EINVAL;
+  int d = nz->dim;
+  double *acc = calloc((size_t)d + 1, sizeof *acc); /* the sums of one pass, then the rows */
+  if (!acc) return BCG_NN_ENOMEM;
+  /* the two passes of bcg_normalizer_update, each summed over the ranks */
+#pragma omp parallel for schedule(static) if ((size_t)batch * d >= BCG_NN_PAR_MIN)
+  for (int i = 0; i < d; i++) {
+    double bm = 0;
+    for (int s = 0; s < batch; s++) bm += (double)x[(size_t)s * d + i];
+    acc[i] = bm;
+  }
+  acc[d] = batch;
+  if (sum(acc, (size_t)d + 1)) goto fail;
+  const double nb = acc[d], na = nz->count, tot = na + nb;
+  if (nb == 0) {
+    free(acc);
+    return BCG_NN_OK;
+  }
+  double *bm = malloc((size_t)d * sizeof *bm);
+  if (!bm) {
+    free(acc);
+    return BCG_NN_ENOMEM;
+  }
+#pragma omp parallel for schedule(static) if ((size_t)batch * d >= BCG_NN_PAR_MIN)
+  for (int i = 0; i < d; i++) {
+    bm[i] = acc[i] / nb;
+    double bv = 0;
+    for (int s = 0; s < batch; s++) {
+      double c = (double)x[(size_t)s * d + i] - bm[i];
+      bv += c * c;
+    }
+    acc[i] = bv;
+  }
+  if (sum(acc, (size_t)d)) {
+    free(bm);
+    goto fail;
+  }
+  for (int i = 0; i < d; i++) norm_merge(nz, i, bm[i], acc[i] / nb, na, nb, tot);
+  nz->count = tot;
+  free(bm);
+  free(acc);
+  return BCG_NN_OK;
+fail:
+  free(acc);
+  return BCG_NN_EDEVICE;
 }
 
 void bcg_normalizer_apply(const bcg_normalizer *nz, const bcg_real *x, int batch, bcg_real *y) {

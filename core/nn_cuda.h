@@ -44,6 +44,8 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
 int bcg_cuda_nn_hold(const bcg_mlp *m, const bcg_adam *opt);
 int bcg_cuda_nn_release(bcg_mlp *m, bcg_adam *opt);
 int bcg_cuda_nn_held(const bcg_mlp *m, const bcg_adam **opt);
+/* the held gradient's network part (m->nnet reals) to host (to_host) or from it (waits for the copy) */
+int bcg_cuda_nn_grad_copy(const bcg_mlp *m, bcg_real *host, int to_host);
 /* the held gradient := 0 */
 int bcg_cuda_nn_zero_grad(const bcg_mlp *m);
 /* acc[j] = sum of g[i]^2 over i = j mod 32, in order (the host's lanes; core/nn.c sums the tree);

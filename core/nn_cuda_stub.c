@@ -51,6 +51,10 @@ int bcg_cuda_nn_zero_grad(const bcg_mlp *m) {
   (void)m;
   return -1;
 }
+int bcg_cuda_nn_grad_copy(const bcg_mlp *m, bcg_real *host, int to_host) {
+  (void)m; (void)host; (void)to_host;
+  return -1;
+}
 int bcg_cuda_nn_grad_lanes(const bcg_mlp *m, double acc[32]) {
   (void)m; (void)acc;
   return -1;

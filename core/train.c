@@ -5,7 +5,18 @@
  * checkpoint_every iterations, a checkpoint. Everything a resumed run needs
  * to continue bit for bit lives in the learner's checkpoint group (the
  * learner owns rollout states, counters and RNG positions); the loop adds
- * its own counters. Wall-clock time is the only thing that differs. */
+ * its own counters. Wall-clock time is the only thing that differs.
+ *
+ * A data-parallel run (bcg/dist.h: P ranks, each a process with its own
+ * [run] num_envs environments) runs this loop on every rank in step: rank 0
+ * alone holds the lock, writes log.h5 and the checkpoint
+ * checkpoints/ckpt_<it>.h5 (its own session's state, which bcg eval and
+ * bcg render read as any run's); rank r > 0 writes its session's state to
+ * checkpoints/ranks/ckpt_<it>.r<r>.h5 first, so a committed main checkpoint
+ * has every shard beside it. The learner's statistics are reduced over the
+ * ranks before they are logged (sums of samples and episodes, means weighted
+ * by them), and every stop (budget, signal, error in a checkpoint) is
+ * decided by all ranks together. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,10 +31,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bcg/config.h"
+#include "bcg/dist.h"
 #include "bcg/loader.h"
 #include "bcg/nn.h"
 #include "bcg/runlog.h"
@@ -46,6 +59,19 @@ int64_t bcg_train_checkpoint_iteration(const char *name) {
 
 void bcg_train_checkpoint_path(const char *run_dir, int64_t it, char *buf, size_t len) {
   snprintf(buf, len, "%s/checkpoints/ckpt_%09lld.h5", run_dir, (long long)it);
+}
+
+/* rank r's checkpoint of iteration it: the main one for rank 0, else its shard */
+static void rank_checkpoint_path(const char *run_dir, int64_t it, int r, char *buf, size_t len) {
+  if (r == 0) bcg_train_checkpoint_path(run_dir, it, buf, len);
+  else snprintf(buf, len, "%s/checkpoints/ranks/ckpt_%09lld.r%03d.h5", run_dir, (long long)it, r);
+}
+
+/* max over the ranks of a failure flag: 1 when any rank failed */
+static int any_failed(int failed) {
+  int64_t f = failed != 0;
+  if (bcg_dist_max_i64(&f, 1)) return 1;
+  return f != 0;
 }
 
 static int cmp_asc(const void *a, const void *b) {
@@ -216,27 +242,30 @@ static void rotate_checkpoints(loop *L) {
   while (m < n && its[m] <= L->it) m++; /* its[0, m): this checkpoint and the older ones, ascending */
   for (size_t i = 0; i + (size_t)keep_last < m; i++) {
     if (keep_every > 0 && its[i] % keep_every == 0) continue;
-    char p[PATH_MAX + 64];
-    bcg_train_checkpoint_path(L->opt->run_dir, its[i], p, sizeof p);
-    if (unlink(p) != 0 && errno != ENOENT)
-      fprintf(stderr, "bcg: warning: checkpoint rotation: cannot delete %s: %s\n", p, strerror(errno));
+    for (int r = 0; r < L->S.tr.world; r++) { /* the main checkpoint and the other ranks' shards */
+      char p[PATH_MAX + 64];
+      rank_checkpoint_path(L->opt->run_dir, its[i], r, p, sizeof p);
+      if (unlink(p) != 0 && errno != ENOENT)
+        fprintf(stderr, "bcg: warning: checkpoint rotation: cannot delete %s: %s\n", p, strerror(errno));
+    }
   }
   free(its);
 }
 
-static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, char *err, size_t errlen) {
-  bcg_train_checkpoint_path(L->opt->run_dir, L->it, path, pathlen);
+static int write_one_checkpoint(loop *L, double wall, char *path, size_t pathlen, char *err, size_t errlen) {
+  rank_checkpoint_path(L->opt->run_dir, L->it, L->S.tr.rank, path, pathlen);
   bcg_checkpoint *ck = bcg_checkpoint_begin(path, err, errlen);
   if (!ck) return -1;
   int64_t root = bcg_checkpoint_root(ck);
   int64_t g = bcg_h5_group(root, "trainer", 1, err, errlen);
   if (g < 0) goto fail;
-  int64_t iv[1] = {L->it}, sv[1] = {(int64_t)L->samples}, lv[1] = {bcg_runlog_iterations(L->log)},
-          seed[1] = {(int64_t)L->S.tr.seed};
+  int64_t iv[1] = {L->it}, sv[1] = {(int64_t)L->samples}, lv[1] = {L->log ? bcg_runlog_iterations(L->log) : L->it},
+          seed[1] = {(int64_t)L->S.tr.seed}, rk[2] = {L->S.tr.rank, L->S.tr.world};
   double wv[1] = {wall};
   int rc = bcg_h5_write_i64(g, "iteration", iv, 1, err, errlen) || bcg_h5_write_i64(g, "samples", sv, 1, err, errlen) ||
            bcg_h5_write_i64(g, "log_iterations", lv, 1, err, errlen) ||
            bcg_h5_write_i64(g, "seed", seed, 1, err, errlen) ||
+           (L->S.tr.world > 1 && bcg_h5_write_i64(g, "rank", rk, 2, err, errlen)) ||
            bcg_h5_write_doubles(g, "wall_time", wv, 1, err, errlen);
   static const bcg_kind kinds[] = {BCG_KIND_CONTACT, BCG_KIND_ESTIMATOR, BCG_KIND_LEARNER, BCG_KIND_TASK};
   for (int k = 0; k < 4 && !rc; k++) {
@@ -274,12 +303,46 @@ static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, ch
       goto fail;
     }
   }
-  if (bcg_checkpoint_commit(ck, err, errlen)) return -1;
-  rotate_checkpoints(L); /* only now that the new checkpoint is on disk */
-  return 0;
+  return bcg_checkpoint_commit(ck, err, errlen) ? -1 : 0;
 fail:
   bcg_checkpoint_abort(ck);
   return -1;
+}
+
+/* The checkpoint of iteration L->it: every other rank's shard first, then,
+ * once all are on disk, rank 0's main checkpoint and the rotation. A
+ * failure on any rank fails every rank (the others with a note naming it). */
+static int write_checkpoint(loop *L, double wall, char *path, size_t pathlen, char *err, size_t errlen) {
+  const int rank = L->S.tr.rank;
+  if (L->S.tr.world == 1) {
+    if (write_one_checkpoint(L, wall, path, pathlen, err, errlen)) return -1;
+    rotate_checkpoints(L); /* only now that the new checkpoint is on disk */
+    return 0;
+  }
+  int failed = 0;
+  if (rank > 0) {
+    char dir[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/checkpoints/ranks", L->opt->run_dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+      bcg_setf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+      failed = 1;
+    } else {
+      failed = write_one_checkpoint(L, wall, path, pathlen, err, errlen) != 0;
+    }
+  }
+  if (any_failed(failed)) {
+    if (!failed) bcg_setf(err, errlen, "iteration %" PRId64 ": another rank could not write its checkpoint", L->it);
+    return -1;
+  }
+  if (rank == 0) {
+    failed = write_one_checkpoint(L, wall, path, pathlen, err, errlen) != 0;
+    if (!failed) rotate_checkpoints(L);
+  }
+  if (any_failed(failed)) {
+    if (!failed) bcg_setf(err, errlen, "iteration %" PRId64 ": rank 0 could not write the checkpoint", L->it);
+    return -1;
+  }
+  return 0;
 }
 
 int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint64_t *samples, double *wall,
@@ -289,17 +352,26 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
   int rc = -1;
   int64_t g = bcg_h5_group(f, "trainer", 0, err, errlen);
   if (g < 0) goto out;
-  int64_t iv[1], sv[1], lv[1];
+  int64_t iv[1], sv[1], lv[1], rk[2] = {0, 1};
   double wv[1];
   char name[256];
   if (bcg_h5_read_i64(g, "iteration", iv, 1, err, errlen) != 1 || bcg_h5_read_i64(g, "samples", sv, 1, err, errlen) != 1 ||
       bcg_h5_read_i64(g, "log_iterations", lv, 1, err, errlen) != 1 ||
       bcg_h5_read_doubles(g, "wall_time", wv, 1, err, errlen) != 1 ||
-      bcg_h5_read_str(g, "learner_plugin", name, sizeof name, err, errlen)) {
+      bcg_h5_read_str(g, "learner_plugin", name, sizeof name, err, errlen) ||
+      (H5Lexists((hid_t)g, "rank", H5P_DEFAULT) > 0 && bcg_h5_read_i64(g, "rank", rk, 2, err, errlen) != 2)) {
     bcg_h5_group_close(g);
     goto out;
   }
   bcg_h5_group_close(g);
+  /* a data-parallel run resumes with as many ranks, each from its own file
+   * (bcg eval and render read rank 0's, the main checkpoint, alone) */
+  if (S->tr.world > 1 && (rk[1] != S->tr.world || rk[0] != S->tr.rank)) {
+    bcg_setf(err, errlen, "checkpoint %s: written by rank %lld of %lld, but this is rank %d of %d (resume a run with "
+             "the number of processes it was started with)", path, (long long)rk[0], (long long)rk[1], S->tr.rank,
+             S->tr.world);
+    goto out;
+  }
   if (strcmp(name, S->plearn->desc->name) != 0) {
     bcg_setf(err, errlen, "checkpoint %s: written by learner '%s', the config selects '%s'", path, name,
          S->plearn->desc->name);
@@ -586,7 +658,21 @@ void bcg_session_close(bcg_session *S) {
 
 static void teardown(loop *L) { bcg_session_close(&L->S); }
 
-int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t errlen) {
+/* rank r's seed in a data-parallel run ([run] rank_seed = offset): the run's
+ * seed mixed with r (splitmix64's finaliser), in the [run] seed key's range,
+ * so that rank 1 of seed s does not draw what rank 0 of seed s + 1 does */
+static uint64_t rank_seed(uint64_t seed, int r) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (uint64_t)r;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return z & 0x7fffffffull;
+}
+
+/* dist: the training loop's session, one of the ranks of a data-parallel
+ * run (its seed, its collective calls); every other session (bcg check's,
+ * eval's, a rank's validation of the config) is a process of its own */
+static int session_open(bcg_session *S, const bcg_config *cfg, int dist, char *err, size_t errlen) {
   memset(S, 0, sizeof *S);
   S->cfg = cfg;
   const bcg_services *svc = bcg_services_host();
@@ -660,6 +746,17 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
   S->tr.estimator = S->pest;
   S->tr.cfg = cfg;
   S->tr.seed = (uint64_t)bcg_config_get_int(cfg, "run", "seed");
+  S->tr.rank = dist ? bcg_dist_rank() : 0;
+  S->tr.world = dist ? bcg_dist_size() : 1;
+  S->tr.check_replicas = S->tr.world > 1 && bcg_config_get_bool(cfg, "run", "check_replicas");
+  if (S->tr.rank > 0 && strcmp(bcg_config_get_string(cfg, "run", "rank_seed"), "same") != 0)
+    S->tr.seed = rank_seed(S->tr.seed, S->tr.rank);
+  if (S->tr.world > 1 && !(S->plearn->desc->caps & BCG_CAP_DATA_PARALLEL)) {
+    bcg_setf(err, errlen, "[learner] %s does not train with several processes (%d ranks: mpirun -np %d); only "
+             "learners with data-parallel support do (bcg describe learner/NAME lists the capability)",
+             S->plearn->desc->name, S->tr.world, S->tr.world);
+    goto fail;
+  }
   S->tr.iteration = 0;
   S->tr.max_iterations = bcg_config_get_int(cfg, "run", "iterations");
   S->tr.threads = threads > 0 ? (int)threads : omp_get_max_threads();
@@ -678,6 +775,10 @@ int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t er
 fail:
   bcg_session_close(S);
   return -1;
+}
+
+int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t errlen) {
+  return session_open(S, cfg, 0, err, errlen);
 }
 
 /* the progress line of one iteration (on a terminal redrawn in place):
@@ -704,6 +805,21 @@ static void print_progress(FILE *o, int tty, int64_t it, int64_t max_it, uint64_
   fflush(o);
 }
 
+/* the number of ranks of the run that wrote checkpoint path (1 for one
+ * process, or when it cannot be read: bcg_session_load has read it already) */
+static int64_t checkpoint_ranks(const char *path) {
+  char e[256];
+  int64_t f = bcg_checkpoint_open(path, e, sizeof e), rk[2] = {0, 1};
+  if (f < 0) return 1;
+  int64_t g = bcg_h5_group(f, "trainer", 0, e, sizeof e);
+  if (g >= 0) {
+    if (H5Lexists((hid_t)g, "rank", H5P_DEFAULT) > 0 && bcg_h5_read_i64(g, "rank", rk, 2, e, sizeof e) != 2) rk[1] = 1;
+    bcg_h5_group_close(g);
+  }
+  bcg_checkpoint_close(f);
+  return rk[1];
+}
+
 /* the run's log (a new run's exists from the start, so a run that fails to
  * set up still records what it was) and its session; on resume, the state
  * of the newest good checkpoint and the log rebuilt up to it */
@@ -713,7 +829,8 @@ static int loop_open(loop *L, const bcg_config *cfg, const bcg_train_options *op
   snprintf(path, sizeof path, "%s/log.h5", opt->run_dir);
   bcg_runlog_meta meta = {bcg_config_get_string(cfg, "run", "name"), bcg_config_path(cfg),
                           bcg_config_get_string(cfg, "run", "device"), bcg_config_get_int(cfg, "run", "seed")};
-  if (!opt->resume) {
+  const int rank = bcg_dist_rank(), world = bcg_dist_size();
+  if (!opt->resume && rank == 0) {
     L->log = bcg_runlog_open(path, &meta, err, errlen);
     if (!L->log) return -1;
     static const bcg_kind kinds[] = {BCG_KIND_CONTACT, BCG_KIND_ESTIMATOR, BCG_KIND_LEARNER, BCG_KIND_TASK};
@@ -722,15 +839,41 @@ static int loop_open(loop *L, const bcg_config *cfg, const bcg_train_options *op
       snprintf(attr, sizeof attr, "%s_plugin", bcg_kind_name(kinds[k]));
       bcg_runlog_set_attr(L->log, attr, plugin_name(cfg, kinds[k]), e2, sizeof e2);
     }
+    if (world > 1) {
+      char w[32];
+      snprintf(w, sizeof w, "%d", world);
+      bcg_runlog_set_attr(L->log, "ranks", w, e2, sizeof e2);
+    }
   }
-  if (bcg_session_open(&L->S, cfg, err, errlen)) return -1;
+  int failed = session_open(&L->S, cfg, 1, err, errlen) != 0;
+  if (any_failed(failed)) {
+    if (!failed) bcg_setf(err, errlen, "another rank could not set up its session");
+    return -1;
+  }
 
-  /* on resume: the state, then the log rebuilt up to it */
+  /* on resume: the state, then the log rebuilt up to it; with several ranks
+   * rank 0 picks the checkpoint and each loads its own file of it */
   if (opt->resume) {
     char ck[PATH_MAX + 64];
-    if (newest_good_checkpoint(opt->run_dir, ck, sizeof ck, err, errlen) < 0) return -1;
-    int64_t keep = 0;
-    if (bcg_session_load(&L->S, ck, &L->it, &L->samples, &L->wall0, &keep, err, errlen)) return -1;
+    int64_t pick = -1;
+    if (rank == 0) pick = newest_good_checkpoint(opt->run_dir, ck, sizeof ck, err, errlen);
+    if (bcg_dist_bcast(&pick, sizeof pick, 0) || pick < 0) {
+      if (rank > 0) bcg_setf(err, errlen, "rank 0 found no checkpoint to resume from");
+      return -1;
+    }
+    int64_t keep = 0, ck_world = 1;
+    rank_checkpoint_path(opt->run_dir, pick, rank, ck, sizeof ck);
+    failed = bcg_session_load(&L->S, ck, &L->it, &L->samples, &L->wall0, &keep, err, errlen) != 0;
+    if (!failed && world == 1 && (ck_world = checkpoint_ranks(ck)) > 1) {
+      bcg_setf(err, errlen, "%s: written by rank 0 of a run of %lld processes: resume it with mpirun -np %lld (bcg "
+               "eval and bcg render read it alone)", ck, (long long)ck_world, (long long)ck_world);
+      failed = 1;
+    }
+    if (any_failed(failed)) {
+      if (!failed) bcg_setf(err, errlen, "another rank could not load its checkpoint of iteration %lld", (long long)pick);
+      return -1;
+    }
+    if (rank > 0) return 0;
     L->log = log_resume(path, &meta, keep, err, errlen);
     if (!L->log) return -1;
     char stamp[64];
@@ -791,6 +934,58 @@ static int log_est_values(loop *L, char *err, size_t errlen) {
   return 0;
 }
 
+/* a data-parallel run's iteration statistics over the ranks, the same on
+ * every rank: samples, episodes, NaN resets summed; the episodes' return and
+ * length weighted by the episodes, the per-step means (reward, bundled
+ * fraction, tracking error) by the samples; the losses averaged; what the
+ * reduced gradient makes equal on every rank (its norm, skipped updates, the
+ * learning rate, the action std) taken as the maximum. A mean no rank has
+ * a value for stays NaN. */
+static int reduce_stats(bcg_learner_stats *st) {
+  if (bcg_dist_size() == 1) return 0;
+  enum { N_SUM = 14, N_MAX = 5 };
+  const double sm = (double)st->samples, ep = st->episodes;
+#define W(v, w) (isnan(v) ? 0.0 : (v) * (w)), (isnan(v) ? 0.0 : (w))
+  double a[N_SUM] = {sm, ep, W(st->mean_return, ep), W(st->mean_ep_len, ep), W(st->mean_reward, sm),
+                     W(st->bundle_frac, sm), W(st->track_err, sm), (double)st->nan_resets, 0};
+#undef W
+  /* the losses and the variance: plain means over the ranks that have them */
+  double l[6] = {isnan(st->actor_loss) ? 0 : st->actor_loss, !isnan(st->actor_loss),
+                 isnan(st->critic_loss) ? 0 : st->critic_loss, !isnan(st->critic_loss),
+                 isnan(st->grad_var) ? 0 : st->grad_var, !isnan(st->grad_var)};
+  if (bcg_dist_sum(a, N_SUM) || bcg_dist_sum(l, 6)) return -1;
+  /* maxima of values the ranks share: the bits of a double compared as
+   * integers (order-preserving for non-negative finite values; NaN first
+   * mapped to -1) */
+  double mx[N_MAX] = {st->grad_norm, st->lr, st->action_std, (double)st->skipped_updates, 0};
+  int64_t m[N_MAX];
+  for (int i = 0; i < N_MAX; i++) {
+    if (isnan(mx[i]) || mx[i] < 0) m[i] = -1;
+    else memcpy(&m[i], &mx[i], sizeof m[i]);
+  }
+  if (bcg_dist_max_i64(m, N_MAX)) return -1;
+  for (int i = 0; i < N_MAX; i++) {
+    if (m[i] < 0) mx[i] = NAN;
+    else memcpy(&mx[i], &m[i], sizeof m[i]);
+  }
+  st->samples = (uint64_t)a[0];
+  st->episodes = (int)a[1];
+  st->mean_return = a[3] > 0 ? a[2] / a[3] : NAN;
+  st->mean_ep_len = a[5] > 0 ? a[4] / a[5] : NAN;
+  st->mean_reward = a[7] > 0 ? a[6] / a[7] : NAN;
+  st->bundle_frac = a[9] > 0 ? a[8] / a[9] : NAN;
+  st->track_err = a[11] > 0 ? a[10] / a[11] : NAN;
+  st->nan_resets = (int)a[12];
+  st->actor_loss = l[1] > 0 ? l[0] / l[1] : NAN;
+  st->critic_loss = l[3] > 0 ? l[2] / l[3] : NAN;
+  st->grad_var = l[5] > 0 ? l[4] / l[5] : NAN;
+  st->grad_norm = mx[0];
+  st->lr = mx[1];
+  st->action_std = mx[2];
+  st->skipped_updates = isnan(mx[3]) ? 0 : (int)mx[3];
+  return 0;
+}
+
 /* One learner iteration and what follows it: the task's update, the time
  * split, the log row and the NaN warning. 0, or -1 with the message in err
  * (a plugin's own, through the error channel, with its context). */
@@ -821,20 +1016,26 @@ static int one_iteration(loop *L, bcg_learner_stats *st, time_split *tsum, int t
   tsum->nn += dt.nn;
   tsum->task += dt.task;
   tsum->est += dt.est;
+  if (reduce_stats(st)) {
+    bcg_setf(err, errlen, "iteration %" PRId64 ": the reduction of the statistics over the ranks failed", L->it);
+    return -1;
+  }
   L->it++;
   L->samples += st->samples;
+  if (!L->log) return 0; /* ranks other than 0 log nothing */
   double wall = L->wall0 + (now_s() - t0);
   log_stats(L->log, L->it - 1, L->samples, wall, st, tracking, &dt);
   if (log_est_values(L, err, errlen)) return -1;
   /* an iteration with at least one NaN/Inf reset per environment: the run
    * is not learning anything (a broken model, contact or motion); say so
    * the first time and then every 100th such iteration */
-  if (st->nan_resets > 0 && st->nan_resets >= L->S.env->nenv && (*nan_iters)++ % 100 == 0)
+  const int nenv_all = L->S.env->nenv * L->S.tr.world;
+  if (st->nan_resets > 0 && st->nan_resets >= nenv_all && (*nan_iters)++ % 100 == 0)
     fprintf(stderr,
             "\nbcg: warning: iteration %" PRId64 ": %d NaN/Inf resets (a state, observation or reward not "
             "finite) for %d environments: every environment, on average; the physics or the task produces "
             "non-finite values (curve nan_resets in log.h5)\n",
-            L->it - 1, st->nan_resets, L->S.env->nenv);
+            L->it - 1, st->nan_resets, nenv_all);
   return bcg_runlog_flush_iteration(L->log, err, errlen) ? -1 : 0;
 }
 
@@ -854,8 +1055,12 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
          bcg_config_path(cfg));
     return -1;
   }
-  int lock = lock_run(opt->run_dir, err, errlen);
-  if (lock < 0) return -1;
+  /* one lock per run: rank 0's (the others write only their shards) */
+  int lock = -1;
+  if (any_failed(bcg_dist_rank() == 0 && (lock = lock_run(opt->run_dir, err, errlen)) < 0)) {
+    if (bcg_dist_rank() > 0) bcg_setf(err, errlen, "rank 0 could not lock the run directory");
+    return -1;
+  }
   char e2[2048];
   if (loop_open(&L, cfg, opt, err, errlen)) goto fail;
   L.S.tr.log = L.log;
@@ -878,10 +1083,19 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   int tracking = task_has_tracking(L.S.task_ops);
   int64_t nan_iters = 0;
   time_split tsum = {0, 0, 0, 0, 0};
+  int64_t cb_stop = 0; /* opt->on_iteration asked to stop (decided with the others at the next turn) */
   for (;;) {
     double wall = L.wall0 + (now_s() - t0);
-    if ((max_it > 0 && L.it >= max_it) || (max_s > 0 && L.samples >= max_s) || (max_t > 0 && wall >= max_t)) break;
-    if (opt->stop && *opt->stop) {
+    /* [budget spent, stop asked]: with several ranks, any rank's reason stops all of them at the same iteration */
+    int64_t why[2] = {(max_it > 0 && L.it >= max_it) || (max_s > 0 && L.samples >= max_s) || (max_t > 0 && wall >= max_t),
+                      (opt->stop && *opt->stop) || cb_stop};
+    if (bcg_dist_max_i64(why, 2)) {
+      bcg_setf(err, errlen, "the ranks could not agree on whether to stop (MPI)");
+      rc = -1;
+      break;
+    }
+    if (why[0]) break;
+    if (why[1]) {
       stopped = 1;
       break;
     }
@@ -903,8 +1117,11 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
       last_ck = L.it;
     }
     if (opt->on_iteration && opt->on_iteration(opt->ctx, L.it, L.samples, wall, &st)) {
-      stopped = 1;
-      break;
+      if (L.S.tr.world == 1) {
+        stopped = 1;
+        break;
+      }
+      cb_stop = 1;
     }
   }
   if (opt->progress && tty) fprintf(opt->progress, "\n");
@@ -912,15 +1129,15 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   if (rc == 0 && last_ck != L.it) {
     if (write_checkpoint(&L, wall, ckpath, sizeof ckpath, err, errlen)) rc = -1;
   }
-  if (bcg_runlog_close(L.log, rc ? e2 : err, rc ? sizeof e2 : errlen)) rc = -1;
+  if (L.log && bcg_runlog_close(L.log, rc ? e2 : err, rc ? sizeof e2 : errlen)) rc = -1;
   L.log = NULL;
   if (res) fill_result(res, &L, wall, stopped, &st, ckpath, &tsum, now_s() - t0);
   teardown(&L);
-  close(lock);
+  if (lock >= 0) close(lock);
   return rc;
 fail:
   if (L.log) bcg_runlog_close(L.log, e2, sizeof e2);
   teardown(&L);
-  close(lock);
+  if (lock >= 0) close(lock);
   return -1;
 }

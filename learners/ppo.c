@@ -14,7 +14,18 @@
  * resets the environment, counts it and treats the transition as a
  * termination with reward 0; a non-finite minibatch gradient is skipped and
  * counted; a reset re-draws the environment's domain randomisation, and the
- * draw indices and push clocks are checkpointed. */
+ * draw indices and push clocks are checkpointed.
+ *
+ * Data-parallel (several ranks, bcg/dist.h; BCG_CAP_DATA_PARALLEL): every
+ * rank steps its own environments from its own seed and keeps its own
+ * rollout; rank 0's initial parameters are sent to all; the observation
+ * normaliser merges all ranks' rows, the advantages are normalised with the
+ * mean and deviation over all ranks, the KL of the adaptive learning rate is
+ * the mean over all minibatch rows, and each minibatch's gradient (actor,
+ * log-std and critic) is the mean of the ranks' gradients (each over its
+ * equal share of rows), so the clip, Adam and the parameters are the same
+ * on every rank. As in rsl_rl's multi-GPU PPO, one rank's minibatch is its
+ * rows of one permutation of its own rollout. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +80,9 @@ typedef struct ppo {
   double *lsum;       /* [2 nblocks] a minibatch's surrogate and value losses per block of PPO_BLOCK rows */
   bcg_real lsold[64];
   lu_track trk; /* the rollout's tracking error (stats.track_err) */
+  /* data-parallel runs (tr->world > 1): the services' sums over the ranks, NULL with one rank */
+  int (*dsum)(double *x, size_t n);
+  int (*dsum_real)(bcg_real *x, size_t n);
 } ppo;
 
 /* the host arrays the networks write (outputs) or read (output adjoints)
@@ -156,6 +170,19 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
   }
   bcg_mlp_init_params(&s->actor, tr->seed, 1);
   bcg_mlp_init_params(&s->critic, tr->seed, 10);
+  if (tr->world > 1) { /* every rank starts from rank 0's parameters */
+    if (!BCG_SVC_HAS(svc, dist_sum) || !BCG_SVC_HAS(svc, dist_bcast)) {
+      snprintf(err, errlen, "ppo: %d ranks, but the host has no data-parallel services (an older bcg)", tr->world);
+      goto fail;
+    }
+    s->dsum = svc->dist_sum;
+    s->dsum_real = svc->dist_sum_real;
+    if (svc->dist_bcast(s->actor.params, s->actor.nparams * sizeof(bcg_real), 0) ||
+        svc->dist_bcast(s->critic.params, s->critic.nparams * sizeof(bcg_real), 0)) {
+      snprintf(err, errlen, "ppo: sending rank 0's initial parameters failed");
+      goto fail;
+    }
+  }
   double lr = svc->get_real(p, "lr"), b1 = svc->get_real(p, "beta1"), b2 = svc->get_real(p, "beta2");
   if (bcg_adam_init(&s->aopt, s->actor.nparams, (bcg_real)lr, (bcg_real)b1, (bcg_real)b2, (bcg_real)1e-8) ||
       bcg_adam_init(&s->copt, s->critic.nparams, (bcg_real)lr, (bcg_real)b1, (bcg_real)b2, (bcg_real)1e-8) ||
@@ -223,7 +250,7 @@ static int rollout(ppo *s, lu_sums *sum) {
   lu_track_begin(&s->trk);
   for (int t = 0; t < S; t++) {
     bcg_real *O = s->OBS + (size_t)t * N * od, *Ac = s->ACT + (size_t)t * N * nu, *MUt = s->MU + (size_t)t * N * nu;
-    if (s->obs_norm) bcg_normalizer_update(&s->obs_rms, s->obs, N);
+    if (s->obs_norm && bcg_normalizer_update_dist(&s->obs_rms, s->obs, N, s->dsum)) return -1;
     normalise(s, s->obs, N, O);
     if (bcg_nn_rows_put(&s->obs_rows, (long)t * N, N) ||
         bcg_mlp_forward_rows(&s->actor, NULL, &s->obs_rows, (long)t * N, NULL, N, MUt) ||
@@ -313,11 +340,14 @@ static int advantages(ppo *s) {
     }
   }
   {
-    double m = 0, v = 0;
-    for (int i = 0; i < M; i++) m += s->ADV[i];
-    m /= M;
+    /* over every rank's rollout in a data-parallel run (the sums reduced) */
+    double mc[2] = {0, M}, v = 0;
+    for (int i = 0; i < M; i++) mc[0] += s->ADV[i];
+    if (s->dsum && s->dsum(mc, 2)) return -1;
+    double m = mc[0] / mc[1];
     for (int i = 0; i < M; i++) v += (s->ADV[i] - m) * (s->ADV[i] - m);
-    double sd = sqrt(v / (M > 1 ? M - 1 : 1));
+    if (s->dsum && s->dsum(&v, 1)) return -1;
+    double sd = sqrt(v / (mc[1] > 1 ? mc[1] - 1 : 1));
     for (int i = 0; i < M; i++) s->ADV[i] = (bcg_real)((s->ADV[i] - m) / (sd + 1e-8));
   }
   return 0;
@@ -342,8 +372,9 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
   bcg_real *vals = s->mbdv; /* values now; overwritten by their adjoint below */
   /* adaptive learning rate from KL(old || new) */
   if (s->adaptive) {
-    double kl = bcg_gauss_kl_sum(n, nu, s->MU, s->perm + b0, s->lsold, s->mbmu, ls);
-    bcg_lr_observe_kl(&s->sched, (bcg_real)(kl / n));
+    double kl[2] = {bcg_gauss_kl_sum(n, nu, s->MU, s->perm + b0, s->lsold, s->mbmu, ls), n};
+    if (s->dsum && s->dsum(kl, 2)) return -1; /* the mean over every rank's rows */
+    bcg_lr_observe_kl(&s->sched, (bcg_real)(kl[0] / kl[1]));
   }
   bcg_gauss_logprob_batch(n, nu, s->mbmu, ls, s->mba, s->mblp);
   const int nb = (n + PPO_BLOCK - 1) / PPO_BLOCK;
@@ -390,6 +421,12 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
   if (bcg_mlp_backward(&s->actor, NULL, s->mbdmu, s->actor.grad, NULL) ||
       bcg_mlp_backward(&s->critic, NULL, s->mbdv, s->critic.grad, NULL))
     return -1;
+  /* data-parallel: the mean of the ranks' gradients (every rank's minibatch has n rows) */
+  if (s->dsum_real) {
+    double inv = 1.0 / s->tr->world;
+    if (bcg_mlp_grad_reduce(&s->actor, s->dsum_real, inv) || bcg_mlp_grad_reduce(&s->critic, s->dsum_real, inv))
+      return -1;
+  }
   /* one clip over both networks (on the device when they are held) */
   bcg_real na_r, nc_r;
   if (bcg_mlp_grad_norm(&s->actor, &na_r) || bcg_mlp_grad_norm(&s->critic, &nc_r)) return -1;
@@ -450,6 +487,32 @@ static int update(ppo *s, int *skipped, double U[3]) {
   return 0;
 }
 
+/* [run] check_replicas: every parameter, Adam moment and normaliser
+ * statistic the same on every rank (hashes compared); -1 with a message if not */
+static int check_replicas(ppo *s) {
+  const struct {
+    const void *p;
+    size_t n;
+    const char *what;
+  } parts[] = {{s->actor.params, s->actor.nparams * sizeof(bcg_real), "actor parameters"},
+               {s->critic.params, s->critic.nparams * sizeof(bcg_real), "critic parameters"},
+               {s->aopt.m, s->aopt.n * sizeof(bcg_real), "actor Adam moments"},
+               {s->copt.v, s->copt.n * sizeof(bcg_real), "critic Adam moments"},
+               {s->obs_rms.mean, (size_t)s->od * sizeof(bcg_real), "observation normaliser statistics"},
+               {s->obs_rms.var, (size_t)s->od * sizeof(bcg_real), "observation normaliser statistics"},
+               {&s->sched.lr, sizeof s->sched.lr, "learning rate"}};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    int same = s->svc->dist_same(parts[i].p, parts[i].n);
+    if (same != 1) {
+      if (BCG_SVC_HAS(s->svc, error))
+        s->svc->error(1, "[run] check_replicas: the %s differ between the ranks after iteration %lld%s", parts[i].what,
+                      (long long)s->tr->iteration, same < 0 ? " (the comparison failed)" : "");
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int iterate(void *p, bcg_learner_stats *st) {
   ppo *s = p;
   bcg_estimator_stats es0;
@@ -474,6 +537,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   if (hold && bcg_mlp_release(&s->actor, &s->aopt)) rc = 1;
   if (hold && bcg_mlp_release(&s->critic, &s->copt)) rc = 1;
   if (rc) return -1;
+  if (s->tr->check_replicas && check_replicas(s)) return -1;
   lu_stats_common(st, s->est_ops, s->est, &es0, S.episodes, S.ret, S.len, S.nrew, S.rew, s->actor.extra_params, s->nu,
                   S.nan_resets, skipped);
   st->actor_loss = U[0];
@@ -555,4 +619,4 @@ static const bcg_key_spec keys[] = {
     {"squash", BCG_KEY_CHOICE, "none", 0, 0, "none|tanh", "actions sent to the env: raw (rsl_rl) or tanh(sample)"},
 };
 
-LU_LEARNER_PLUGIN("ppo", "clipped PPO with GAE and adaptive-KL learning rate (rsl_rl)", 0)
+LU_LEARNER_PLUGIN("ppo", "clipped PPO with GAE and adaptive-KL learning rate (rsl_rl)", BCG_CAP_DATA_PARALLEL)

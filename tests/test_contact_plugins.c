@@ -62,7 +62,7 @@ static void tp_log(int level, const char *fmt, ...) { (void)level; (void)fmt; }
 /* a host table of the size before the error entry (an older host: plugins
  * check the size before calling it) */
 static const bcg_services test_svc = {BCG_ABI_VERSION, (uint32_t)offsetof(bcg_services, error), tp_int, tp_real,
-                                      tp_bool, tp_string, tp_list, tp_log, NULL};
+                                      tp_bool, tp_string, tp_list, tp_log, NULL, NULL, NULL, NULL, NULL};
 
 /* defaults of every key a plugin declares, then the given overrides */
 static void tp_fill(tparams *t, const bcg_plugin_desc *d, const char *k1, const char *v1,

@@ -670,6 +670,23 @@ static held_t *held_ok(const bcg_mlp *m) {
   return h;
 }
 
+int bcg_cuda_nn_grad_copy(const bcg_mlp *m, bcg_real *host, int to_host) {
+  pthread_mutex_lock(&G.mu);
+  held_t *h = held_ok(m);
+  if (!h) goto fail;
+  if (to_host) CK(down(host, h->g, m->nnet * sizeof(bcg_real)));
+  else {
+    CK(up(h->g, host, m->nnet * sizeof(bcg_real)));
+    CK(cudaStreamSynchronize(G.st)); /* host may change once this returns */
+  }
+  pthread_mutex_unlock(&G.mu);
+  return 0;
+fail:
+  if (h) h->bad = 1;
+  pthread_mutex_unlock(&G.mu);
+  return -1;
+}
+
 /* a held network's extra parameters (m->nnet .. m->nparams) keep their gradient on the
  * host (bcg_mlp_hold): the host's extra_grad into the device gradient's tail (queued) */
 static cudaError_t extra_grad_in(held_t *h, const bcg_mlp *m) {

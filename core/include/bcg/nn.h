@@ -506,6 +506,14 @@ int bcg_mlp_clip_adam(bcg_mlp *m, bcg_adam *opt, bcg_real max_norm, bcg_real *no
  * size, c not finite, another opt than the hold's), BCG_NN_EDEVICE. */
 int bcg_mlp_grad_norm(bcg_mlp *m, bcg_real *norm);
 int bcg_mlp_scale_adam(bcg_mlp *m, bcg_adam *opt, double c);
+/* A data-parallel step's gradient: m->grad (all nparams, the extra ones
+ * included) := scale * sum(m->grad) where sum reduces the array in place
+ * over the ranks (the services' dist_sum_real), then each element rounded
+ * (bcg_real)((double)g * scale); scale 1 leaves the sum as it is. On a held
+ * network the network part is copied from the device and back around the
+ * sum. Return BCG_NN_OK, BCG_NN_EINVAL (NULL m or sum), BCG_NN_EDEVICE, or
+ * BCG_NN_EDEVICE also when sum fails. */
+int bcg_mlp_grad_reduce(bcg_mlp *m, int (*sum)(bcg_real *x, size_t n), double scale);
 
 /* Learning-rate schedules. */
 typedef enum bcg_lr_kind { BCG_LR_CONSTANT = 0, BCG_LR_LINEAR = 1, BCG_LR_ADAPTIVE_KL = 2 } bcg_lr_kind;
@@ -554,6 +562,12 @@ int bcg_normalizer_init(bcg_normalizer *nz, int dim, bcg_real clip, double count
 void bcg_normalizer_free(bcg_normalizer *nz);
 /* Merge the statistics of x[batch][dim]. */
 int bcg_normalizer_update(bcg_normalizer *nz, const bcg_real *x, int batch);
+/* The same for a batch split over the ranks of a data-parallel run: sum
+ * (the services' dist_sum, or NULL for one process: then the same bits as
+ * bcg_normalizer_update) adds arrays of doubles over the ranks, so every
+ * rank merges the statistics of all the ranks' rows and ends with the same
+ * normaliser. BCG_NN_EDEVICE when sum fails. */
+int bcg_normalizer_update_dist(bcg_normalizer *nz, const bcg_real *x, int batch, int (*sum)(double *x, size_t n));
 /* y[batch][dim] = normalised x (y may alias x). */
 void bcg_normalizer_apply(const bcg_normalizer *nz, const bcg_real *x, int batch, bcg_real *y);
 /* dx = VJP of apply w.r.t. x at x (statistics constant; 0 where clamped). */

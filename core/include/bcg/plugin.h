@@ -74,6 +74,9 @@ typedef struct bcg_key_spec {
                                               without floor contact unless [model] allow_no_floor = true */
 #define BCG_CAP_SLICES (1ull << 5)         /* contact: solve and solve_vjp may run concurrently on disjoint
                                               blocks of environments (a sub-batch), from several threads */
+#define BCG_CAP_DATA_PARALLEL (1ull << 6)  /* learner: trains with several ranks (mpirun; bcg/dist.h): its
+                                              gradients and statistics reduced over them with the services'
+                                              dist_* entries, the parameters the same on every rank */
 
 /* ---- services the host hands to plugins ---------------------------------- */
 
@@ -97,6 +100,16 @@ typedef struct bcg_services {
    * backward at step 12 returned -1: adjoint not finite (code 3)". Only the
    * first message of a failing call is kept; any thread may call it. */
   void (*error)(int code, const char *fmt, ...);
+  /* (appended; check size) the ranks of a data-parallel run (bcg/dist.h):
+   * in place, x[i] := the sum over the ranks (collective: every rank calls it
+   * in the same order with the same n; the identity with one rank); 0 or -1.
+   * A learner with BCG_CAP_DATA_PARALLEL averages its gradients with it. */
+  int (*dist_sum)(double *x, size_t n);
+  int (*dist_sum_real)(bcg_real *x, size_t n);
+  /* rank root's bytes to every rank (e.g. the initial parameters); 0 or -1 */
+  int (*dist_bcast)(void *buf, size_t bytes, int root);
+  /* 1 if the bytes are the same on every rank, 0 if not, -1 on error */
+  int (*dist_same)(const void *p, size_t n);
 } bcg_services;
 
 /* 1 if the table `ops` of type T (a bcg_*_ops table or bcg_services: each

@@ -26,8 +26,13 @@ struct bcg_trainer {
   uint64_t seed;
   int64_t iteration;      /* the iteration about to run (0-based) */
   int64_t max_iterations; /* the budget in iterations, for schedules */
-  bcg_runlog *log;        /* extra curves: bcg_runlog_append(log, name, value) */
+  bcg_runlog *log;        /* extra curves: bcg_runlog_append(log, name, value); NULL on ranks other than 0 */
   int threads;
+  /* (appended) a data-parallel run (bcg/dist.h): this process's rank and the
+   * number of ranks (1: one process); seed above is the rank's own ([run]
+   * rank_seed); check_replicas: compare the parameters across the ranks
+   * after every update ([run] check_replicas) */
+  int rank, world, check_replicas;
 };
 
 /* Filled by a learner's iterate(); the loop logs every field. */
