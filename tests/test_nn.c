@@ -483,6 +483,79 @@ static void test_mlp_init(void) {
 
 /* ---- normaliser ----------------------------------------------------------------- */
 
+/* the sum over two ranks that hold the same rows: the array doubled */
+static int twice(double *x, size_t n) {
+  for (size_t i = 0; i < n; i++) x[i] *= 2;
+  return 0;
+}
+static int add_rank(bcg_real *x, size_t n) {
+  for (size_t i = 0; i < n; i++) x[i] += (bcg_real)(0.125 * (double)(i % 5));
+  return 0;
+}
+
+/* The data-parallel pieces on the host: bcg_normalizer_update_dist without a
+ * sum is bcg_normalizer_update bit for bit, and with a sum over two ranks
+ * that hold the same rows it merges what one process merges from both
+ * copies; bcg_mlp_grad_reduce sums then scales every gradient element, the
+ * extra ones included. */
+static void test_dist_pieces(void) {
+  enum { D = 5, B = 23 };
+  bcg_real *x = malloc(sizeof(bcg_real) * 2 * B * D);
+  randn(x, B * D, 41, 1);
+  memcpy(x + B * D, x, sizeof(bcg_real) * B * D);
+  bcg_normalizer a, b, c;
+  CU_ASSERT_EQUAL_FATAL(bcg_normalizer_init(&a, D, 5, 1e-4), 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_normalizer_init(&b, D, 5, 1e-4), 0);
+  CU_ASSERT_EQUAL_FATAL(bcg_normalizer_init(&c, D, 5, 1e-4), 0);
+  double worst = 0;
+  for (int k = 0; k < 3; k++) {
+    CU_ASSERT_EQUAL(bcg_normalizer_update(&a, x, B), 0);
+    CU_ASSERT_EQUAL(bcg_normalizer_update_dist(&b, x, B, NULL), 0);
+    CU_ASSERT_EQUAL(memcmp(a.mean, b.mean, sizeof(bcg_real) * D), 0);
+    CU_ASSERT_EQUAL(memcmp(a.var, b.var, sizeof(bcg_real) * D), 0);
+    bcg_normalizer one;
+    CU_ASSERT_EQUAL_FATAL(bcg_normalizer_init(&one, D, 5, 1e-4), 0);
+    for (int j = 0; j <= k; j++) CU_ASSERT_EQUAL(bcg_normalizer_update(&one, x, 2 * B), 0);
+    CU_ASSERT_EQUAL(bcg_normalizer_update_dist(&c, x, B, twice), 0);
+    CU_ASSERT(c.count == one.count);
+    for (int i = 0; i < D; i++) {
+      worst = fmax(worst, bcg_relerr(c.mean[i], one.mean[i], 1e-12));
+      worst = fmax(worst, bcg_relerr(c.var[i], one.var[i], 1e-12));
+    }
+    bcg_normalizer_free(&one);
+  }
+#ifdef BCG_REAL_FLOAT
+  CU_ASSERT(worst < 1e-5);
+#else
+  CU_ASSERT(worst < 1e-12);
+#endif
+  bcg_test_report("normaliser over two ranks vs one process relerr", worst);
+  bcg_normalizer_free(&a);
+  bcg_normalizer_free(&b);
+  bcg_normalizer_free(&c);
+  bcg_mlp m;
+  bcg_mlp_config cfg = {0};
+  cfg.in_dim = 3;
+  cfg.out_dim = 2;
+  cfg.nhidden = 1;
+  cfg.hidden[0] = 4;
+  cfg.extra = 2;
+  cfg.max_batch = 1;
+  CU_ASSERT_EQUAL_FATAL(bcg_mlp_create(&m, &cfg), 0);
+  for (size_t i = 0; i < m.nparams; i++) m.grad[i] = (bcg_real)(0.3 * (double)i - 1);
+  CU_ASSERT_EQUAL(bcg_mlp_grad_reduce(&m, add_rank, 0.5), 0);
+  int ok = 1;
+  for (size_t i = 0; i < m.nparams; i++) {
+    bcg_real g = (bcg_real)(0.3 * (double)i - 1);
+    g += (bcg_real)(0.125 * (double)(i % 5));
+    ok &= m.grad[i] == (bcg_real)((double)g * 0.5);
+  }
+  CU_ASSERT(ok);
+  CU_ASSERT_EQUAL(bcg_mlp_grad_reduce(&m, NULL, 0.5), BCG_NN_EINVAL);
+  bcg_mlp_destroy(&m);
+  free(x);
+}
+
 static void test_normalizer_stats(void) {
   enum { D = 6, NB = 5, TOT = 3 + 17 + 1 + 40 + 8 };
   const int sizes[NB] = {3, 17, 1, 40, 8};
@@ -1035,7 +1108,7 @@ static void test_regression_sin(void) {
   bcg_mlp_destroy(&m);
 }
 
-BCG_TESTS({"philox known answers", test_philox_kat}, {"rng streams", test_rng_streams},
+BCG_TESTS({"philox known answers", test_philox_kat}, {"data-parallel pieces (normaliser, gradient)", test_dist_pieces}, {"rng streams", test_rng_streams},
           {"mlp vjp (no layernorm)", test_mlp_vjp_plain},
           {"mlp vjp (layernorm pre/post)", test_mlp_vjp_layernorm}, {"mlp tapes", test_mlp_tapes}, {"mlp row sources", test_mlp_rows}, {"mlp split over threads", test_mlp_threads},
           {"elu layer", test_elu_layer},

@@ -530,8 +530,15 @@ static void test_profile(void) {
  * state ends, bit for bit, where the same device forwards and backwards with
  * host clips and Adam steps take an unheld copy of it: steps with and without
  * clipping, with weight decay, a step whose gradient is NaN (no step taken),
+ * steps whose gradient is reduced (bcg_mlp_grad_reduce, a data-parallel step),
  * minibatches gathered from a row source; a small batch of a held network runs
  * on the device whatever min_batch; refusals; destroy while held. */
+/* a stand-in for the sum over the ranks: another rank's gradient added */
+static int fake_sum(bcg_real *x, size_t n) {
+  for (size_t i = 0; i < n; i++) x[i] += (bcg_real)(1e-3 * (double)(i % 7));
+  return 0;
+}
+
 static void held_round(bcg_ln_mode ln, bcg_act act, bcg_real wd, double *worst_y) {
   enum { IN = 19, OUT = 1, NR = 700, B = 256, STEPS = 7 };
   bcg_mlp a, b;
@@ -571,6 +578,10 @@ static void held_round(bcg_ln_mode ln, bcg_act act, bcg_real wd, double *worst_y
     if (bcg_mlp_backward(&a, NULL, dy, a.grad, NULL) || bcg_mlp_backward(&b, NULL, dy, b.grad, NULL)) {
       CU_FAIL("backward");
       break;
+    }
+    if (st == 1 || st == 5) { /* a data-parallel step's reduction: the held gradient through the host and back */
+      CU_ASSERT_EQUAL(bcg_mlp_grad_reduce(&a, fake_sum, 0.5), 0);
+      CU_ASSERT_EQUAL(bcg_mlp_grad_reduce(&b, fake_sum, 0.5), 0);
     }
     bcg_real max = st < 3 ? (bcg_real)1e30 : (bcg_real)0.05, na = 0, nb = 0; /* no clip, then clips */
     oa.lr = ob.lr = (bcg_real)(3e-3 / (1 + st));
