@@ -83,6 +83,7 @@ typedef struct ppo {
   /* data-parallel runs (tr->world > 1): the services' sums over the ranks, NULL with one rank */
   int (*dsum)(double *x, size_t n);
   int (*dsum_real)(bcg_real *x, size_t n);
+  int world, check; /* ranks; [run] check_replicas */
 } ppo;
 
 /* the host arrays the networks write (outputs) or read (output adjoints)
@@ -170,11 +171,10 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
   }
   bcg_mlp_init_params(&s->actor, tr->seed, 1);
   bcg_mlp_init_params(&s->critic, tr->seed, 10);
-  if (tr->world > 1) { /* every rank starts from rank 0's parameters */
-    if (!BCG_SVC_HAS(svc, dist_sum) || !BCG_SVC_HAS(svc, dist_bcast)) {
-      snprintf(err, errlen, "ppo: %d ranks, but the host has no data-parallel services (an older bcg)", tr->world);
-      goto fail;
-    }
+  /* tr's rank fields exist in hosts with the dist services (appended together) */
+  s->world = BCG_SVC_HAS(svc, dist_same) ? tr->world : 1;
+  s->check = s->world > 1 && tr->check_replicas;
+  if (s->world > 1) { /* every rank starts from rank 0's parameters */
     s->dsum = svc->dist_sum;
     s->dsum_real = svc->dist_sum_real;
     if (svc->dist_bcast(s->actor.params, s->actor.nparams * sizeof(bcg_real), 0) ||
@@ -423,7 +423,7 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
     return -1;
   /* data-parallel: the mean of the ranks' gradients (every rank's minibatch has n rows) */
   if (s->dsum_real) {
-    double inv = 1.0 / s->tr->world;
+    double inv = 1.0 / s->world;
     if (bcg_mlp_grad_reduce(&s->actor, s->dsum_real, inv) || bcg_mlp_grad_reduce(&s->critic, s->dsum_real, inv))
       return -1;
   }
@@ -537,7 +537,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
   if (hold && bcg_mlp_release(&s->actor, &s->aopt)) rc = 1;
   if (hold && bcg_mlp_release(&s->critic, &s->copt)) rc = 1;
   if (rc) return -1;
-  if (s->tr->check_replicas && check_replicas(s)) return -1;
+  if (s->check && check_replicas(s)) return -1;
   lu_stats_common(st, s->est_ops, s->est, &es0, S.episodes, S.ret, S.len, S.nrew, S.rew, s->actor.extra_params, s->nu,
                   S.nan_resets, skipped);
   st->actor_loss = U[0];

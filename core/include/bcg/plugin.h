@@ -100,7 +100,7 @@ typedef struct bcg_services {
    * backward at step 12 returned -1: adjoint not finite (code 3)". Only the
    * first message of a failing call is kept; any thread may call it. */
   void (*error)(int code, const char *fmt, ...);
-  /* (appended; check size) the ranks of a data-parallel run (bcg/dist.h):
+  /* (appended in SDK 1.2; check size) the ranks of a data-parallel run (bcg/dist.h):
    * in place, x[i] := the sum over the ranks (collective: every rank calls it
    * in the same order with the same n; the identity with one rank); 0 or -1.
    * A learner with BCG_CAP_DATA_PARALLEL averages its gradients with it. */

@@ -28,10 +28,12 @@ struct bcg_trainer {
   int64_t max_iterations; /* the budget in iterations, for schedules */
   bcg_runlog *log;        /* extra curves: bcg_runlog_append(log, name, value); NULL on ranks other than 0 */
   int threads;
-  /* (appended) a data-parallel run (bcg/dist.h): this process's rank and the
-   * number of ranks (1: one process); seed above is the rank's own ([run]
-   * rank_seed); check_replicas: compare the parameters across the ranks
-   * after every update ([run] check_replicas) */
+  /* (appended in SDK 1.2, with the services' dist_* entries: read them only
+   * when BCG_SVC_HAS(svc, dist_same), an older host has neither) a
+   * data-parallel run (bcg/dist.h): this process's rank and the number of
+   * ranks (1: one process); seed above is the rank's own ([run] rank_seed);
+   * check_replicas: compare the parameters across the ranks after every
+   * update ([run] check_replicas) */
   int rank, world, check_replicas;
 };
 
