@@ -39,7 +39,7 @@ static int run(int np, const char *fmt, ...) {
     snprintf(mpi, sizeof mpi, "mpirun --oversubscribe --allow-run-as-root -np %d ", np);
   snprintf(cmd, sizeof cmd,
            "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "
-           "ASAN_OPTIONS=detect_leaks=0:$ASAN_OPTIONS BCG_PLUGIN_PATH=%s/tests/plugins %s%s/bcg %s 2>&1",
+           "ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 BCG_PLUGIN_PATH=%s/tests/plugins %s%s/bcg %s 2>&1",
            b, mpi, b, args);
   FILE *p = popen(cmd, "r");
   if (!p) return -1;
