@@ -96,9 +96,10 @@ done:
   return rc;
 }
 
-enum { CV_IT, CV_SAMPLES, CV_WALL, CV_EF_BCG, CV_EF_MJ, CV_FALLS_BCG, CV_FALLS_MJ, CV_UP_BCG, CV_UP_MJ, NCV };
+enum { CV_IT, CV_SAMPLES, CV_WALL, CV_EF_BCG, CV_EF_MJ, CV_FALLS_BCG, CV_FALLS_MJ, CV_UP_BCG, CV_UP_MJ, CV_PEN_BCG, CV_PEN_MJ, NCV };
 static const char *const cv_name[NCV] = {"iteration",    "samples",      "wall_time", "efixed_bcg_cm", "efixed_mujoco_cm",
-                                         "falls_bcg",    "falls_mujoco", "up_bcg",    "up_mujoco"};
+                                         "falls_bcg",    "falls_mujoco", "up_bcg",    "up_mujoco",     "pen_bcg_mm",
+                                         "pen_mujoco_mm"};
 
 /* the columns of the curve into path (replaced atomically) */
 static int write_curve(const char *path, double *const *col, size_t n, const bcg_eval_opts *o, const bcg_eval_result *r,
@@ -121,8 +122,9 @@ static int write_curve(const char *path, double *const *col, size_t n, const bcg
 
 /* --curve: the untrained policy (S as opened: the run's seed, iteration 0)
  * and every checkpoint of run_dir evaluated as the final policy is (the
- * same episodes, simulators and window), the learning curve of E_fixed and
- * falls against samples and wall time written to run_dir/eval_curve.h5
+ * same episodes, simulators and window), the learning curve of E_fixed,
+ * falls and the foot penetration per simulator (Delta d, the paper's Table 1)
+ * against samples and wall time written to run_dir/eval_curve.h5
  * (bcg report --plots draws it) */
 static int eval_curve(bcg_session *E, bcg_session *S, const bcg_eval_opts *o, const char *run_dir, char *err,
                       size_t errlen) {
@@ -150,10 +152,13 @@ static int eval_curve(bcg_session *E, bcg_session *S, const bcg_eval_opts *o, co
     const double v[NCV] = {(double)it, (double)samples, wall,
                            r->have[0] ? r->stats[0].efixed_mean : NAN, r->have[1] ? r->stats[1].efixed_mean : NAN,
                            r->have[0] ? r->stats[0].falls : NAN, r->have[1] ? r->stats[1].falls : NAN,
-                           r->have[0] ? r->stats[0].up_mean : NAN, r->have[1] ? r->stats[1].up_mean : NAN};
+                           r->have[0] ? r->stats[0].up_mean : NAN, r->have[1] ? r->stats[1].up_mean : NAN,
+                           r->have[0] ? r->stats[0].pen_mean : NAN, r->have[1] ? r->stats[1].pen_mean : NAN};
     for (int c = 0; c < NCV; c++) col[c][i] = v[c];
-    printf("  iteration %8lld  samples %12llu  wall %8.0f s  E_fixed bcg %7.2f cm  MuJoCo %7.2f cm  falls %g / %g\n",
-           (long long)it, (unsigned long long)samples, wall, v[CV_EF_BCG], v[CV_EF_MJ], v[CV_FALLS_BCG], v[CV_FALLS_MJ]);
+    printf("  iteration %8lld  samples %12llu  wall %8.0f s  E_fixed bcg %7.2f cm  MuJoCo %7.2f cm  falls %g / %g  "
+           "Delta d %+.2f mm\n",
+           (long long)it, (unsigned long long)samples, wall, v[CV_EF_BCG], v[CV_EF_MJ], v[CV_FALLS_BCG], v[CV_FALLS_MJ],
+           v[CV_PEN_BCG] - v[CV_PEN_MJ]);
   }
   char out[PATH_MAX + 32];
   snprintf(out, sizeof out, "%.*s/eval_curve.h5", PATH_MAX, run_dir);

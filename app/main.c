@@ -42,7 +42,8 @@ static const struct command {
      "--select-best (RUN_DIR): evaluates every checkpoint in bcg only and reports the one with the lowest E_fixed\n"
      "(learning is not monotone; MuJoCo plays no part in the choice).\n"
      "--curve (RUN_DIR; or [eval] curve = true): first evaluates the untrained policy and every checkpoint the same\n"
-     "way and writes E_fixed and falls per simulator against samples and wall time to RUN_DIR/eval_curve.h5.\n"
+     "way and writes E_fixed, falls and foot penetration per simulator against samples and wall time to\n"
+     "RUN_DIR/eval_curve.h5.\n"
      "--trace FILE: also writes every step of every episode (state, action, reward; MuJoCo's self-contacts) to\n"
      "the HDF5 FILE, per simulator, to see where and how the two simulators part."},
     {"bench", bcg_cmd_bench,

@@ -894,8 +894,12 @@ static void test_sweep_eval_gradstats(void) {
   snprintf(f, sizeof f, "%s/eval_curve.h5", rd);
   hid_t ec = H5Fopen(f, H5F_ACC_RDONLY, H5P_DEFAULT);
   CU_ASSERT_FATAL(ec >= 0);
-  double itv[2] = {0}, smp[2] = {0}, fl[2] = {-1, -1}, ew[3] = {0};
+  double itv[2] = {0}, smp[2] = {0}, fl[2] = {-1, -1}, ew[3] = {0}, pb[2] = {NAN, NAN}, pm[2] = {NAN, NAN};
   char e2[128];
+  CU_ASSERT(bcg_h5_read_doubles(ec, "pen_bcg_mm", pb, 2, e2, sizeof e2) == 2 &&
+            bcg_h5_read_doubles(ec, "pen_mujoco_mm", pm, 2, e2, sizeof e2) == 2);
+  CU_ASSERT(isfinite(pb[0]) && pb[0] >= 0 && isfinite(pm[1]) && pm[1] >= 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, " mm\n  iteration        1 "));
   CU_ASSERT(bcg_h5_read_doubles(ec, "iteration", itv, 2, e2, sizeof e2) == 2 &&
             bcg_h5_read_doubles(ec, "samples", smp, 2, e2, sizeof e2) == 2 &&
             bcg_h5_read_doubles(ec, "falls_mujoco", fl, 2, e2, sizeof e2) == 2 &&
