@@ -23,6 +23,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -159,8 +160,28 @@ static int resume(int argc, char **argv) {
   return rc;
 }
 
+/* the GPU each rank was given (bcg_dist_init: CUDA_VISIBLE_DEVICES), as
+ * "3, 5" in rank order into out, or "" when no rank has one; collective */
+static void rank_gpus(char *out, size_t len) {
+  enum { W = 32 };
+  const int n = bcg_dist_size();
+  out[0] = 0;
+  char mine[W] = "", *all = calloc((size_t)n, W);
+  const char *v = getenv("CUDA_VISIBLE_DEVICES");
+  if (v) snprintf(mine, W, "%s", v);
+  if (all && !bcg_dist_allgather(mine, W, all)) {
+    int any = 0;
+    for (int r = 0; r < n; r++) any |= all[(size_t)r * W] != 0;
+    for (int r = 0; r < n && any; r++) {
+      size_t u = strlen(out);
+      snprintf(out + u, len - u, "%s%.*s", r ? ", " : "", W, all[(size_t)r * W] ? all + (size_t)r * W : "-");
+    }
+  }
+  free(all);
+}
+
 /* a new run's checks, its directory and config.ini (rank 0) */
-static int setup_new(const bcg_config *cfg, char *dir, size_t len) {
+static int setup_new(const bcg_config *cfg, char *dir, size_t len, const char *gpus) {
   int rc = bcg_cli_check_session(cfg);
   if (rc) return rc;
   char err[2048];
@@ -172,8 +193,8 @@ static int setup_new(const bcg_config *cfg, char *dir, size_t len) {
   }
   if ((rc = write_config(cfg, dir))) return rc;
   if (bcg_dist_size() > 1)
-    printf("bcg: train: run directory %s (%d processes, %ld environments each)\n", dir, bcg_dist_size(),
-           bcg_config_get_int(cfg, "run", "num_envs"));
+    printf("bcg: train: run directory %s (%d processes, %ld environments each%s%s)\n", dir, bcg_dist_size(),
+           bcg_config_get_int(cfg, "run", "num_envs"), gpus[0] ? "; CUDA_VISIBLE_DEVICES by rank: " : "", gpus);
   else
     printf("bcg: train: run directory %s\n", dir);
   fflush(stdout);
@@ -193,11 +214,12 @@ int bcg_cmd_train(int argc, char **argv) {
       rc = bcg_cli_error("%s: [%s]: training needs this section with 'plugin = NAME' (available: %s)",
                          bcg_config_path(cfg), bcg_kind_name((bcg_kind)k), names[0] ? names : "none");
     }
-  char dir[PATH_MAX] = "";
+  char dir[PATH_MAX] = "", gpus[1024];
+  rank_gpus(gpus, sizeof gpus); /* every rank: collective */
   /* everything created once before the run directory is: a config that
    * cannot train leaves nothing behind (rank 0 alone, for every rank: the
    * ranks run the same config) */
-  if (!rc && bcg_dist_rank() == 0) rc = setup_new(cfg, dir, sizeof dir);
+  if (!rc && bcg_dist_rank() == 0) rc = setup_new(cfg, dir, sizeof dir, gpus);
   if ((rc = share_setup(rc, dir, sizeof dir))) goto out;
   rc = run(cfg, dir, 0);
 out:

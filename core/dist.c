@@ -166,6 +166,19 @@ int bcg_dist_max_i64(int64_t *x, size_t n) {
   return 0;
 }
 
+int bcg_dist_allgather(const void *mine, size_t bytes, void *all) {
+  if (d_size <= 1) {
+    memmove(all, mine, bytes);
+    return 0;
+  }
+#ifdef BCG_HAVE_MPI
+  if (bytes > (size_t)1 << 30) return fprintf(stderr, "bcg: rank %d: allgather of %zu bytes\n", d_rank, bytes), -1;
+  return mpi_ok(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
+#else
+  return 0;
+#endif
+}
+
 int bcg_dist_bcast(void *buf, size_t bytes, int root) {
   if (d_size <= 1) return 0;
 #ifdef BCG_HAVE_MPI

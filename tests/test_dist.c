@@ -146,10 +146,16 @@ static int exists(const char *fmt, ...) {
 static void test_two_ranks(void) {
   if (!have_mpi()) return;
   const char *ini = write_ini("two", NULL);
+  /* each rank gets its entry of the launcher's GPU list */
+  char *cvd = getenv("CUDA_VISIBLE_DEVICES") ? strdup(getenv("CUDA_VISIBLE_DEVICES")) : NULL;
+  setenv("CUDA_VISIBLE_DEVICES", "3,5", 1);
   int rc = run(2, "train %s run.check_replicas=true", ini);
+  if (cvd) setenv("CUDA_VISIBLE_DEVICES", cvd, 1);
+  else unsetenv("CUDA_VISIBLE_DEVICES");
+  free(cvd);
   if (rc) fprintf(stderr, "%s\n", out);
   CU_ASSERT_EQUAL_FATAL(rc, 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(2 processes, 16 environments each)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(2 processes, 16 environments each; CUDA_VISIBLE_DEVICES by rank: 3, 5)"));
   char dir[PATH_MAX];
   CU_ASSERT_EQUAL_FATAL(run_dir(dir, sizeof dir), 0);
   /* rank 0 prints the progress alone: one "finished" line */
@@ -199,6 +205,8 @@ static void test_resume(void) {
   CU_ASSERT_EQUAL_FATAL(run(2, "train %s", ini), 0);
   char d1[PATH_MAX], d2[PATH_MAX];
   CU_ASSERT_EQUAL_FATAL(run_dir(d1, sizeof d1), 0);
+  if (!getenv("CUDA_VISIBLE_DEVICES") && access("/dev/nvidia0", F_OK) != 0) /* no GPU: none listed */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "(2 processes, 16 environments each)"));
   ini = write_ini("parts", NULL);
   CU_ASSERT_EQUAL_FATAL(run(2, "train %s run.iterations=2", ini), 0);
   CU_ASSERT_EQUAL_FATAL(run_dir(d2, sizeof d2), 0);

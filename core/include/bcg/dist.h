@@ -46,6 +46,9 @@ int bcg_dist_sum(double *x, size_t n);
 int bcg_dist_sum_real(bcg_real *x, size_t n);
 /* in place: x[i] := the maximum over ranks */
 int bcg_dist_max_i64(int64_t *x, size_t n);
+/* every rank's `bytes` bytes at mine into all[rank * bytes ...] on every
+ * rank (all holds size() * bytes) */
+int bcg_dist_allgather(const void *mine, size_t bytes, void *all);
 /* rank root's bytes to every rank */
 int bcg_dist_bcast(void *buf, size_t bytes, int root);
 /* 1 if the n bytes at p are the same on every rank (a 64-bit hash
