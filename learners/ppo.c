@@ -497,6 +497,8 @@ static int check_replicas(ppo *s) {
   } parts[] = {{s->actor.params, s->actor.nparams * sizeof(bcg_real), "actor parameters"},
                {s->critic.params, s->critic.nparams * sizeof(bcg_real), "critic parameters"},
                {s->aopt.m, s->aopt.n * sizeof(bcg_real), "actor Adam moments"},
+               {s->aopt.v, s->aopt.n * sizeof(bcg_real), "actor Adam moments"},
+               {s->copt.m, s->copt.n * sizeof(bcg_real), "critic Adam moments"},
                {s->copt.v, s->copt.n * sizeof(bcg_real), "critic Adam moments"},
                {s->obs_rms.mean, (size_t)s->od * sizeof(bcg_real), "observation normaliser statistics"},
                {s->obs_rms.var, (size_t)s->od * sizeof(bcg_real), "observation normaliser statistics"},
