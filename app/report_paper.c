@@ -3,8 +3,9 @@
  *
  * Each run is placed by its config.ini: the motion is the stem of
  * [task] motion (".../jump.csv" -> jump), the method SHAC+BCG (learner shac,
- * estimator bcg), SHAC (shac, autodiff) or PPO (ppo), kappa the
- * smoothed_kappa contact model's. Runs without eval.h5 (bcg eval RUN) or of
+ * estimator bcg), SHAC (shac, autodiff) or PPO (ppo), kappa and erp (the
+ * position correction, 0 when the config does not set it) the smoothed_kappa
+ * contact model's; Table 1 keeps runs of different erp apart. Runs without eval.h5 (bcg eval RUN) or of
  * another method are left out and counted. Cells are mean +- std over the
  * runs of a cell (seeds); falls are per evaluation (of its episodes). */
 #include <math.h>
@@ -36,11 +37,11 @@ static const char *method_name[] = {"SHAC+BCG", "SHAC", "PPO", "other"};
 typedef struct place {
   char motion[64];
   int method;
-  double kappa;
+  double kappa, erp;
 } place;
 
 static place place_of(const row *r) {
-  place p = {{0}, M_OTHER, NAN};
+  place p = {{0}, M_OTHER, NAN, NAN};
   char v[1024], l[64], e[64], c[64];
   cfg_value(r, "task.motion", v, sizeof v);
   const char *b = strrchr(v, '/');
@@ -56,6 +57,8 @@ static place place_of(const row *r) {
   if (!strcmp(c, "smoothed_kappa")) {
     cfg_value(r, "contact.kappa", v, sizeof v);
     p.kappa = v[0] ? atof(v) : NAN;
+    cfg_value(r, "contact.erp", v, sizeof v);
+    p.erp = v[0] ? atof(v) : 0; /* the key's default */
   }
   return p;
 }
@@ -103,10 +106,12 @@ typedef struct cellset {
   int ncell;
 } cellset;
 
+static int same_num(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
+
 static int find_or_add(cellset *C, const place *p, int by_kappa) {
   for (int i = 0; i < C->ncell; i++)
     if (!strcmp(C->key[i].motion, p->motion) && C->key[i].method == p->method &&
-        (!by_kappa || C->key[i].kappa == p->kappa || (isnan(C->key[i].kappa) && isnan(p->kappa))))
+        (!by_kappa || (same_num(C->key[i].kappa, p->kappa) && same_num(C->key[i].erp, p->erp))))
       return i;
   if (C->ncell == MAXC) return -1;
   C->key[C->ncell] = *p;
@@ -127,6 +132,7 @@ static int cmp_motion(const char *a, const char *b) {
 static int cmp_t1(const void *x, const void *y) {
   const place *a = x, *b = y;
   if (a->kappa != b->kappa) return a->kappa < b->kappa ? -1 : 1;
+  if (a->erp != b->erp && !(isnan(a->erp) && isnan(b->erp))) return a->erp < b->erp ? -1 : 1;
   return cmp_motion(a->motion, b->motion);
 }
 
@@ -141,10 +147,13 @@ static void table1(const rows *R, const cellset *C, int csv) {
       place t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
       int u = map[j]; map[j] = map[j - 1]; map[j - 1] = u;
     }
-  if (csv) printf("table,kappa,motion,runs,falls_mujoco_mean,falls_mujoco_std,episodes,delta_d_mm_mean,delta_d_mm_std,paper\n");
+  if (csv)
+    printf("table,kappa,erp,motion,runs,falls_mujoco_mean,falls_mujoco_std,episodes,delta_d_mm_mean,delta_d_mm_std,"
+           "paper\n");
   else {
-    printf("## Table 1: SHAC+BCG after transfer to MuJoCo, per kappa and motion\n\n");
-    printf("| kappa | motion | runs | falls in MuJoCo | Delta d mm | paper (all motions) |\n|--:|:--|--:|--:|--:|:--|\n");
+    printf("## Table 1: SHAC+BCG after transfer to MuJoCo, per kappa, position correction (erp) and motion\n\n");
+    printf("| kappa | erp | motion | runs | falls in MuJoCo | Delta d mm | paper (all motions, no erp) |\n"
+           "|--:|--:|:--|--:|--:|--:|:--|\n");
   }
   for (int k = 0; k < m; k++) {
     int c = map[k];
@@ -158,15 +167,15 @@ static void table1(const rows *R, const cellset *C, int csv) {
     }
     stat f = stat_of(falls, C->n[c]), d = stat_of(dd, C->n[c]);
     if (csv) {
-      printf("1,%g,%s,%d,%.4g,%.4g,%g,%.4g,%.4g,\"%s\"\n", order[k].kappa, order[k].motion, C->n[c], f.mean, f.std, eps,
-             d.mean, d.std, paper_t1(order[k].kappa));
+      printf("1,%g,%g,%s,%d,%.4g,%.4g,%g,%.4g,%.4g,\"%s\"\n", order[k].kappa, order[k].erp, order[k].motion, C->n[c],
+             f.mean, f.std, eps, d.mean, d.std, paper_t1(order[k].kappa));
       continue;
     }
     char fc[64], dc[64];
     cell(fc, sizeof fc, f, "%.1f");
     cell(dc, sizeof dc, d, "%.1f");
-    printf("| %g | %s | %d | %s of %g | %s | %s |\n", order[k].kappa, order[k].motion, C->n[c], fc, eps, dc,
-           paper_t1(order[k].kappa));
+    printf("| %g | %g | %s | %d | %s of %g | %s | %s |\n", order[k].kappa, order[k].erp, order[k].motion, C->n[c], fc,
+           eps, dc, paper_t1(order[k].kappa));
   }
   if (!m && !csv) printf("(no evaluated SHAC+BCG run with smoothed_kappa)\n");
 }

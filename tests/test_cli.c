@@ -265,16 +265,17 @@ static void test_report_groups(void) {
 
 /* A run for --paper: fixture_run's files with this config (motion, method,
  * kappa), E_track and E_fixed of two MuJoCo episodes, falls and Delta d. */
-static void paper_run(const char *dir, const char *learner, const char *estimator, int kappa, const char *motion,
-                      double et, double ef, double falls, double dd) {
+static void paper_run_erp(const char *dir, const char *learner, const char *estimator, int kappa, const char *erp,
+                          const char *motion, double et, double ef, double falls, double dd) {
   const double efx[4] = {ef, ef, ef, ef}, fell[4] = {0, 0, falls > 0, falls > 1};
   fixture_run(dir, 0, 1, "300", 6, 2, 0.1, efx, fell);
   char p[900], err[256];
   snprintf(p, sizeof p, "%s/config.ini", dir);
   FILE *f = fopen(p, "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "[learner]\nplugin = %s\n[estimator]\nplugin = %s\n[contact]\nplugin = smoothed_kappa\nkappa = %d\n"
-             "[task]\nplugin = imitation\nmotion = /data/lafan1_g1/%s.csv\n", learner, estimator, kappa, motion);
+  fprintf(f, "[learner]\nplugin = %s\n[estimator]\nplugin = %s\n[contact]\nplugin = smoothed_kappa\nkappa = %d\n%s%s%s"
+             "[task]\nplugin = imitation\nmotion = /data/lafan1_g1/%s.csv\n", learner, estimator, kappa,
+          erp ? "erp = " : "", erp ? erp : "", erp ? "\n" : "", motion);
   fclose(f);
   snprintf(p, sizeof p, "%s/eval.h5", dir);
   hid_t e = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -291,7 +292,12 @@ static void paper_run(const char *dir, const char *learner, const char *estimato
   H5Fclose(e);
 }
 
-/* --paper: Table 1 per kappa and motion (SHAC+BCG), Table 2 per motion
+static void paper_run(const char *dir, const char *learner, const char *estimator, int kappa, const char *motion,
+                      double et, double ef, double falls, double dd) {
+  paper_run_erp(dir, learner, estimator, kappa, NULL, motion, et, ef, falls, dd);
+}
+
+/* --paper: Table 1 per kappa, erp and motion (SHAC+BCG), Table 2 per motion
  * (SHAC+BCG against PPO), runs without an evaluation or of another method
  * counted and left out */
 static void test_report_paper(void) {
@@ -308,20 +314,24 @@ static void test_report_paper(void) {
   paper_run(d, "ppo", "autodiff", 300, "jump", 25, 40, 1, 4);
   snprintf(d, sizeof d, "%s/jump_trunc/20260101T000000Z", root);
   paper_run(d, "shac", "truncate", 300, "jump", 25, 40, 1, 4);
+  snprintf(d, sizeof d, "%s/jump_k50_erp/20260101T000000Z", root); /* the position correction: a row of its own */
+  paper_run_erp(d, "shac", "bcg", 50, "0.2", "jump", 10, 12, 0, 4);
   snprintf(d, sizeof d, "%s/noeval/20260101T000000Z", root); /* no eval.h5 */
   fixture_run(d, 0, 1, "300", 6, 2, 0.1, NULL, NULL);
   CU_ASSERT_EQUAL(run_out("report %s --paper", root), 0);
-  const char *a = strstr(out, "| 50 | jump | 2 | 2.0 ± 0.0 of 2 | 12.5 ± 0.7 | 5/5 falls, 11-13 mm |\n");
-  const char *b = strstr(out, "| 300 | jump | 2 | 0.0 ± 0.0 of 2 | 3.0 ± 0.0 | 0/5 falls, about 3 mm |\n");
-  CU_ASSERT(a && b && a < b);
+  const char *a = strstr(out, "| 50 | 0 | jump | 2 | 2.0 ± 0.0 of 2 | 12.5 ± 0.7 | 5/5 falls, 11-13 mm |\n");
+  const char *a2 = strstr(out, "| 50 | 0.2 | jump | 1 | 0.0 of 2 | 4.0 | 5/5 falls, 11-13 mm |\n");
+  const char *b = strstr(out, "| 300 | 0 | jump | 2 | 0.0 ± 0.0 of 2 | 3.0 ± 0.0 | 0/5 falls, about 3 mm |\n");
+  CU_ASSERT(a && a2 && b && a < a2 && a2 < b);
   /* Table 2: both kappas' SHAC+BCG runs of jump, then PPO */
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| jump | SHAC+BCG | 4 | 24.5 ± 6.4 | 42.5 ± 26.3 | 1.0 ± 1.2 | 18.6 |\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| jump | SHAC+BCG | 5 | 21.6 ± 8.5 | 36.4 ± 26.5 | 0.8 ± 1.1 | 18.6 |\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "| jump | PPO | 1 | 25.0 | 40.0 | 1.0 | 18.0 |\n"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "runs: 7 read, 1 without a MuJoCo evaluation (bcg eval RUN), 1 of another method "
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "runs: 8 read, 1 without a MuJoCo evaluation (bcg eval RUN), 1 of another method "
                                      "left out\n"));
   if (!a || !b) fprintf(stderr, "%s", out);
   CU_ASSERT_EQUAL(run_out("report %s --paper --csv", root), 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1,50,jump,2,2,0,2,12.5,0.7071,\"5/5 falls, 11-13 mm\"\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1,50,0,jump,2,2,0,2,12.5,0.7071,\"5/5 falls, 11-13 mm\"\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1,50,0.2,jump,1,0,0,2,4,0,\"5/5 falls, 11-13 mm\"\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2,jump,PPO,1,25,0,40,0,1,18\n"));
   CU_ASSERT_EQUAL(run("report %s --paper --runs", root), 2);
   /* a gradstats.h5 beside a run (bcg gradstats: the paper's Figure 4) */
