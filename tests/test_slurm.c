@@ -3,7 +3,8 @@
  * by tests/slurm_cluster.sh in this suite's temporary directory and stopped
  * at its end): submission as one job array, --status from the scheduler's
  * state, a sweep cancelled midway and submitted again (finished runs
- * skipped, interrupted ones resumed), and the errors. Skipped where the
+ * skipped, interrupted ones resumed), the errors, and a data-parallel
+ * training under Slurm's own launcher (srun --mpi=pmix -n 2). Skipped where the
  * packages are missing or the tests do not run as root (slurmd needs it);
  * CI installs the packages (make deps) and runs as root. */
 #include <limits.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bcg/dist.h"
 #include "testutil.h"
 
 static char out[1 << 16];
@@ -230,5 +232,47 @@ static void test_slurm_errors(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, " FAILED]\n"));
 }
 
-BCG_TESTS({"sweep_slurm", test_sweep_slurm}, {"slurm_errors", test_slurm_errors});
+/* a data-parallel training started by Slurm's own launcher: srun --mpi=pmix
+ * -n 2 bcg train (Open MPI through Slurm's PMIx plugin, docs/usage.md
+ * section 8.1): two ranks, one run directory, rank 1's shard beside the
+ * checkpoint, the replicas the same */
+static void test_srun_ranks(void) {
+  if (!cluster_up()) {
+    bcg_test_skip(why_not);
+    return;
+  }
+  if (!bcg_dist_built()) {
+    bcg_test_skip("bcg was built without MPI (make deps installs libopenmpi-dev)");
+    return;
+  }
+  if (sh("srun --mpi=list 2>&1 | grep -qw pmix") != 0) {
+    bcg_test_skip("this Slurm has no PMIx plugin (srun --mpi=list)");
+    return;
+  }
+  char ini[600];
+  snprintf(ini, sizeof ini, "%s/dp.ini", tmpdir);
+  FILE *f = fopen(ini, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "[run]\nname = dp\nnum_envs = 8\nthreads = 1\niterations = 2\ncheckpoint_every = 2\nout_dir = %s/dpruns\n"
+          "[model]\npath = tests/models/pendulum.xml\n[estimator]\nplugin = test_exact_estimator\n"
+          "[learner]\nplugin = ppo\nsteps_per_env = 8\nactor_layers = 8\ncritic_layers = 8\n"
+          "[task]\nplugin = learn_task\n",
+          tmpdir);
+  fclose(f);
+  int rc = sh("OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 300 srun --mpi=pmix -n 2 $bcg train '%s' "
+              "run.check_replicas=true",
+              ini);
+  if (rc) fprintf(stderr, "%s\n", out);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(2 processes, 8 environments each)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "bcg: train: finished after 2 iterations, 256 samples"));
+  CU_ASSERT_EQUAL(sh("ls %s/dpruns/dp/*/checkpoints/ckpt_000000002.h5 %s/dpruns/dp/*/checkpoints/ranks/"
+                     "ckpt_000000002.r001.h5",
+                     tmpdir, tmpdir),
+                  0);
+}
+
+BCG_TESTS({"sweep_slurm", test_sweep_slurm}, {"slurm_errors", test_slurm_errors},
+          {"srun --mpi=pmix: two ranks of one training", test_srun_ranks});
 BCG_RUN("slurm")
