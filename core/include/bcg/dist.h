@@ -13,7 +13,7 @@
  * (it also points each rank at its own GPU: CUDA_VISIBLE_DEVICES := the
  * local rank's entry of the launcher's list, or the local rank's index, so
  * it must run before the first CUDA call). A bcg built without MPI (no
- * mpicc found: `make` says so) refuses to run under a launcher with more
+ * MPI found by pkg-config when it was built) refuses to run under a launcher with more
  * than one process, rather than running P independent copies of one run.
  *
  * The reductions are collective: every rank calls them in the same order
