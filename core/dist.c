@@ -79,7 +79,7 @@ int bcg_dist_init(int *argc, char ***argv, char *err, size_t errlen) {
   (void)argc;
   (void)argv;
   bcg_setf(err, errlen,
-           "started by an MPI launcher with %d processes, but this bcg was built without MPI (no mpicc when it was "
+           "started by an MPI launcher with %d processes, but this bcg was built without MPI (none found when it was "
            "built: install libopenmpi-dev and rebuild); the processes would train %d independent copies of one run",
            ls, ls);
   return -1;
