@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "bcg/config.h"
+#include "bcg/dist.h"
 #include "bcg/loader.h"
 #include "bcg/train.h"
 #include "cmd.h"
@@ -835,25 +836,8 @@ static int start_run(sweep *S, srun *r, int resume) {
   return 0;
 }
 
-/* the visible GPUs: CUDA_VISIBLE_DEVICES when set, else /dev/nvidia<N> */
-static void find_gpus(sweep *S) {
-  S->ngpu = 0;
-  const char *v = getenv("CUDA_VISIBLE_DEVICES");
-  if (v) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", v);
-    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t && S->ngpu < 64; t = strtok_r(NULL, ",", &save)) {
-      while (isspace((unsigned char)*t)) t++;
-      if (*t) snprintf(S->gpus[S->ngpu++], sizeof S->gpus[0], "%s", t);
-    }
-    return;
-  }
-  for (int k = 0; k < 64; k++) {
-    char p[32];
-    snprintf(p, sizeof p, "/dev/nvidia%d", k);
-    if (access(p, F_OK) == 0) snprintf(S->gpus[S->ngpu++], sizeof S->gpus[0], "%d", k);
-  }
-}
+/* the visible GPUs (bcg_visible_gpus: CUDA_VISIBLE_DEVICES when set, else /dev/nvidia<N>) */
+static void find_gpus(sweep *S) { S->ngpu = bcg_visible_gpus(S->gpus, 64); }
 
 static int usable_cores(void) {
   cpu_set_t set;

@@ -3,9 +3,11 @@
  * one rank without it. */
 #include "bcg/dist.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -45,31 +47,33 @@ static int launcher_local_rank(void) {
   return -1;
 }
 
-/* CUDA_VISIBLE_DEVICES := the local rank's GPU: its entry of the list the
- * launcher gave (round-robin when there are fewer GPUs than ranks on the
- * host), else the local rank's index among /dev/nvidia<N> */
-static void pick_gpu(int local) {
-  const char *v = getenv("CUDA_VISIBLE_DEVICES");
-  char list[64][32];
+int bcg_visible_gpus(char (*gpus)[32], int cap) {
   int n = 0;
+  const char *v = getenv("CUDA_VISIBLE_DEVICES");
   if (v) {
-    char tmp[2048];
+    char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", v);
-    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t && n < 64; t = strtok_r(NULL, ",", &save))
-      if (*t) snprintf(list[n++], sizeof list[0], "%s", t);
-    if (n == 0) return; /* "" hides every GPU: leave it */
-  } else {
-    for (int k = 0; k < 64; k++) {
-      char p[32];
-      snprintf(p, sizeof p, "/dev/nvidia%d", k);
-      FILE *f = fopen(p, "r");
-      if (!f) break;
-      fclose(f);
-      snprintf(list[n++], sizeof list[0], "%d", k);
+    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t && n < cap; t = strtok_r(NULL, ",", &save)) {
+      while (isspace((unsigned char)*t)) t++;
+      if (*t) snprintf(gpus[n++], sizeof gpus[0], "%s", t);
     }
-    if (n == 0) return;
+    return n;
   }
-  setenv("CUDA_VISIBLE_DEVICES", list[local % n], 1);
+  for (int k = 0; k < 64 && n < cap; k++) {
+    char p[32];
+    snprintf(p, sizeof p, "/dev/nvidia%d", k);
+    if (access(p, F_OK) == 0) snprintf(gpus[n++], sizeof gpus[0], "%d", k);
+  }
+  return n;
+}
+
+/* CUDA_VISIBLE_DEVICES := the local rank's GPU among the visible ones
+ * (round-robin when there are fewer GPUs than ranks on the host); none
+ * visible (or a list of none): left as it is */
+static void pick_gpu(int local) {
+  char list[64][32];
+  int n = bcg_visible_gpus(list, 64);
+  if (n > 0) setenv("CUDA_VISIBLE_DEVICES", list[local % n], 1);
 }
 
 int bcg_dist_init(int *argc, char ***argv, char *err, size_t errlen) {

@@ -29,6 +29,11 @@
 
 BCG_BEGIN_DECLS
 
+/* the GPUs this process may use, into gpus[0..cap) (names as CUDA takes them):
+ * the entries of CUDA_VISIBLE_DEVICES when it is set, else N of every
+ * /dev/nvidia<N> (N < 64); returns their count. bcg sweep places runs on
+ * them, and bcg_dist_init gives each rank one. */
+int bcg_visible_gpus(char (*gpus)[32], int cap);
 /* 0, or -1 with the reason in err (MPI's init failed; launched with several
  * processes by a bcg built without MPI) */
 int bcg_dist_init(int *argc, char ***argv, char *err, size_t errlen);
