@@ -366,6 +366,7 @@ int bcg_session_load(bcg_session *S, const char *path, int64_t *iteration, uint6
   bcg_h5_group_close(g);
   /* a data-parallel run resumes with as many ranks, each from its own file
    * (bcg eval and render read rank 0's, the main checkpoint, alone) */
+  S->ckpt_ranks = (int)rk[1];
   if (S->tr.world > 1 && (rk[1] != S->tr.world || rk[0] != S->tr.rank)) {
     bcg_setf(err, errlen, "checkpoint %s: written by rank %lld of %lld, but this is rank %d of %d (resume a run with "
              "the number of processes it was started with)", path, (long long)rk[0], (long long)rk[1], S->tr.rank,
@@ -805,21 +806,6 @@ static void print_progress(FILE *o, int tty, int64_t it, int64_t max_it, uint64_
   fflush(o);
 }
 
-/* the number of ranks of the run that wrote checkpoint path (1 for one
- * process, or when it cannot be read: bcg_session_load has read it already) */
-static int64_t checkpoint_ranks(const char *path) {
-  char e[256];
-  int64_t f = bcg_checkpoint_open(path, e, sizeof e), rk[2] = {0, 1};
-  if (f < 0) return 1;
-  int64_t g = bcg_h5_group(f, "trainer", 0, e, sizeof e);
-  if (g >= 0) {
-    if (H5Lexists((hid_t)g, "rank", H5P_DEFAULT) > 0 && bcg_h5_read_i64(g, "rank", rk, 2, e, sizeof e) != 2) rk[1] = 1;
-    bcg_h5_group_close(g);
-  }
-  bcg_checkpoint_close(f);
-  return rk[1];
-}
-
 /* the run's log (a new run's exists from the start, so a run that fails to
  * set up still records what it was) and its session; on resume, the state
  * of the newest good checkpoint and the log rebuilt up to it */
@@ -861,12 +847,12 @@ static int loop_open(loop *L, const bcg_config *cfg, const bcg_train_options *op
       if (rank > 0) bcg_setf(err, errlen, "rank 0 found no checkpoint to resume from");
       return -1;
     }
-    int64_t keep = 0, ck_world = 1;
+    int64_t keep = 0;
     rank_checkpoint_path(opt->run_dir, pick, rank, ck, sizeof ck);
     failed = bcg_session_load(&L->S, ck, &L->it, &L->samples, &L->wall0, &keep, err, errlen) != 0;
-    if (!failed && world == 1 && (ck_world = checkpoint_ranks(ck)) > 1) {
-      bcg_setf(err, errlen, "%s: written by rank 0 of a run of %lld processes: resume it with mpirun -np %lld (bcg "
-               "eval and bcg render read it alone)", ck, (long long)ck_world, (long long)ck_world);
+    if (!failed && world == 1 && L->S.ckpt_ranks > 1) {
+      bcg_setf(err, errlen, "%s: written by rank 0 of a run of %d processes: resume it with mpirun -np %d (bcg "
+               "eval and bcg render read it alone)", ck, L->S.ckpt_ranks, L->S.ckpt_ranks);
       failed = 1;
     }
     if (any_failed(failed)) {
@@ -939,11 +925,11 @@ static int log_est_values(loop *L, char *err, size_t errlen) {
  * length weighted by the episodes, the per-step means (reward, bundled
  * fraction, tracking error) by the samples; the losses averaged; what the
  * reduced gradient makes equal on every rank (its norm, skipped updates, the
- * learning rate, the action std) taken as the maximum. A mean no rank has
- * a value for stays NaN. */
+ * learning rate, the action std) taken from rank 0. A mean no rank has a
+ * value for stays NaN. */
 static int reduce_stats(bcg_learner_stats *st) {
   if (bcg_dist_size() == 1) return 0;
-  enum { N_SUM = 14, N_MAX = 5 };
+  enum { N_SUM = 14 };
   const double sm = (double)st->samples, ep = st->episodes;
 #define W(v, w) (isnan(v) ? 0.0 : (v) * (w)), (isnan(v) ? 0.0 : (w))
   double a[N_SUM] = {sm, ep, W(st->mean_return, ep), W(st->mean_ep_len, ep), W(st->mean_reward, sm),
@@ -954,20 +940,9 @@ static int reduce_stats(bcg_learner_stats *st) {
                  isnan(st->critic_loss) ? 0 : st->critic_loss, !isnan(st->critic_loss),
                  isnan(st->grad_var) ? 0 : st->grad_var, !isnan(st->grad_var)};
   if (bcg_dist_sum(a, N_SUM) || bcg_dist_sum(l, 6)) return -1;
-  /* maxima of values the ranks share: the bits of a double compared as
-   * integers (order-preserving for non-negative finite values; NaN first
-   * mapped to -1) */
-  double mx[N_MAX] = {st->grad_norm, st->lr, st->action_std, (double)st->skipped_updates, 0};
-  int64_t m[N_MAX];
-  for (int i = 0; i < N_MAX; i++) {
-    if (isnan(mx[i]) || mx[i] < 0) m[i] = -1;
-    else memcpy(&m[i], &mx[i], sizeof m[i]);
-  }
-  if (bcg_dist_max_i64(m, N_MAX)) return -1;
-  for (int i = 0; i < N_MAX; i++) {
-    if (m[i] < 0) mx[i] = NAN;
-    else memcpy(&mx[i], &m[i], sizeof m[i]);
-  }
+  /* the values the reduced gradient makes the same on every rank: rank 0's */
+  double mx[4] = {st->grad_norm, st->lr, st->action_std, (double)st->skipped_updates};
+  if (bcg_dist_bcast(mx, sizeof mx, 0)) return -1;
   st->samples = (uint64_t)a[0];
   st->episodes = (int)a[1];
   st->mean_return = a[3] > 0 ? a[2] / a[3] : NAN;
@@ -982,7 +957,7 @@ static int reduce_stats(bcg_learner_stats *st) {
   st->grad_norm = mx[0];
   st->lr = mx[1];
   st->action_std = mx[2];
-  st->skipped_updates = isnan(mx[3]) ? 0 : (int)mx[3];
+  st->skipped_updates = (int)mx[3];
   return 0;
 }
 

@@ -134,6 +134,7 @@ typedef struct bcg_session {
   void *learner;
   bcg_trainer tr;
   bcg_session_timing *timing; /* tr's task and estimator are timing wrappers of task and est (bcg_session_time) */
+  int ckpt_ranks; /* the number of ranks of the run that wrote the checkpoint last loaded (1: one process) */
 } bcg_session;
 
 int bcg_session_open(bcg_session *S, const bcg_config *cfg, char *err, size_t errlen);
