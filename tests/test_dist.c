@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bcg/dist.h"
+#include "bcg/runlog.h"
 #include "h5same.h"
 #include "testutil.h"
 
@@ -94,40 +95,21 @@ static int run_dir(char *dir, size_t len) {
   return 0;
 }
 
+/* the 1-D dataset name of the HDF5 file path as doubles (bcg_h5_read_doubles); the count, or -1 */
+static int ckpt_read(const char *path, const char *name, double *v, int cap) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return -1;
+  char e[512];
+  long n = bcg_h5_read_doubles(f, name, v, (size_t)cap, e, sizeof e);
+  H5Fclose(f);
+  return (int)n;
+}
+
 /* curve name of RUN/log.h5 into v (at most cap values); the count, or -1 */
 static int curve(const char *dir, const char *name, double *v, int cap) {
   char p[PATH_MAX + 16];
   snprintf(p, sizeof p, "%s/log.h5", dir);
-  hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return -1;
-  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-  int n = -1;
-  if (d >= 0) {
-    hid_t sp = H5Dget_space(d);
-    hssize_t m = H5Sget_simple_extent_npoints(sp);
-    if (m >= 0 && m <= cap && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) n = (int)m;
-    H5Sclose(sp);
-    H5Dclose(d);
-  }
-  H5Fclose(f);
-  return n;
-}
-
-/* a dataset of a checkpoint as doubles; the count or -1 */
-static int ckpt_read(const char *path, const char *name, double *v, int cap) {
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return -1;
-  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-  int n = -1;
-  if (d >= 0) {
-    hid_t sp = H5Dget_space(d);
-    hssize_t m = H5Sget_simple_extent_npoints(sp);
-    if (m >= 0 && m <= cap && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) n = (int)m;
-    H5Sclose(sp);
-    H5Dclose(d);
-  }
-  H5Fclose(f);
-  return n;
+  return ckpt_read(p, name, v, cap);
 }
 
 static int exists(const char *fmt, ...) {
