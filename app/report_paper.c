@@ -5,9 +5,13 @@
  * [task] motion (".../jump.csv" -> jump), the method SHAC+BCG (learner shac,
  * estimator bcg), SHAC (shac, autodiff) or PPO (ppo), kappa and erp (the
  * position correction, 0 when the config does not set it) the smoothed_kappa
- * contact model's; Table 1 keeps runs of different erp apart. Runs without eval.h5 (bcg eval RUN) or of
- * another method are left out and counted. Cells are mean +- std over the
- * runs of a cell (seeds); falls are per evaluation (of its episodes). */
+ * contact model's. Both tables keep runs of different contact settings apart
+ * (plugin, kappa, erp): Table 1 has a row per kappa and erp, Table 2 a row per
+ * method and contact setting of each motion, so that a kappa sweep's runs do
+ * not enter the kappa-300 SHAC+BCG cell the paper's Table 2 compares. Runs
+ * without eval.h5 (bcg eval RUN) or of another method are left out and
+ * counted. Cells are mean +- std over the runs of a cell (seeds); falls are
+ * per evaluation (of its episodes). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +39,13 @@ enum { M_SHAC_BCG, M_SHAC, M_PPO, M_OTHER };
 static const char *method_name[] = {"SHAC+BCG", "SHAC", "PPO", "other"};
 
 typedef struct place {
-  char motion[64];
+  char motion[64], contact[32];
   int method;
   double kappa, erp;
 } place;
 
 static place place_of(const row *r) {
-  place p = {{0}, M_OTHER, NAN, NAN};
+  place p = {{0}, {0}, M_OTHER, NAN, NAN};
   char v[1024], l[64], e[64], c[64];
   cfg_value(r, "task.motion", v, sizeof v);
   const char *b = strrchr(v, '/');
@@ -54,6 +58,7 @@ static place place_of(const row *r) {
   else if (!strcmp(l, "shac") && !strcmp(e, "autodiff")) p.method = M_SHAC;
   else if (!strcmp(l, "ppo")) p.method = M_PPO;
   cfg_value(r, "contact.plugin", c, sizeof c);
+  snprintf(p.contact, sizeof p.contact, "%.31s", c);
   if (!strcmp(c, "smoothed_kappa")) {
     cfg_value(r, "contact.kappa", v, sizeof v);
     p.kappa = v[0] ? atof(v) : NAN;
@@ -108,10 +113,11 @@ typedef struct cellset {
 
 static int same_num(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
 
-static int find_or_add(cellset *C, const place *p, int by_kappa) {
+static int find_or_add(cellset *C, const place *p) {
   for (int i = 0; i < C->ncell; i++)
     if (!strcmp(C->key[i].motion, p->motion) && C->key[i].method == p->method &&
-        (!by_kappa || (same_num(C->key[i].kappa, p->kappa) && same_num(C->key[i].erp, p->erp))))
+        !strcmp(C->key[i].contact, p->contact) && same_num(C->key[i].kappa, p->kappa) &&
+        same_num(C->key[i].erp, p->erp))
       return i;
   if (C->ncell == MAXC) return -1;
   C->key[C->ncell] = *p;
@@ -129,24 +135,60 @@ static int cmp_motion(const char *a, const char *b) {
   return ia != ib ? ia - ib : strcmp(a, b);
 }
 
-static int cmp_t1(const void *x, const void *y) {
-  const place *a = x, *b = y;
-  if (a->kappa != b->kappa) return a->kappa < b->kappa ? -1 : 1;
-  if (a->erp != b->erp && !(isnan(a->erp) && isnan(b->erp))) return a->erp < b->erp ? -1 : 1;
-  return cmp_motion(a->motion, b->motion);
+/* numbers ascending, NaN (no such setting) last */
+static int cmp_num(double a, double b) {
+  if (same_num(a, b)) return 0;
+  if (isnan(a) || isnan(b)) return isnan(a) ? 1 : -1;
+  return a < b ? -1 : 1;
+}
+
+/* the contact setting: plugin, then kappa and erp */
+static int cmp_contact(const place *a, const place *b) {
+  int c = strcmp(a->contact, b->contact);
+  if (c) return c;
+  c = cmp_num(a->kappa, b->kappa);
+  return c ? c : cmp_num(a->erp, b->erp);
+}
+
+/* Table 1's rows: kappa, erp, motion */
+static int cmp_t1(const place *a, const place *b) {
+  int c = cmp_num(a->kappa, b->kappa);
+  if (!c) c = cmp_num(a->erp, b->erp);
+  return c ? c : cmp_motion(a->motion, b->motion);
+}
+
+/* Table 2's rows: motion, method (SHAC+BCG before PPO), contact setting */
+static int cmp_t2(const place *a, const place *b) {
+  int c = cmp_motion(a->motion, b->motion);
+  if (!c) c = a->method - b->method;
+  return c ? c : cmp_contact(a, b);
+}
+
+/* the cells of C that keep(), in the order cmp() gives: their indices into C */
+static int sorted_cells(const cellset *C, int (*keep)(const place *), int (*cmp)(const place *, const place *),
+                        int *map) {
+  int m = 0;
+  for (int i = 0; i < C->ncell; i++)
+    if (keep(&C->key[i])) map[m++] = i;
+  for (int i = 1; i < m; i++)
+    for (int j = i; j > 0 && cmp(&C->key[map[j - 1]], &C->key[map[j]]) > 0; j--) {
+      int u = map[j];
+      map[j] = map[j - 1], map[j - 1] = u;
+    }
+  return m;
+}
+
+static int keep_t1(const place *p) { return p->method == M_SHAC_BCG && !isnan(p->kappa); }
+static int keep_t2(const place *p) { return p->method == M_SHAC_BCG || p->method == M_PPO; }
+
+/* "kappa 300, erp 0.2" for smoothed_kappa, else the plugin's name */
+static void contact_name(const place *p, char *b, size_t len) {
+  if (!isnan(p->kappa)) snprintf(b, len, "kappa %g, erp %g", p->kappa, p->erp);
+  else snprintf(b, len, "%s", p->contact[0] ? p->contact : "-");
 }
 
 static void table1(const rows *R, const cellset *C, int csv) {
-  place order[MAXC];
-  int map[MAXC], m = 0;
-  for (int i = 0; i < C->ncell; i++)
-    if (C->key[i].method == M_SHAC_BCG && !isnan(C->key[i].kappa)) order[m] = C->key[i], map[m++] = i;
-  /* sort order[] and map[] together */
-  for (int i = 1; i < m; i++)
-    for (int j = i; j > 0 && cmp_t1(&order[j - 1], &order[j]) > 0; j--) {
-      place t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
-      int u = map[j]; map[j] = map[j - 1]; map[j - 1] = u;
-    }
+  int map[MAXC], m = sorted_cells(C, keep_t1, cmp_t1, map);
   if (csv)
     printf("table,kappa,erp,motion,runs,falls_mujoco_mean,falls_mujoco_std,episodes,delta_d_mm_mean,delta_d_mm_std,"
            "paper\n");
@@ -157,6 +199,7 @@ static void table1(const rows *R, const cellset *C, int csv) {
   }
   for (int k = 0; k < m; k++) {
     int c = map[k];
+    const place *p = &C->key[c];
     double falls[64], dd[64];
     double eps = NAN;
     for (int j = 0; j < C->n[c]; j++) {
@@ -167,77 +210,63 @@ static void table1(const rows *R, const cellset *C, int csv) {
     }
     stat f = stat_of(falls, C->n[c]), d = stat_of(dd, C->n[c]);
     if (csv) {
-      printf("1,%g,%g,%s,%d,%.4g,%.4g,%g,%.4g,%.4g,\"%s\"\n", order[k].kappa, order[k].erp, order[k].motion, C->n[c],
-             f.mean, f.std, eps, d.mean, d.std, paper_t1(order[k].kappa));
+      printf("1,%g,%g,%s,%d,%.4g,%.4g,%g,%.4g,%.4g,\"%s\"\n", p->kappa, p->erp, p->motion, C->n[c], f.mean, f.std, eps,
+             d.mean, d.std, paper_t1(p->kappa));
       continue;
     }
     char fc[64], dc[64];
     cell(fc, sizeof fc, f, "%.1f");
     cell(dc, sizeof dc, d, "%.1f");
-    printf("| %g | %g | %s | %d | %s of %g | %s | %s |\n", order[k].kappa, order[k].erp, order[k].motion, C->n[c], fc,
-           eps, dc, paper_t1(order[k].kappa));
+    printf("| %g | %g | %s | %d | %s of %g | %s | %s |\n", p->kappa, p->erp, p->motion, C->n[c], fc, eps, dc,
+           paper_t1(p->kappa));
   }
   if (!m && !csv) printf("(no evaluated SHAC+BCG run with smoothed_kappa)\n");
 }
 
 static void table2(const rows *R, const cellset *C, int csv) {
-  char motions[MAXC][64];
-  int nm = 0;
-  for (int i = 0; i < C->ncell; i++) {
-    if (C->key[i].method != M_SHAC_BCG && C->key[i].method != M_PPO) continue;
-    int seen = 0;
-    for (int j = 0; j < nm; j++) seen |= !strcmp(motions[j], C->key[i].motion);
-    if (!seen) snprintf(motions[nm++], 64, "%s", C->key[i].motion);
-  }
-  for (int i = 1; i < nm; i++)
-    for (int j = i; j > 0 && cmp_motion(motions[j - 1], motions[j]) > 0; j--) {
-      char t[64];
-      memcpy(t, motions[j], 64), memcpy(motions[j], motions[j - 1], 64), memcpy(motions[j - 1], t, 64);
-    }
+  int map[MAXC], m = sorted_cells(C, keep_t2, cmp_t2, map);
   if (csv)
-    printf("table,motion,method,runs,etrack_mujoco_cm_mean,etrack_mujoco_cm_std,efixed_mujoco_cm_mean,"
-           "efixed_mujoco_cm_std,falls_mujoco_mean,paper_etrack_cm\n");
+    printf("table,motion,method,contact,kappa,erp,runs,etrack_mujoco_cm_mean,etrack_mujoco_cm_std,"
+           "efixed_mujoco_cm_mean,efixed_mujoco_cm_std,falls_mujoco_mean,paper_etrack_cm\n");
   else {
-    printf("\n## Table 2: tracking after transfer to MuJoCo, SHAC+BCG against PPO\n\n");
-    printf("| motion | method | runs | E_track MuJoCo cm | E_fixed MuJoCo cm | falls in MuJoCo | paper E_track cm |\n");
-    printf("|:--|:--|--:|--:|--:|--:|--:|\n");
+    printf("\n## Table 2: tracking after transfer to MuJoCo, SHAC+BCG against PPO, per contact setting\n\n");
+    printf("| motion | method | contact | runs | E_track MuJoCo cm | E_fixed MuJoCo cm | falls in MuJoCo | paper E_track "
+           "cm (kappa 300) |\n");
+    printf("|:--|:--|:--|--:|--:|--:|--:|--:|\n");
   }
-  for (int i = 0; i < nm; i++)
-    for (int meth = M_SHAC_BCG; meth <= M_PPO; meth += M_PPO - M_SHAC_BCG) {
-      double et[64], ef[64], fa[64];
-      int n = 0;
-      for (int c = 0; c < C->ncell; c++) {
-        if (C->key[c].method != meth || strcmp(C->key[c].motion, motions[i])) continue;
-        for (int j = 0; j < C->n[c] && n < 64; j++, n++) {
-          const row *r = &R->v[C->idx[c][j]];
-          et[n] = r->etrack[1], ef[n] = r->efixed[1], fa[n] = r->falls[1];
-        }
-      }
-      if (!n) continue;
-      double ref = NAN;
-      for (size_t k = 0; k < sizeof paper_t2 / sizeof paper_t2[0]; k++)
-        if (!strcmp(paper_t2[k].motion, motions[i])) ref = meth == M_PPO ? paper_t2[k].ppo : paper_t2[k].shac_bcg;
-      stat a = stat_of(et, n), b = stat_of(ef, n), f = stat_of(fa, n);
-      if (csv) {
-        printf("2,%s,%s,%d,%.4g,%.4g,%.4g,%.4g,%.4g,%g\n", motions[i], method_name[meth], n, a.mean, a.std, b.mean,
-               b.std, f.mean, ref);
-        continue;
-      }
-      char ac[64], bc[64], fc[64], rc[32];
-      cell(ac, sizeof ac, a, "%.1f");
-      cell(bc, sizeof bc, b, "%.1f");
-      cell(fc, sizeof fc, f, "%.1f");
-      if (isnan(ref)) snprintf(rc, sizeof rc, "-");
-      else snprintf(rc, sizeof rc, "%.1f", ref);
-      printf("| %s | %s | %d | %s | %s | %s | %s |\n", motions[i], method_name[meth], n, ac, bc, fc, rc);
+  for (int k = 0; k < m; k++) {
+    int c = map[k];
+    const place *p = &C->key[c];
+    double et[64], ef[64], fa[64];
+    for (int j = 0; j < C->n[c]; j++) {
+      const row *r = &R->v[C->idx[c][j]];
+      et[j] = r->etrack[1], ef[j] = r->efixed[1], fa[j] = r->falls[1];
     }
-  if (!nm && !csv) printf("(no evaluated SHAC+BCG or PPO run)\n");
+    double ref = NAN;
+    for (size_t q = 0; q < sizeof paper_t2 / sizeof paper_t2[0]; q++)
+      if (!strcmp(paper_t2[q].motion, p->motion)) ref = p->method == M_PPO ? paper_t2[q].ppo : paper_t2[q].shac_bcg;
+    stat a = stat_of(et, C->n[c]), b = stat_of(ef, C->n[c]), f = stat_of(fa, C->n[c]);
+    if (csv) {
+      printf("2,%s,%s,%s,%g,%g,%d,%.4g,%.4g,%.4g,%.4g,%.4g,%g\n", p->motion, method_name[p->method], p->contact,
+             p->kappa, p->erp, C->n[c], a.mean, a.std, b.mean, b.std, f.mean, ref);
+      continue;
+    }
+    char ac[64], bc[64], fc[64], rc[32], cc[64];
+    cell(ac, sizeof ac, a, "%.1f");
+    cell(bc, sizeof bc, b, "%.1f");
+    cell(fc, sizeof fc, f, "%.1f");
+    contact_name(p, cc, sizeof cc);
+    if (isnan(ref)) snprintf(rc, sizeof rc, "-");
+    else snprintf(rc, sizeof rc, "%.1f", ref);
+    printf("| %s | %s | %s | %d | %s | %s | %s | %s |\n", p->motion, method_name[p->method], cc, C->n[c], ac, bc, fc,
+           rc);
+  }
+  if (!m && !csv) printf("(no evaluated SHAC+BCG or PPO run)\n");
 }
 
 int bcg_report_paper(const rows *R, int csv) {
-  cellset *C1 = calloc(1, sizeof *C1), *C2 = calloc(1, sizeof *C2);
-  if (!C1 || !C2) {
-    free(C1), free(C2);
+  cellset *C = calloc(1, sizeof *C);
+  if (!C) {
     fprintf(stderr, "bcg: error: report: out of memory\n");
     return 1;
   }
@@ -254,21 +283,18 @@ int bcg_report_paper(const rows *R, int csv) {
       other++;
       continue;
     }
-    for (int t = 0; t < 2; t++) {
-      cellset *C = t ? C2 : C1;
-      int c = find_or_add(C, &p, !t);
-      if (c < 0 || C->n[c] >= 64) full = 1;
-      else C->idx[c][C->n[c]++] = i;
-    }
+    int c = find_or_add(C, &p);
+    if (c < 0 || C->n[c] >= 64) full = 1;
+    else C->idx[c][C->n[c]++] = i;
   }
-  table1(R, C1, csv);
+  table1(R, C, csv);
   if (csv) printf("\n");
-  table2(R, C2, csv);
+  table2(R, C, csv);
   if (!csv) {
     printf("\nruns: %d read, %d without a MuJoCo evaluation (bcg eval RUN), %d of another method left out%s\n", R->n,
            unevaluated, other, full ? "; some cells were full (at most 64 runs each, 256 cells)" : "");
     printf("paper: the numbers the BCG paper reports (docs/usage.md section 9), for reference\n");
   }
-  free(C1), free(C2);
+  free(C);
   return 0;
 }

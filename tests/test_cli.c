@@ -297,9 +297,9 @@ static void paper_run(const char *dir, const char *learner, const char *estimato
   paper_run_erp(dir, learner, estimator, kappa, NULL, motion, et, ef, falls, dd);
 }
 
-/* --paper: Table 1 per kappa, erp and motion (SHAC+BCG), Table 2 per motion
- * (SHAC+BCG against PPO), runs without an evaluation or of another method
- * counted and left out */
+/* --paper: Table 1 per kappa, erp and motion (SHAC+BCG), Table 2 per motion,
+ * method and contact setting (a kappa sweep's runs stay out of the kappa-300
+ * cell), runs without an evaluation or of another method counted and left out */
 static void test_report_paper(void) {
   setup();
   char root[700], d[900];
@@ -323,16 +323,20 @@ static void test_report_paper(void) {
   const char *a2 = strstr(out, "| 50 | 0.2 | jump | 1 | 0.0 of 2 | 4.0 | 5/5 falls, 11-13 mm |\n");
   const char *b = strstr(out, "| 300 | 0 | jump | 2 | 0.0 ± 0.0 of 2 | 3.0 ± 0.0 | 0/5 falls, about 3 mm |\n");
   CU_ASSERT(a && a2 && b && a < a2 && a2 < b);
-  /* Table 2: both kappas' SHAC+BCG runs of jump, then PPO */
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| jump | SHAC+BCG | 5 | 21.6 ± 8.5 | 36.4 ± 26.5 | 0.8 ± 1.1 | 18.6 |\n"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "| jump | PPO | 1 | 25.0 | 40.0 | 1.0 | 18.0 |\n"));
+  /* Table 2: each contact setting's SHAC+BCG runs of jump, then PPO */
+  const char *c50 = strstr(out, "| jump | SHAC+BCG | kappa 50, erp 0 | 2 | 30.0 ± 0.0 | 65.0 ± 7.1 | 2.0 ± 0.0 | 18.6 |\n");
+  const char *c50e = strstr(out, "| jump | SHAC+BCG | kappa 50, erp 0.2 | 1 | 10.0 | 12.0 | 0.0 | 18.6 |\n");
+  const char *c300 = strstr(out, "| jump | SHAC+BCG | kappa 300, erp 0 | 2 | 19.0 ± 1.4 | 20.0 ± 0.0 | 0.0 ± 0.0 | 18.6 |\n");
+  const char *cp = strstr(out, "| jump | PPO | kappa 300, erp 0 | 1 | 25.0 | 40.0 | 1.0 | 18.0 |\n");
+  CU_ASSERT(c50 && c50e && c300 && cp && b < c50 && c50 < c50e && c50e < c300 && c300 < cp);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "runs: 8 read, 1 without a MuJoCo evaluation (bcg eval RUN), 1 of another method "
                                      "left out\n"));
-  if (!a || !b) fprintf(stderr, "%s", out);
+  if (!a || !b || !c50 || !c300) fprintf(stderr, "%s", out);
   CU_ASSERT_EQUAL(run_out("report %s --paper --csv", root), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1,50,0,jump,2,2,0,2,12.5,0.7071,\"5/5 falls, 11-13 mm\"\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1,50,0.2,jump,1,0,0,2,4,0,\"5/5 falls, 11-13 mm\"\n"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2,jump,PPO,1,25,0,40,0,1,18\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2,jump,PPO,smoothed_kappa,300,0,1,25,0,40,0,1,18\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n2,jump,SHAC+BCG,smoothed_kappa,50,0.2,1,10,0,12,0,0,18.6\n"));
   CU_ASSERT_EQUAL(run("report %s --paper --runs", root), 2);
   /* a gradstats.h5 beside a run (bcg gradstats: the paper's Figure 4) */
   {
