@@ -39,12 +39,7 @@ static int run_mode(int mode, const char *fmt, ...) {
   const char *b = bcg_test_build_dir();
   snprintf(cmd, sizeof cmd, "BCG_PLUGIN_PATH=%s%s%s/tests/plugins %s/bcg %s %s", extra_plugin_dir,
            extra_plugin_dir[0] ? ":" : "", b, b, args, mode == 1 ? "2>&1 >/dev/null" : mode == 2 ? "2>/dev/null" : "2>&1");
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return bcg_test_capture(cmd, out, sizeof out);
 }
 #define run(...) run_mode(0, __VA_ARGS__)
 #define run_err(...) run_mode(1, __VA_ARGS__)

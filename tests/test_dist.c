@@ -42,12 +42,7 @@ static int run(int np, const char *fmt, ...) {
            "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "
            "ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 BCG_PLUGIN_PATH=%s/tests/plugins %s%s/bcg %s 2>&1",
            b, mpi, b, args);
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return bcg_test_capture(cmd, out, sizeof out);
 }
 
 static int have_mpi(void) {

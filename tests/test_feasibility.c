@@ -289,12 +289,7 @@ static int run_mode(int mode, const char *fmt, ...) {
   vsnprintf(args, sizeof args, fmt, ap);
   va_end(ap);
   snprintf(cmd, sizeof cmd, "%s/bcg %s %s", bcg_test_build_dir(), args, mode == 1 ? "2>&1 >/dev/null" : "2>&1");
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return bcg_test_capture(cmd, out, sizeof out);
 }
 
 static int count_lines(const char *s) {

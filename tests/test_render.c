@@ -49,12 +49,7 @@ static int sh(char *buf, size_t len, int err, const char *fmt, ...) {
   int n = vsnprintf(cmd, sizeof cmd - 8, fmt, ap);
   va_end(ap);
   if (err) snprintf(cmd + n, sizeof cmd - n, " 2>&1");
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t k = fread(buf, 1, len - 1, p);
-  buf[k] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return bcg_test_capture(cmd, buf, len);
 }
 
 /* bcg render ARGS (stdout and stderr into out); the exit status */

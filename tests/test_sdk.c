@@ -60,12 +60,7 @@ static int sh(const char *fmt, ...) {
   vsnprintf(cmd, sizeof cmd, fmt, ap);
   va_end(ap);
   strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  int rc = bcg_test_capture(cmd, out, sizeof out);
   if (rc) fprintf(stderr, "\n$ %s\n%s\n(exit %d)\n", cmd, out, rc);
   return rc;
 }

@@ -38,11 +38,7 @@ static int cluster_up(void) {
   snprintf(cluster, sizeof cluster, "%s/slurm", tmpdir);
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "sh tests/slurm_cluster.sh start '%s' 2>&1", cluster);
-  FILE *p = popen(cmd, "r");
-  size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
-  out[n] = 0;
-  int st = p ? pclose(p) : -1;
-  int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  int rc = bcg_test_capture(cmd, out, sizeof out);
   atexit(stop_cluster); /* before the temporary directory goes (atexit runs in reverse) */
   if (rc == 77) {
     snprintf(why_not, sizeof why_not, "%.*s", (int)strcspn(out, "\n"), out);
@@ -68,12 +64,7 @@ static int sh(const char *fmt, ...) {
   char b[PATH_MAX];
   if (!realpath(bcg_test_build_dir(), b)) return -1;
   snprintf(cmd, sizeof cmd, "export BCG_PLUGIN_PATH=%s/tests/plugins; bcg=%s/bcg; { %s; } 2>&1", b, b, body);
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return bcg_test_capture(cmd, out, sizeof out);
 }
 
 /* waits (up to 3 min) until Slurm runs no task of the job array JOB */

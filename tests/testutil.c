@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_REPORTS 256
@@ -124,4 +125,18 @@ int bcg_test_main(const char *suite, const bcg_test *tests, int ntests) {
   printf("BCGSUITE %s tests=%u failed=%u asserts_failed=%u skipped=%u\n", suite, run, tfail, fails, nskipped);
   CU_cleanup_registry();
   return (fails || tfail) ? 1 : 0;
+}
+
+int bcg_test_capture(const char *cmd, char *out, size_t len) {
+  if (len) out[0] = 0;
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t n = len ? fread(out, 1, len - 1, p) : 0;
+  if (len) out[n] = 0;
+  char sink[4096];
+  while (fread(sink, 1, sizeof sink, p) > 0) {
+  }
+  int st = pclose(p);
+  if (st == -1) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

@@ -43,6 +43,13 @@ void bcg_test_report(const char *what, double value);
  * test should return without asserting anything. */
 void bcg_test_skip(const char *why);
 
+/* Run the shell command CMD and put the first LEN - 1 bytes of its output
+ * into OUT (NUL-terminated; the rest is read and dropped, so that a command
+ * that writes more than OUT holds does not block on a full pipe). Returns the
+ * exit status, 128 + the signal when a signal ended it, -1 when it could not
+ * be started. Redirections (2>&1) are CMD's. */
+int bcg_test_capture(const char *cmd, char *out, size_t len);
+
 #define BCG_TESTS(...) static const bcg_test bcg_tests_[] = {__VA_ARGS__}
 #define BCG_RUN(suite) \
   int main(void) { return bcg_test_main(suite, bcg_tests_, (int)(sizeof bcg_tests_ / sizeof bcg_tests_[0])); }
