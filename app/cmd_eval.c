@@ -120,6 +120,53 @@ static int write_curve(const char *path, double *const *col, size_t n, const bcg
   return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* One line over the curve's trained checkpoints (iteration > 0): how many
+ * had no fall in either simulator (and in MuJoCo alone), the range of those
+ * ones' E_fixed in MuJoCo, and Delta d (bcg's foot penetration minus
+ * MuJoCo's) as median and range over all trained checkpoints: a run's
+ * checkpoints swing, so the paper's Table 1 reads better from all of them
+ * than from the last. Without a MuJoCo evaluation (--sim bcg), bcg's falls. */
+static void print_curve_summary(double *const *col, size_t n) {
+  size_t nt = 0, both = 0, mj = 0, nd = 0, has_mj = 0;
+  double emin = INFINITY, emax = -INFINITY;
+  double *dd = malloc(sizeof(double) * (n ? n : 1));
+  for (size_t i = 0; i < n; i++) {
+    if (!(col[CV_IT][i] > 0)) continue;
+    nt++;
+    double fb = col[CV_FALLS_BCG][i], fm = col[CV_FALLS_MJ][i], d = col[CV_PEN_BCG][i] - col[CV_PEN_MJ][i];
+    has_mj |= isfinite(fm);
+    mj += fm == 0;
+    if (fb == 0 && (fm == 0 || !isfinite(fm))) {
+      both++;
+      double e = isfinite(fm) ? col[CV_EF_MJ][i] : col[CV_EF_BCG][i]; /* NaN without a reference motion */
+      if (e < emin) emin = e;
+      if (e > emax) emax = e;
+    }
+    if (dd && isfinite(d)) dd[nd++] = d;
+  }
+  if (!nt) {
+    free(dd);
+    return;
+  }
+  if (has_mj)
+    printf("summary: %zu trained checkpoints, %zu with no fall in either simulator (%zu in MuJoCo)", nt, both, mj);
+  else
+    printf("summary: %zu trained checkpoints, %zu with no fall in bcg (MuJoCo not evaluated)", nt, both);
+  if (both && isfinite(emin)) printf(", their E_fixed in %s %.2f-%.2f cm", has_mj ? "MuJoCo" : "bcg", emin, emax);
+  if (nd) {
+    qsort(dd, nd, sizeof *dd, cmp_double);
+    double med = nd % 2 ? dd[nd / 2] : 0.5 * (dd[nd / 2 - 1] + dd[nd / 2]);
+    printf("; Delta d median %+.2f mm [%+.2f, %+.2f]", med, dd[0], dd[nd - 1]);
+  }
+  printf("\n");
+  free(dd);
+}
+
 /* --curve: the untrained policy (S as opened: the run's seed, iteration 0)
  * and every checkpoint of run_dir evaluated as the final policy is (the
  * same episodes, simulators and window), the learning curve of E_fixed,
@@ -162,6 +209,7 @@ static int eval_curve(bcg_session *E, bcg_session *S, const bcg_eval_opts *o, co
   }
   char out[PATH_MAX + 32];
   snprintf(out, sizeof out, "%.*s/eval_curve.h5", PATH_MAX, run_dir);
+  if (!rc) print_curve_summary(col, n + 1);
   if (!rc && !(rc = write_curve(out, col, n + 1, o, r, err, errlen))) printf("written: %s\n", out);
   for (int c = 0; c < NCV; c++) free(col[c]);
   free(r);

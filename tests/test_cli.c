@@ -913,6 +913,23 @@ static void test_sweep_eval_gradstats(void) {
             bcg_h5_read_doubles(ec, "samples", smp, 2, e2, sizeof e2) == 2 &&
             bcg_h5_read_doubles(ec, "falls_mujoco", fl, 2, e2, sizeof e2) == 2 &&
             bcg_h5_read_doubles(ec, "episodes_window_s_penalty_m", ew, 3, e2, sizeof e2) == 3);
+  /* the summary over the trained checkpoints, from the same numbers */
+  {
+    double fb[2] = {-1, -1}, em[2] = {NAN, NAN};
+    CU_ASSERT(bcg_h5_read_doubles(ec, "falls_bcg", fb, 2, e2, sizeof e2) == 2 &&
+              bcg_h5_read_doubles(ec, "efixed_mujoco_cm", em, 2, e2, sizeof e2) == 2);
+    int both = fb[1] == 0 && fl[1] == 0, mj = fl[1] == 0;
+    char want[512], tail[128];
+    double d = pb[1] - pm[1];
+    snprintf(want, sizeof want, "summary: 1 trained checkpoints, %d with no fall in either simulator (%d in MuJoCo)",
+             both, mj);
+    snprintf(tail, sizeof tail, "; Delta d median %+.2f mm [%+.2f, %+.2f]\n", d, d, d);
+    if (both && isfinite(em[1]))
+      snprintf(want + strlen(want), sizeof want - strlen(want), ", their E_fixed in MuJoCo %.2f-%.2f cm", em[1], em[1]);
+    strncat(want, tail, sizeof want - strlen(want) - 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    if (!strstr(out, want)) fprintf(stderr, "want: %s\nout:\n%s\n", want, out);
+  }
   H5Fclose(ec);
   CU_ASSERT_EQUAL(itv[0], 0);
   CU_ASSERT_EQUAL(itv[1], 1);
@@ -920,6 +937,10 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_EQUAL(smp[1], 32); /* 4 environments x horizon 8 */
   CU_ASSERT(fl[0] >= 0 && fl[0] <= 2 && fl[1] >= 0 && fl[1] <= 2);
   CU_ASSERT_EQUAL(ew[0], 2);
+  /* bcg alone: the summary says so */
+  CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --curve --sim bcg --out - eval.fall_height=0", rd), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "summary: 1 trained checkpoints, "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, " with no fall in bcg (MuJoCo not evaluated)"));
   CU_ASSERT_EQUAL(run("eval %s --curve --initial", rd), 2);
   /* --compare-initial ends with a verdict line */
   CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --compare-initial --out - eval.fall_height=0", rd), 0);
