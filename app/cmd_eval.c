@@ -64,10 +64,10 @@ static int select_best(bcg_session *E, bcg_session *S, const bcg_eval_opts *o0, 
   o.sims = BCG_EVAL_BCG;
   double best = INFINITY, best_travel = -INFINITY;
   if (!(r = calloc(1, sizeof *r))) goto done;
-  printf("--select-best: E_fixed in bcg (%d episodes, %g s) of %zu checkpoints (a task without a reference, such as\n"
+  printf("--select-best: E_fixed in bcg (%d episodes, %g s) of %zu checkpoint%s (a task without a reference, such as\n"
          "  locomotion, has no tracking error: its E_fixed counts only the steps after a fall, ties go to the longer\n"
          "  root x travel):\n",
-         o.runs, o.seconds, n);
+         o.runs, o.seconds, n, n == 1 ? "" : "s");
   for (size_t i = 0; i < n; i++) {
     char path[3 * PATH_MAX];
     snprintf(path, sizeof path, "%.*s/%.*s", PATH_MAX, dir, NAME_MAX, ck[i].name);
@@ -154,9 +154,9 @@ static void print_curve_summary(double *const *col, size_t n) {
     return;
   }
   if (has_mj)
-    printf("summary: %zu trained checkpoints, %zu with no fall in either simulator (%zu in MuJoCo)", nt, both, mj);
+    printf("summary: %zu trained checkpoint%s, %zu with no fall in either simulator (%zu in MuJoCo)", nt, nt == 1 ? "" : "s", both, mj);
   else
-    printf("summary: %zu trained checkpoints, %zu with no fall in bcg (MuJoCo not evaluated)", nt, both);
+    printf("summary: %zu trained checkpoint%s, %zu with no fall in bcg (MuJoCo not evaluated)", nt, nt == 1 ? "" : "s", both);
   if (both && isfinite(emin)) printf(", their E_fixed in %s %.2f-%.2f cm", has_mj ? "MuJoCo" : "bcg", emin, emax);
   if (nd) {
     qsort(dd, nd, sizeof *dd, cmp_double);
@@ -183,7 +183,7 @@ static int eval_curve(bcg_session *E, bcg_session *S, const bcg_eval_opts *o, co
   int rc = r ? 0 : -1;
   for (int c = 0; c < NCV && !rc; c++) rc = (col[c] = malloc(sizeof(double) * (n + 1))) ? 0 : -1;
   if (rc) snprintf(err, errlen, "out of memory");
-  printf("--curve: the untrained policy and %zu checkpoints, each %d episodes of up to %g s:\n", n, o->runs,
+  printf("--curve: the untrained policy and %zu checkpoint%s, each %d episodes of up to %g s:\n", n, n == 1 ? "" : "s", o->runs,
          o->seconds);
   for (size_t i = 0; i <= n && !rc; i++) {
     char path[3 * PATH_MAX];

@@ -897,7 +897,7 @@ static void test_sweep_eval_gradstats(void) {
   }
   /* --curve: every checkpoint evaluated the same way, the curve in eval_curve.h5 */
   CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --curve --out - eval.fall_height=0", rd), 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--curve: the untrained policy and 1 checkpoints, each 2 episodes of up to 0.5 s:\n"
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--curve: the untrained policy and 1 checkpoint, each 2 episodes of up to 0.5 s:\n"
                                      "  iteration        0  samples            0  wall        0 s"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n  iteration        1 "));
   snprintf(f, sizeof f, "%s/eval_curve.h5", rd);
@@ -921,7 +921,7 @@ static void test_sweep_eval_gradstats(void) {
     int both = fb[1] == 0 && fl[1] == 0, mj = fl[1] == 0;
     char want[512], tail[128];
     double d = pb[1] - pm[1];
-    snprintf(want, sizeof want, "summary: 1 trained checkpoints, %d with no fall in either simulator (%d in MuJoCo)",
+    snprintf(want, sizeof want, "summary: 1 trained checkpoint, %d with no fall in either simulator (%d in MuJoCo)",
              both, mj);
     snprintf(tail, sizeof tail, "; Delta d median %+.2f mm [%+.2f, %+.2f]\n", d, d, d);
     if (both && isfinite(em[1]))
@@ -939,7 +939,7 @@ static void test_sweep_eval_gradstats(void) {
   CU_ASSERT_EQUAL(ew[0], 2);
   /* bcg alone: the summary says so */
   CU_ASSERT_EQUAL(run("eval %s --runs 2 --seconds 0.5 --curve --sim bcg --out - eval.fall_height=0", rd), 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "summary: 1 trained checkpoints, "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "summary: 1 trained checkpoint, "));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, " with no fall in bcg (MuJoCo not evaluated)"));
   CU_ASSERT_EQUAL(run("eval %s --curve --initial", rd), 2);
   /* --compare-initial ends with a verdict line */
