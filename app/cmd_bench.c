@@ -437,6 +437,8 @@ static int bench_train(int argc, char **argv) {
   rc = bcg_train_run(cfg, &opt, &res, err, sizeof err);
   bcg_nn_cuda_profile(0);
   rm_run_dir(tmpl);
+  char fdk[16];
+  snprintf(fdk, sizeof fdk, "%s", bcg_config_get_string(cfg, "run", "flush_denormals"));
   bcg_config_free(cfg);
   if (rc) return bcg_cli_error("%s", err);
   if (res.iterations < c.last)
@@ -450,8 +452,10 @@ static int bench_train(int argc, char **argv) {
   part[5] = total - part[0] - part[1] - part[2] - part[3] - part[4];
   static const char *names[6] = {"physics forward", "physics adjoint", "networks", "task", "estimator",
                                  "the rest"};
-  printf("threads: %d (OpenMP), OpenBLAS %d; %s; %s\n", c.threads, c.blas_threads, bcg_blas_describe(),
-         bcg_nn_act_describe());
+  int ftz = bcg_cpu_denormals_flushed();
+  printf("threads: %d (OpenMP), OpenBLAS %d; %s; %s; subnormals %s ([run] flush_denormals = %s)\n", c.threads,
+         c.blas_threads, bcg_blas_describe(), bcg_nn_act_describe(),
+         ftz > 0 ? "flushed to zero" : ftz == 0 ? "kept" : "as the CPU has them", fdk);
   printf("iterations: %ld measured after 1 warm-up, %.3f s\n\n", iters, wall);
   printf("%-18s %12s %8s\n", "per iteration", "s", "share");
   for (int k = 0; k < 6; k++) printf("%-18s %12.6f %7.1f%%\n", names[k], part[k], total > 0 ? 100 * part[k] / total : 0);
@@ -492,10 +496,14 @@ int bcg_cmd_bench(int argc, char **argv) {
   char stamp[64];
   strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", gmtime(&tt));
   int maxthr = omp_get_max_threads();
-  printf("bcg %s bench  %s\nmachine: %s, %d hardware threads (%s)\nprecision: %s\nmodel: %s (nq %d, nv %d, nu %d, "
+  /* as a training's [run] flush_denormals = auto: subnormals flushed in the float build */
+  int ftz = sizeof(bcg_real) == sizeof(float) && bcg_cpu_flush_denormals(1) == 0;
+  printf("bcg %s bench  %s\nmachine: %s, %d hardware threads (%s)\nprecision: %s%s\nmodel: %s (nq %d, nv %d, nu %d, "
          "%d contact slots)\nunit: physics steps (one substep of %g s, the unit of one mj_step) per second\n"
          "state: default pose %s, PD holding it, %d environments per batch\n\n",
-         BCG_VERSION, stamp, cpu, maxthr, host, BCG_REAL_NAME, model_path, m->nq, m->nv, m->nu, m->ncp,
+         BCG_VERSION, stamp, cpu, maxthr, host, BCG_REAL_NAME,
+         ftz ? " (subnormals flushed to zero, as training's [run] flush_denormals = auto does in this build)" : "",
+         model_path, m->nq, m->nv, m->nu, m->ncp,
          (double)m->timestep,
          !m->has_floor ? "in the air: the model has no floor, so no contact is simulated"
          : m->ncp == 0 ? "in the air: no geom can touch the floor, so no contact is simulated"

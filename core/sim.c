@@ -10,6 +10,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+#endif
+
+static void set_denormal_modes(int flush) {
+#if defined(__SSE2__)
+  _MM_SET_FLUSH_ZERO_MODE(flush ? _MM_FLUSH_ZERO_ON : _MM_FLUSH_ZERO_OFF);
+  _MM_SET_DENORMALS_ZERO_MODE(flush ? _MM_DENORMALS_ZERO_ON : _MM_DENORMALS_ZERO_OFF);
+#else
+  (void)flush;
+#endif
+}
+
+int bcg_cpu_flush_denormals(int flush) {
+#if defined(__SSE2__)
+  set_denormal_modes(flush);
+  /* the pool's threads: libgomp keeps the threads of an earlier, larger team,
+   * so the team covers at least every core as well as the current default */
+  int n = omp_get_max_threads(), np = omp_get_num_procs();
+#pragma omp parallel num_threads(n > np ? n : np)
+  set_denormal_modes(flush);
+  return 0;
+#else
+  (void)flush;
+  return -1;
+#endif
+}
+
+int bcg_cpu_denormals_flushed(void) {
+#if defined(__SSE2__)
+  return _MM_GET_FLUSH_ZERO_MODE() == _MM_FLUSH_ZERO_ON && _MM_GET_DENORMALS_ZERO_MODE() == _MM_DENORMALS_ZERO_ON;
+#else
+  return -1;
+#endif
+}
 
 void bcg_simparams_default(const bcg_model *model, bcg_simparams *sp) {
   const bcg_mdata *m = &model->m;

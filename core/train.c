@@ -690,6 +690,12 @@ static int session_open(bcg_session *S, const bcg_config *cfg, int dist, char *e
   if (threads > 0) {
     omp_set_num_threads((int)threads); /* OpenBLAS stays single-threaded: core/nn.c splits GEMMs over these */
   }
+  {
+    const char *fd = bcg_config_get_string(cfg, "run", "flush_denormals");
+    int flush = strcmp(fd, "auto") == 0 ? (int)(sizeof(bcg_real) == sizeof(float)) : strcmp(fd, "true") == 0;
+    if (bcg_cpu_flush_denormals(flush) && flush)
+      fprintf(stderr, "bcg: [run] flush_denormals: this CPU has no flush-to-zero mode; subnormals stay\n");
+  }
   int nenv = (int)bcg_config_get_int(cfg, "run", "num_envs");
   S->env = bcg_env_create(cfg, nenv, err, errlen);
   if (!S->env) goto fail;

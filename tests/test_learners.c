@@ -10,6 +10,7 @@
 #include <hdf5.h>
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "bcg/env.h"
 #include "bcg/loader.h"
 #include "bcg/runlog.h"
+#include "bcg/sim.h"
 #include "bcg/train.h"
 #include "testutil.h"
 
@@ -1034,6 +1036,76 @@ static void test_sigint(void) {
   CU_ASSERT(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
 }
 
+/* Whether a float product that lands in the subnormal range (1e-30 * 1e-10)
+ * and a subnormal input (1e-40) come out as zero, in this thread */
+static int flushes_here(void) {
+  volatile float a = 1e-30f, b = 1e-10f, s = 1e-40f, one = 1.0f;
+  float p = a * b, q = s * one;
+  return p == 0.0f && q == 0.0f;
+}
+
+/* [run] flush_denormals: the x86 flush-to-zero and denormals-are-zero modes
+ * in the calling thread and in the OpenMP pool's threads (and in threads a
+ * flushed thread starts later, which inherit the mode), set and cleared; a session sets
+ * them as the key says (auto: in the float build only). */
+static void test_flush_denormals(void) {
+  setup();
+  if (bcg_cpu_flush_denormals(1) != 0) {
+    printf("\n  this CPU has no flush-to-zero mode: skipped");
+    return;
+  }
+  int all = 1;
+  CU_ASSERT_EQUAL(bcg_cpu_denormals_flushed(), 1);
+  int np = omp_get_num_procs();
+#pragma omp parallel num_threads(np) reduction(&& : all)
+  all = all && flushes_here() && bcg_cpu_denormals_flushed() == 1;
+  /* threads started after the call, by a flushed thread, inherit the mode */
+  int nested = 1, levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(2);
+#pragma omp parallel num_threads(1) reduction(&& : nested)
+  {
+#pragma omp parallel num_threads(3) reduction(&& : nested)
+    nested = nested && flushes_here();
+  }
+  omp_set_max_active_levels(levels);
+  CU_ASSERT(nested);
+  CU_ASSERT(all);
+  CU_ASSERT(flushes_here());
+  CU_ASSERT_EQUAL(bcg_cpu_flush_denormals(0), 0);
+  int none = 1;
+#pragma omp parallel num_threads(np) reduction(&& : none)
+  none = none && !flushes_here() && bcg_cpu_denormals_flushed() == 0;
+  CU_ASSERT(none);
+  const char *ini = write_ini("flush", "shac", "");
+  const char *vals[] = {"true", "false", "auto"};
+  int want[] = {1, 0, sizeof(bcg_real) == sizeof(float)};
+  for (int k = 0; k < 3; k++) {
+    char kv[64], err[2048];
+    snprintf(kv, sizeof kv, "run.flush_denormals=%s", vals[k]);
+    char *ov[] = {kv};
+    bcg_config *cfg = load(ini, 1, ov);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+    bcg_session S;
+    int ok = bcg_session_open(&S, cfg, err, sizeof err) == 0;
+    if (!ok) fprintf(stderr, "session: %s\n", err);
+    CU_ASSERT_FATAL(ok);
+    int w = want[k], agree = 1;
+#pragma omp parallel reduction(&& : agree)
+    agree = agree && flushes_here() == w;
+    CU_ASSERT(agree);
+    CU_ASSERT_EQUAL(bcg_cpu_denormals_flushed(), w);
+    bcg_session_close(&S);
+    bcg_config_free(cfg);
+  }
+  bcg_cpu_flush_denormals(0);
+  /* a value outside the choices is an error naming the key */
+  char *bad[] = {"run.flush_denormals=yes"}, err[2048] = "";
+  bcg_config *cfg = NULL;
+  CU_ASSERT_NOT_EQUAL(bcg_config_load_with(&cfg, reg, ini, 1, bad, err, sizeof err), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "flush_denormals"));
+  bcg_config_free(cfg);
+}
+
 static void test_cleanup(void) {
   bcg_registry_free(reg);
   reg = NULL;
@@ -1052,5 +1124,7 @@ BCG_TESTS({"SHAC learns the pendulum (short)", test_shac_learns}, {"SHAC gradien
           {"NaN injection (SHAC)", test_nan_shac}, {"NaN injection (PPO)", test_nan_ppo},
           {"checkpoint contents and curves", test_checkpoint_contents},
           {"track_err curve (imitation, SHAC and PPO)", test_track_err}, {"budgets", test_budgets},
-          {"SIGINT through bcg train", test_sigint}, {"cleanup", test_cleanup});
+          {"SIGINT through bcg train", test_sigint},
+          {"flush_denormals: FTZ/DAZ on every thread, per the run's key", test_flush_denormals},
+          {"cleanup", test_cleanup});
 BCG_RUN("learners")
