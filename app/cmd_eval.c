@@ -157,7 +157,10 @@ static void print_curve_summary(double *const *col, size_t n) {
     printf("summary: %zu trained checkpoint%s, %zu with no fall in either simulator (%zu in MuJoCo)", nt, nt == 1 ? "" : "s", both, mj);
   else
     printf("summary: %zu trained checkpoint%s, %zu with no fall in bcg (MuJoCo not evaluated)", nt, nt == 1 ? "" : "s", both);
-  if (both && isfinite(emin)) printf(", their E_fixed in %s %.2f-%.2f cm", has_mj ? "MuJoCo" : "bcg", emin, emax);
+  if (both == 1 && isfinite(emin))
+    printf(", its E_fixed in %s %.2f cm", has_mj ? "MuJoCo" : "bcg", emin);
+  else if (both && isfinite(emin))
+    printf(", their E_fixed in %s %.2f-%.2f cm", has_mj ? "MuJoCo" : "bcg", emin, emax);
   if (nd) {
     qsort(dd, nd, sizeof *dd, cmp_double);
     double med = nd % 2 ? dd[nd / 2] : 0.5 * (dd[nd / 2 - 1] + dd[nd / 2]);
