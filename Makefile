@@ -252,6 +252,11 @@ deps:
 	@test -f $(MUJOCO_HDR) -a -f $(MUJOCO_DIR)/lib/$(MUJOCO_SO) || sh tools/fetch_mujoco.sh $(MUJOCO_DIR)
 
 test: deps
+ifeq ($(REAL),float)
+	@echo "make test: the suites check gradients against central finite differences to 1e-5 .. 1e-10 relative," \
+	  "which needs the double build; run 'make test' without REAL=float (docs/testing.md section 1 says how" \
+	  "the float build is checked)" >&2; exit 2
+endif
 	$(MAKE) tests-build
 	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
 
