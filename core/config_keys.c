@@ -25,8 +25,9 @@ static const bcg_key_spec run_keys[] = {
     {"threads", BCG_KEY_INT, "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
     {"flush_denormals", BCG_KEY_CHOICE, "auto", 0, 0, "auto|true|false",
      "flush subnormal numbers to zero on the CPU threads (x86 FTZ and DAZ): a float adjoint that decays into "
-     "them runs tens of times slower per operation; auto: true in the float build, false in the double build "
-     "(whose results it would not change in practice, the subnormal range starting at 2.2e-308)"},
+     "them runs tens of times slower per operation; auto: true in the float build, and in the double build the "
+     "threads' modes left as they are (flushing would not change its results in practice, its subnormals "
+     "starting at 2.2e-308); false: cleared"},
     {"nn_min_batch", BCG_KEY_INT, "64", 1, 1e9, NULL,
      "device = cuda: MLP batches of at least this many rows run on the GPU (cuBLAS), smaller ones on the CPU"},
     {"sim_min_batch", BCG_KEY_INT, "2048", 1, 1e9, NULL,

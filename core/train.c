@@ -691,9 +691,11 @@ static int session_open(bcg_session *S, const bcg_config *cfg, int dist, char *e
     omp_set_num_threads((int)threads); /* OpenBLAS stays single-threaded: core/nn.c splits GEMMs over these */
   }
   {
+    /* auto in the double build leaves the threads' modes as they are (a
+     * program that embeds libbcg may have set them) */
     const char *fd = bcg_config_get_string(cfg, "run", "flush_denormals");
-    int flush = strcmp(fd, "auto") == 0 ? (int)(sizeof(bcg_real) == sizeof(float)) : strcmp(fd, "true") == 0;
-    if (bcg_cpu_flush_denormals(flush) && flush)
+    int is_float = sizeof(bcg_real) == sizeof(float), flush = strcmp(fd, "auto") == 0 ? is_float : strcmp(fd, "true") == 0;
+    if ((strcmp(fd, "auto") != 0 || is_float) && bcg_cpu_flush_denormals(flush) && flush)
       fprintf(stderr, "bcg: [run] flush_denormals: this CPU has no flush-to-zero mode; subnormals stay\n");
   }
   int nenv = (int)bcg_config_get_int(cfg, "run", "num_envs");
