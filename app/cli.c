@@ -20,14 +20,24 @@ int bcg_cli_is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* 1 when "section.key=value" names one of the n keys */
+static int names_key(const char *kv, const char *const *keys, size_t n) {
+  const char *eq = strchr(kv, '=');
+  if (!eq) return 0;
+  for (size_t k = 0; k < n; k++)
+    if ((size_t)(eq - kv) == strlen(keys[k]) && !strncmp(kv, keys[k], strlen(keys[k]))) return 1;
+  return 0;
+}
+
 int bcg_cli_resume_override(const char *kv) {
   static const char *allowed[] = {"run.iterations", "run.samples",   "run.seconds", "run.checkpoint_every",
                                   "run.keep_last",  "run.keep_every", "run.threads", "run.check_replicas"};
-  const char *eq = strchr(kv, '=');
-  if (!eq) return 0;
-  for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++)
-    if ((size_t)(eq - kv) == strlen(allowed[k]) && !strncmp(kv, allowed[k], strlen(allowed[k]))) return 1;
-  return 0;
+  return names_key(kv, allowed, sizeof allowed / sizeof allowed[0]);
+}
+
+int bcg_cli_bench_override(const char *kv) {
+  static const char *placement[] = {"run.sim_min_batch", "run.nn_min_batch", "run.flush_denormals"};
+  return bcg_cli_resume_override(kv) || names_key(kv, placement, sizeof placement / sizeof placement[0]);
 }
 
 int bcg_cli_error(const char *fmt, ...) {

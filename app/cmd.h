@@ -39,6 +39,13 @@ int bcg_cli_is_dir(const char *path);
   "run.iterations, run.samples, run.seconds, run.checkpoint_every, run.keep_last, run.keep_every, run.threads, " \
   "run.check_replicas"
 int bcg_cli_resume_override(const char *kv);
+/* bcg bench --train RUN_DIR, a measurement that leaves the run as it is,
+ * also takes the keys that decide where and how the iterations run (CPU or
+ * GPU stepper, CPU or GPU networks, subnormals), which a resumed training
+ * may not change: its results would then round differently from an
+ * uninterrupted run's. 1 when kv names one of these or a resume key. */
+#define BCG_CLI_BENCH_KEYS "run.sim_min_batch, run.nn_min_batch, run.flush_denormals"
+int bcg_cli_bench_override(const char *kv);
 /* "bcg: <cmd>: <msg>\nusage: ..." on stderr; returns BCG_EXIT_USAGE. */
 int bcg_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parse "CONFIG [section.key=value ...]" and load the config; on failure

@@ -348,8 +348,10 @@ static int bench_train(int argc, char **argv) {
   if (!path) return bcg_cli_usage("bench", "--train needs CONFIG");
   int from_run = bcg_cli_is_dir(path);
   for (int i = 0; from_run && i < nov; i++)
-    if (!bcg_cli_resume_override(ov[i]))
-      return bcg_cli_usage("bench", "'%.*s' cannot change when resuming a run (only " BCG_CLI_RESUME_KEYS ")",
+    if (!bcg_cli_bench_override(ov[i]))
+      return bcg_cli_usage("bench",
+                           "'%.*s' cannot change when resuming a run (only " BCG_CLI_RESUME_KEYS
+                           ", and for a measurement " BCG_CLI_BENCH_KEYS ")",
                            (int)(strchr(ov[i], '=') - ov[i]), ov[i]);
   char tmpl[PATH_MAX];
   const char *td = getenv("TMPDIR");

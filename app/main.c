@@ -60,7 +60,8 @@ static const struct command {
      "GPU calls' phases (parameters and inputs in, GEMMs, bias and activations, LayerNorm, batch sums, outputs\n"
      "back; each phase waits for the device) and the calls that stayed on the CPU. --train RUN_DIR: the same\n"
      "for a copy of the run resumed from its latest checkpoint (the iterations a long run is at; the run\n"
-     "directory is only read; overrides as bcg train --resume takes them)."},
+     "directory is only read; overrides as bcg train --resume takes them, and the placement keys\n"
+     "run.sim_min_batch, run.nn_min_batch and run.flush_denormals)."},
     {"plugins", bcg_cmd_plugins, "", "list the plugins found",
      "Lists every plugin found on the search path ($BCG_PLUGIN_PATH, the build tree's\n"
      "plugins/, PREFIX/lib/bcg/plugins) with kind, name, file and description;\n"

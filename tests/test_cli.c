@@ -1384,9 +1384,18 @@ static void test_bench_train(void) {
   CU_ASSERT_STRING_EQUAL(before, after);
   snprintf(cmd, sizeof cmd, "rmdir %s", tdir); /* nothing left of the copy */
   CU_ASSERT_EQUAL(system(cmd), 0);
-  /* only the keys a resume may change */
+  /* only the keys a resume may change, and the placement keys of a measurement */
   CU_ASSERT_EQUAL(run_err("bench --train %s run.num_envs=2", rd), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "'run.num_envs' cannot change when resuming a run"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "and for a measurement run.sim_min_batch, run.nn_min_batch, run.flush_denormals"));
+  rc = run_out("bench --train %s --iterations 1 run.threads=1 run.sim_min_batch=1 run.nn_min_batch=1 "
+               "run.flush_denormals=true",
+               rd);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "subnormals flushed to zero ([run] flush_denormals = true)"));
+  /* the key's own range still holds */
+  CU_ASSERT_EQUAL(run_err("bench --train %s run.sim_min_batch=0", rd), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "[run] sim_min_batch: 0 is out of range"));
   /* a directory that is not a run */
   CU_ASSERT_EQUAL(run_err("bench --train %s", tdir), 1);
 }
