@@ -499,7 +499,8 @@ int bcg_cmd_bench(int argc, char **argv) {
   strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", gmtime(&tt));
   int maxthr = omp_get_max_threads();
   /* as a training's [run] flush_denormals = auto: subnormals flushed in the float build */
-  int ftz = sizeof(bcg_real) == sizeof(float) && bcg_cpu_flush_denormals(1) == 0;
+  bcg_cpu_denormals_setting("auto");
+  int ftz = bcg_cpu_denormals_flushed() > 0;
   printf("bcg %s bench  %s\nmachine: %s, %d hardware threads (%s)\nprecision: %s%s\nmodel: %s (nq %d, nv %d, nu %d, "
          "%d contact slots)\nunit: physics steps (one substep of %g s, the unit of one mj_step) per second\n"
          "state: default pose %s, PD holding it, %d environments per batch\n\n",

@@ -39,6 +39,13 @@ int bcg_cpu_flush_denormals(int flush) {
 #endif
 }
 
+int bcg_cpu_denormals_setting(const char *value) {
+  int is_float = sizeof(bcg_real) == sizeof(float);
+  if (!strcmp(value, "auto") && !is_float) return 0; /* the double build: the modes stay as they are */
+  int flush = !strcmp(value, "auto") || !strcmp(value, "true");
+  return bcg_cpu_flush_denormals(flush) && flush ? -1 : 0;
+}
+
 int bcg_cpu_denormals_flushed(void) {
 #if defined(__SSE2__)
   return _MM_GET_FLUSH_ZERO_MODE() == _MM_FLUSH_ZERO_ON && _MM_GET_DENORMALS_ZERO_MODE() == _MM_DENORMALS_ZERO_ON;

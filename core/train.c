@@ -690,14 +690,8 @@ static int session_open(bcg_session *S, const bcg_config *cfg, int dist, char *e
   if (threads > 0) {
     omp_set_num_threads((int)threads); /* OpenBLAS stays single-threaded: core/nn.c splits GEMMs over these */
   }
-  {
-    /* auto in the double build leaves the threads' modes as they are (a
-     * program that embeds libbcg may have set them) */
-    const char *fd = bcg_config_get_string(cfg, "run", "flush_denormals");
-    int is_float = sizeof(bcg_real) == sizeof(float), flush = strcmp(fd, "auto") == 0 ? is_float : strcmp(fd, "true") == 0;
-    if ((strcmp(fd, "auto") != 0 || is_float) && bcg_cpu_flush_denormals(flush) && flush)
-      fprintf(stderr, "bcg: [run] flush_denormals: this CPU has no flush-to-zero mode; subnormals stay\n");
-  }
+  if (bcg_cpu_denormals_setting(bcg_config_get_string(cfg, "run", "flush_denormals")))
+    fprintf(stderr, "bcg: [run] flush_denormals: this CPU has no flush-to-zero mode; subnormals stay\n");
   int nenv = (int)bcg_config_get_int(cfg, "run", "num_envs");
   S->env = bcg_env_create(cfg, nenv, err, errlen);
   if (!S->env) goto fail;

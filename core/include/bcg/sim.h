@@ -158,6 +158,12 @@ void bcg_sim_set_slices(bcg_sim *s, int on);
  * (docs/performance.md). Returns 0, or -1 where the CPU has no such modes
  * (then nothing changes). [run] flush_denormals decides it for a session. */
 int bcg_cpu_flush_denormals(int flush);
+/* [run] flush_denormals's value applied as bcg_cpu_flush_denormals does:
+ * "true" sets the modes, "false" clears them, "auto" sets them in the float
+ * build and leaves them as they are in the double build (a program that
+ * embeds libbcg may have set them). Returns -1 when flushing was asked of a
+ * CPU without the modes, else 0. */
+int bcg_cpu_denormals_setting(const char *value);
 /* 1 if the calling thread flushes subnormals to zero, 0 if not, -1 where unknown */
 int bcg_cpu_denormals_flushed(void);
 
