@@ -179,7 +179,7 @@ static int make_config(const char *contact, const char *model_path, bcg_config *
  * `bcg train --resume` allows (run.threads, ...). */
 
 typedef struct bt_snap {
-  double t, sim, vjp, nn, task, est;
+  double t, sim, vjp, nn, task, est, beside;
   uint64_t samples;
   bcg_nn_cuda_split gpu; /* --nn-split */
 } bt_snap;
@@ -197,6 +197,7 @@ static bt_snap bt_now(uint64_t samples) {
   bcg_env_time(&s.sim, &s.vjp);
   bcg_nn_time(&f, &b);
   s.nn = f + b;
+  s.beside = bcg_nn_time_overlapped();
   bcg_session_time(&s.task, &s.est);
   bcg_nn_cuda_profile_read(&s.gpu);
   s.samples = samples;
@@ -462,6 +463,11 @@ static int bench_train(int argc, char **argv) {
   printf("%-18s %12s %8s\n", "per iteration", "s", "share");
   for (int k = 0; k < 6; k++) printf("%-18s %12.6f %7.1f%%\n", names[k], part[k], total > 0 ? 100 * part[k] / total : 0);
   printf("%-18s %12.6f %7.1f%%\n", "total", total, 100.0);
+  double beside = (b->beside - a->beside) / n;
+  if (beside > 0)
+    printf("%-18s %12.6f          (on a thread of its own during the backward pass, [learner] critic_overlap:\n"
+           "%-18s %12s           overlapped with the rows above, not in the total)\n",
+           "networks beside", beside, "", "");
   double spi = (double)(b->samples - a->samples) / n;
   printf("\nsamples: %.0f per iteration, %.0f samples/s\n", spi, wall > 0 ? spi * n / wall : 0);
   printf("(the rest: the learner's own work: sampling, losses, advantages, gathers, Adam, normalisers; logging)\n");

@@ -29,6 +29,7 @@
 
 #include "bcg/config.h"
 #include "bcg/dist.h"
+#include "bcg/nn.h"
 #include "bcg/loader.h"
 #include "bcg/runlog.h"
 #include "bcg/train.h"
@@ -96,6 +97,11 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
   printf("bcg: train: time in this session: physics forward %.1f s, physics adjoint %.1f s, networks %.1f s, "
          "task %.1f s, estimator %.1f s, the rest (learner bookkeeping, optimiser, logging, checkpoints) %.1f s\n",
          res.time_sim, res.time_sim_vjp, res.time_nn, res.time_task, res.time_est, fmax(0, res.session_wall - sess));
+  double beside = bcg_nn_time_overlapped();
+  if (beside > 0)
+    printf("bcg: train: beside these, on a thread of their own: networks %.1f s (the critics' update during the backward "
+           "pass, [learner] critic_overlap)\n",
+           beside);
   fflush(stdout);
   if (!res.stopped && bcg_config_get_bool(cfg, "eval", "after_train")) {
     /* [eval] after_train: the finished run's policy evaluated as `bcg eval

@@ -403,10 +403,21 @@ void bcg_nn_cuda_profile_read(bcg_nn_cuda_split *s) { bcg_cuda_nn_profile_read(s
 
 /* ---- process-wide time in the networks (bcg_nn_time) ---- */
 static uint64_t nn_ns[2]; /* forward, backward */
+static uint64_t nn_ns_beside; /* both, on threads marked with bcg_nn_time_beside */
+static _Thread_local int nn_beside;
 
 void bcg_nn_time(double *fwd_s, double *bwd_s) {
   if (fwd_s) *fwd_s = bcg_clock_s(&nn_ns[0]);
   if (bwd_s) *bwd_s = bcg_clock_s(&nn_ns[1]);
+}
+
+void bcg_nn_time_beside(int on) { nn_beside = on != 0; }
+double bcg_nn_time_overlapped(void) { return bcg_clock_s(&nn_ns_beside); }
+
+/* a call's time into clock k (0 forward, 1 backward), or into the beside
+ * clock on a marked thread; inside a parallel region on its master only */
+static void nn_clock(int k, uint64_t t0) {
+  if (omp_get_thread_num() == 0) bcg_clock_add(nn_beside ? &nn_ns_beside : &nn_ns[k], t0);
 }
 
 /* a forward's input: the host array x, or rows of r (row0 + idx[i], idx NULL: row0 + i) */
@@ -424,7 +435,7 @@ int bcg_mlp_forward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, b
   uint64_t t0 = bcg_mono_ns();
   fwd_src src = {x, NULL, 0, NULL};
   int rc = x ? mlp_forward(m, t, &src, batch, y) : BCG_NN_EINVAL;
-  if (omp_get_thread_num() == 0) bcg_clock_add(&nn_ns[0], t0);
+  nn_clock(0, t0);
   return rc;
 }
 
@@ -439,7 +450,7 @@ int bcg_mlp_forward_rows(bcg_mlp *m, bcg_mlp_tape *t, const bcg_nn_rows *r, long
   uint64_t t0 = bcg_mono_ns();
   fwd_src src = {NULL, r, row0, idx};
   int rc = mlp_forward(m, t, &src, batch, y);
-  if (omp_get_thread_num() == 0) bcg_clock_add(&nn_ns[0], t0);
+  nn_clock(0, t0);
   return rc;
 }
 
@@ -491,7 +502,7 @@ static const bcg_real *src_rows(const fwd_src *src, int batch, int w, bcg_real *
 int bcg_mlp_backward(bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, bcg_real *grad, bcg_real *dx) {
   uint64_t t0 = bcg_mono_ns();
   int rc = mlp_backward(m, t, dy, grad, dx);
-  if (omp_get_thread_num() == 0) bcg_clock_add(&nn_ns[1], t0);
+  nn_clock(1, t0);
   return rc;
 }
 

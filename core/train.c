@@ -611,7 +611,7 @@ static int task_has_tracking(const bcg_task_ops *to) {
 }
 
 /* the process-wide stepper and network clocks (bcg_env_time, bcg_nn_time) */
-typedef struct { double sim, vjp, nn, task, est; } time_split;
+typedef struct { double sim, vjp, nn, task, est, beside; } time_split;
 
 static time_split time_now(void) {
   time_split t;
@@ -619,6 +619,7 @@ static time_split time_now(void) {
   bcg_env_time(&t.sim, &t.vjp);
   bcg_nn_time(&f, &b);
   t.nn = f + b;
+  t.beside = bcg_nn_time_overlapped();
   bcg_session_time(&t.task, &t.est);
   return t;
 }
@@ -646,6 +647,7 @@ static void log_stats(bcg_runlog *log, int64_t it, uint64_t samples, double wall
   bcg_runlog_append(log, "time_sim", dt->sim);
   bcg_runlog_append(log, "time_sim_vjp", dt->vjp);
   bcg_runlog_append(log, "time_nn", dt->nn);
+  bcg_runlog_append(log, "time_nn_beside", dt->beside);
 }
 
 void bcg_session_close(bcg_session *S) {
@@ -987,7 +989,8 @@ static int one_iteration(loop *L, bcg_learner_stats *st, time_split *tsum, int t
     return -1;
   }
   time_split tb = time_now(),
-             dt = {tb.sim - ta.sim, tb.vjp - ta.vjp, tb.nn - ta.nn, tb.task - ta.task, tb.est - ta.est};
+             dt = {tb.sim - ta.sim, tb.vjp - ta.vjp, tb.nn - ta.nn, tb.task - ta.task, tb.est - ta.est,
+                   tb.beside - ta.beside};
   tsum->sim += dt.sim;
   tsum->vjp += dt.vjp;
   tsum->nn += dt.nn;
@@ -1059,7 +1062,7 @@ int bcg_train_run(const bcg_config *cfg, const bcg_train_options *opt, bcg_train
   st.mean_return = st.mean_ep_len = st.track_err = NAN;
   int tracking = task_has_tracking(L.S.task_ops);
   int64_t nan_iters = 0;
-  time_split tsum = {0, 0, 0, 0, 0};
+  time_split tsum = {0, 0, 0, 0, 0, 0};
   int64_t cb_stop = 0; /* opt->on_iteration asked to stop (decided with the others at the next turn) */
   for (;;) {
     double wall = L.wall0 + (now_s() - t0);

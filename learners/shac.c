@@ -18,6 +18,7 @@
  * gradients, recovered by replaying the policy's VJP row by row. */
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ typedef struct shac {
   double gamma, lam, actor_lr, critic_lr, lr_end, beta1, beta2, adam_eps, actor_clip, critic_clip, alpha,
       rew_scale, logstd_init;
   int critic_iters, nbatch, K, obs_norm, ret_norm, squash, lr_linear, per_step, grad_var_every, shuffle;
+  int overlap; /* critic_overlap: 0 false, 1 true, 2 auto */
   /* networks */
   bcg_mlp actor;
   bcg_adam aopt;
@@ -171,6 +173,8 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
   s->rew_scale = svc->get_real(p, "reward_scale");
   s->per_step = !strcmp(svc->get_string(p, "actor_loss_mean"), "env_steps");
   s->grad_var_every = (int)svc->get_int(p, "grad_var_every");
+  const char *ov = svc->get_string(p, "critic_overlap");
+  s->overlap = !strcmp(ov, "true") ? 1 : !strcmp(ov, "false") ? 0 : 2;
   int N = s->N, T = s->T, nu = s->nu, od = s->od, nx = s->nx, nxb = s->nxb, K = s->K;
   if (T <= 0 || K < 1 || K > MAXCRIT || od <= 0 || nu <= 0) {
     snprintf(err, errlen, "shac: bad dimensions (horizon %d, critics %d, obs %d, actions %d)", T, K, od, nu);
@@ -655,7 +659,7 @@ static int release_nets(bcg_mlp *nets, bcg_adam *opts, int K) {
   return rc;
 }
 
-static int critic_update(shac *s, int *skipped, double *closs) {
+static int critic_train(shac *s, int *skipped, double *closs) {
   int N = s->N, T = s->T, K = s->K;
   int M = T * N, bs = (M + s->nbatch - 1) / s->nbatch, nb = (M + bs - 1) / bs;
   bcg_real clr = lr_at(s, s->critic_lr);
@@ -713,9 +717,46 @@ static int critic_update(shac *s, int *skipped, double *closs) {
     tot += lsum / K;
   }
   *closs = tot / nb;
-  for (int k = 0; k < K; k++)
-    bcg_vec_polyak(s->target[k].params, s->critic[k].params, s->critic[k].nparams, (bcg_real)s->alpha);
   return 0;
+}
+
+/* the critics' update beside the backward pass ([learner] critic_overlap):
+ * its minibatches read only what the rollout left (OBSP, TV) and write only
+ * the critics, their Adam moments and the update's own scratch, none of which
+ * the backward pass, grad_var or the actor update touch (they read the target
+ * critics, which change after both, in critic_polyak). So the results are
+ * bit for bit those of the update after the actor's: the same operations on
+ * the same data, in one thread's order. */
+typedef struct critic_job {
+  shac *s;
+  int threads, skipped, rc;
+  double closs;
+} critic_job;
+
+static void *critic_thread(void *p) {
+  critic_job *j = p;
+  omp_set_num_threads(j->threads); /* the caller's team size (a new thread starts from the process default) */
+  bcg_nn_time_beside(1);
+  j->rc = critic_train(j->s, &j->skipped, &j->closs);
+  bcg_nn_time_beside(0);
+  return NULL;
+}
+
+/* critic_overlap's auto: beside the backward pass when the critics'
+ * minibatches run on the GPU (the thread mostly waits for the device while
+ * the backward pass has the cores), or on the CPU with at least 2 OpenMP
+ * threads (the two passes share the cores: on 2 cores the iteration took
+ * 10-16% less, docs/performance.md); not with 1 thread, where the overlap
+ * would take a second core the run was not given */
+static int overlap_on(const shac *s) {
+  if (s->overlap != 2) return s->overlap;
+  int M = s->T * s->N, bs = (M + s->nbatch - 1) / s->nbatch, minb = 0;
+  return (bcg_nn_cuda_enabled(&minb) && bs >= minb) || omp_get_max_threads() >= 2;
+}
+
+static void critic_polyak(shac *s) {
+  for (int k = 0; k < s->K; k++)
+    bcg_vec_polyak(s->target[k].params, s->critic[k].params, s->critic[k].nparams, (bcg_real)s->alpha);
 }
 
 static int iterate(void *p, bcg_learner_stats *st) {
@@ -730,15 +771,36 @@ static int iterate(void *p, bcg_learner_stats *st) {
   bcg_real lr;
   /* with the rollout's batches on the GPU, the target critics' parameters stay
    * there through the rollout and its backward pass (bcg_mlp_hold; Polyak
-   * averaging changes them after, in critic_update) */
+   * averaging changes them after, in critic_polyak) */
   int minb = 0, hold = bcg_nn_cuda_enabled(&minb) && s->N >= minb;
   if (hold && hold_nets(s->target, NULL, s->K)) return -1;
-  int rc = rollout(s, rs, &S) || backward(s);
+  int rc = rollout(s, rs, &S);
+  /* the critics' targets and minibatches need only the rollout: with
+   * critic_overlap they train on a thread of their own from here on */
+  critic_job job = {s, omp_get_max_threads(), 0, 0, NAN};
+  pthread_t th;
+  int beside = 0;
+  if (!rc && overlap_on(s)) {
+    critic_targets(s);
+    beside = pthread_create(&th, NULL, critic_thread, &job) == 0;
+    if (!beside) s->svc->log(1, "shac: critic_overlap: no thread could be started; the critics train after the actor");
+  }
+  rc = rc || backward(s);
   if (hold && release_nets(s->target, NULL, s->K)) rc = 1;
-  if (rc || grad_variance(s, &gvar)) return -1;
-  int skipped = actor_update(s, &gn, &lr);
-  critic_targets(s);
-  if (critic_update(s, &skipped, &closs)) return -1;
+  rc = rc || grad_variance(s, &gvar);
+  int skipped = rc ? 0 : actor_update(s, &gn, &lr);
+  if (beside) {
+    pthread_join(th, NULL);
+    if (job.rc) rc = 1;
+    skipped += job.skipped;
+    closs = job.closs;
+  }
+  if (rc) return -1;
+  if (!beside) {
+    critic_targets(s);
+    if (critic_train(s, &skipped, &closs)) return -1;
+  }
+  critic_polyak(s);
   lu_stats_common(st, s->est_ops, s->est, &es0, S.episodes, S.ret, S.len, S.nrew, S.rew, s->actor.extra_params, s->nu,
                   S.nan_resets, skipped);
   st->actor_loss = S.loss;
@@ -847,6 +909,10 @@ static const bcg_key_spec keys[] = {
     {"reward_scale", BCG_KEY_REAL, "1.0", 0, 1e6, NULL, "reward multiplier (SHAC rew_scale = 1)"},
     {"actor_loss_mean", BCG_KEY_CHOICE, "envs", 0, 0, "envs|env_steps",
      "actor loss is the mean over environments (docs/design.md section 7.1) or over env x steps (SHAC's code)"},
+    {"critic_overlap", BCG_KEY_CHOICE, "auto", 0, 0, "auto|true|false",
+     "train the critics on a thread of their own while the backward pass and the actor update run (they need "
+     "only the rollout; bit for bit the same results); auto: when their minibatches run on the GPU, or with "
+     "[run] threads >= 2 (not with 1 thread: the overlap would take a second core)"},
     {"grad_var_every", BCG_KEY_INT, "0", 0, 1e9, NULL,
      "measure the policy-gradient variance across environments every this many iterations (0: off; costs "
      "horizon x envs single-row MLP passes)"},

@@ -345,6 +345,15 @@ void bcg_nn_cuda_profile_read(bcg_nn_cuda_split *s);
  * calls from distinct threads outside any parallel region all count. */
 void bcg_nn_time(double *fwd_s, double *bwd_s);
 
+/* Networks run on a thread beside other timed work (SHAC's critic update
+ * beside the backward pass, [learner] critic_overlap) have a clock of their
+ * own: bcg_nn_time_beside(1) on that thread sends its calls' time there
+ * instead of into bcg_nn_time, and bcg_nn_time_overlapped reads it (seconds
+ * of that thread, which overlap the other clocks: not a share of the wall
+ * time). bcg_nn_time_beside(0) ends it. */
+void bcg_nn_time_beside(int on);
+double bcg_nn_time_overlapped(void);
+
 /* y[batch][out] = mlp(x[batch][in]), recording the tape (NULL: the MLP-owned
  * one, so concurrent calls on one MLP need their own tapes). The input is
  * copied into the tape (on the CPU path; a device forward keeps it on the
