@@ -24,6 +24,7 @@
 #include "bcg/loader.h"
 #include "bcg/runlog.h"
 #include "bcg/sim.h"
+#include "bcg/sim_cuda.h"
 #include "bcg/train.h"
 #include "testutil.h"
 
@@ -632,24 +633,30 @@ static void test_shac_critics_threads(void) {
  * moments and its target, and the logged losses and gradient norms are bit
  * for bit those of the sequential update, with 1 and 2 OpenMP threads and an
  * ensemble of 3 (side by side inside the thread with 2). The critics' time
- * goes to its own clock (time_nn_beside), and only with the overlap. */
+ * goes to its own clock (time_nn_beside), and only with the overlap. Where a
+ * GPU is found the same again with every network batch on it (run.device =
+ * cuda, nn_min_batch 1): the two threads' calls then share the device. */
 static void test_shac_critic_overlap(void) {
   setup();
   const char *ini = write_ini("critic_overlap", "shac", "episode_length = 5\n");
+  char why[512] = "";
+  const int gpu = bcg_cuda_available(why, sizeof why);
+  if (!gpu) printf("\n  (no GPU: %s; the CPU networks only)", why);
   static const char *dsets[] = {"learner/actor/params", "learner/actor/adam/m", "learner/critic0/params",
                                 "learner/critic1/params", "learner/critic2/params", "learner/critic2/adam/v",
                                 "learner/target_critic0/params", "learner/target_critic2/params"};
   static const char *curves[] = {"critic_loss", "actor_loss", "grad_norm", "mean_return", "skipped_updates"};
   enum { ND = sizeof dsets / sizeof dsets[0], NC = sizeof curves / sizeof curves[0] };
-  for (int thr = 1; thr <= 2; thr++) {
+  for (int run = 0; run < 2 * (1 + gpu); run++) {
+    const int dev = run / 2, thr = 1 + run % 2; /* CPU then GPU networks, 1 and 2 threads */
     double *ref[ND] = {0}, cref[NC][8];
     long nref[ND] = {0};
     for (int ov_on = 0; ov_on < 2; ov_on++) {
       char t[32], o[48];
       snprintf(t, sizeof t, "run.threads=%d", thr);
       snprintf(o, sizeof o, "learner.critic_overlap=%s", ov_on ? "true" : "false");
-      char *ov[] = {"run.iterations=3", "learner.critics=3", t, o};
-      bcg_config *cfg = load(ini, 4, ov);
+      char *ov[] = {"run.iterations=3", "learner.critics=3", t, o, "run.device=cuda", "run.nn_min_batch=1"};
+      bcg_config *cfg = load(ini, dev ? 6 : 4, ov);
       CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
       char dir[PATH_MAX], ck[PATH_MAX + 64], log[PATH_MAX + 16];
       counters c = {0};
