@@ -30,8 +30,9 @@ static int names_key(const char *kv, const char *const *keys, size_t n) {
 }
 
 int bcg_cli_resume_override(const char *kv) {
-  static const char *allowed[] = {"run.iterations", "run.samples",   "run.seconds", "run.checkpoint_every",
-                                  "run.keep_last",  "run.keep_every", "run.threads", "run.check_replicas"};
+  static const char *allowed[] = {"run.iterations",      "run.samples",   "run.seconds", "run.checkpoint_every",
+                                  "run.keep_last",       "run.keep_every", "run.threads", "run.check_replicas",
+                                  "learner.critic_overlap"};
   return names_key(kv, allowed, sizeof allowed / sizeof allowed[0]);
 }
 

@@ -33,11 +33,13 @@ int bcg_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* 1 when path names a directory (following links) */
 int bcg_cli_is_dir(const char *path);
 /* The overrides a resumed run may take (bcg train --resume, bcg bench --train
- * RUN_DIR): its budget and bookkeeping keys, listed in BCG_CLI_RESUME_KEYS.
- * 1 when the override "section.key=value" names one of them. */
+ * RUN_DIR): its budget and bookkeeping keys, and those that leave its results
+ * bit for bit as they are (the thread count; SHAC's critic_overlap), listed
+ * in BCG_CLI_RESUME_KEYS. 1 when the override "section.key=value" names one
+ * of them. */
 #define BCG_CLI_RESUME_KEYS \
   "run.iterations, run.samples, run.seconds, run.checkpoint_every, run.keep_last, run.keep_every, run.threads, " \
-  "run.check_replicas"
+  "run.check_replicas, learner.critic_overlap"
 int bcg_cli_resume_override(const char *kv);
 /* bcg bench --train RUN_DIR, a measurement that leaves the run as it is,
  * also takes the keys that decide where and how the iterations run (CPU or

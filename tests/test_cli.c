@@ -1393,6 +1393,13 @@ static void test_bench_train(void) {
                rd);
   CU_ASSERT_EQUAL(rc, 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "subnormals flushed to zero ([run] flush_denormals = true)"));
+  /* SHAC's critics beside the backward pass: no change of results, so a resume may switch it */
+  rc = run_out("bench --train %s --iterations 1 run.threads=1 learner.critic_overlap=true", rd);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT(bench_row("networks beside") > 0);
+  rc = run_out("bench --train %s --iterations 1 run.threads=1 learner.critic_overlap=false", rd);
+  CU_ASSERT_EQUAL(rc, 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "networks beside"));
   /* the key's own range still holds */
   CU_ASSERT_EQUAL(run_err("bench --train %s run.sim_min_batch=0", rd), 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "[run] sim_min_batch: 0 is out of range"));
