@@ -14,7 +14,11 @@
 # jump SHAC+BCG config; a run directory measures the run resumed from its
 # latest checkpoint, bench --train RUN_DIR), OVERRIDES (common to every
 # variant, default run.device=cuda run.threads=<cores>), ITERS (10), REPEAT
-# (2), REAL (double), TESTS (default test_learners; empty: none). Files under
+# (2), REAL (double), TESTS (default test_learners; empty: none), RUNS_TGZ
+# (an earlier device_train.sh call's archives, carried: runs.tgz and the
+# policies' pieces, unpacked into /tmp/bcg-var-runs first, so that CONFIGS
+# may name /tmp/bcg-var-runs/NAME/STAMP, e.g. the 3000-iteration protocol
+# run at its end: CONFIGS='$(ls -d /tmp/bcg-var-runs/*/*/)'). Files under
 # $OUT: device_variants.txt (the table), device_variants_full.txt (every
 # bench's output), device_variants.log (everything).
 set -u
@@ -34,6 +38,13 @@ export TMPDIR=$(mktemp -d /tmp/bcg-nvcc.XXXXXX)
 say "commit $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100); build REAL=$REAL CUDA=${CUDA:-1}"
 make -j"$NP" BUILD=build-var REAL=$REAL CUDA=${CUDA:-1} all tests-build >/tmp/var-build.log 2>&1 ||
   { tail -n 30 /tmp/var-build.log; exit 2; }
+if [ -n "${RUNS_TGZ:-}" ]; then
+  . bench/device_unpack.sh
+  mkdir -p /tmp/bcg-var-runs
+  unpack_archives /tmp/bcg-var-runs "$RUNS_TGZ" || exit 2
+  say "unpacked $RUNS_TGZ: $(ls -d /tmp/bcg-var-runs/*/*/ | tr '\n' ' ')"
+  CONFIGS=$(eval echo "$CONFIGS")
+fi
 R="$OUT/device_variants.txt"
 IFS='|' read -r -a VS <<<"$VARIANTS"
 {
