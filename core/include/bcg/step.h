@@ -93,20 +93,55 @@ BCG_HD void bcg_ltdl_rows_half(const bcg_real *LD, int n, const int *parent, bcg
       for (int j = parent[k]; j >= 0; j = parent[j]) X[r][j] -= LD[k * n + j] * xk;
     }
 #else
+  /* A row's nonzeros lie on one path to the root (a contact Jacobian's row:
+   * its body's chain of dofs), so the row's deepest nonzero k0 names the
+   * path (every other nonzero is an ancestor of k0: parent[i] < i). Runs of
+   * consecutive rows whose paths nest (the three rows of a contact, and the
+   * contacts of one body) are solved together along the deepest path only,
+   * transposed so that the inner loop runs over the run's rows: each entry
+   * takes the same updates in the same order as over all dofs, less the
+   * products with exact zeros off the path (they subtracted l * 0), which
+   * can change only the sign of a zero, as in the one-row pass. */
   enum { R = 3 * BCG_MAX_CONTACT };
   bcg_real T[BCG_MAX_DOF][R];
-  for (int r = 0; r < nrhs; r++)
-    for (int i = 0; i < n; i++) T[i][r] = X[r][i];
-  for (int k = n - 1; k >= 0; k--) {
-    const bcg_real *Tk = T[k];
-    for (int j = parent[k]; j >= 0; j = parent[j]) {
-      const bcg_real l = LD[k * n + j];
-      bcg_real *Tj = T[j];
-      for (int r = 0; r < nrhs; r++) Tj[r] -= l * Tk[r];
-    }
+  int k0[R], path[BCG_MAX_DOF];
+  for (int r = 0; r < nrhs; r++) {
+    int k = n - 1;
+    while (k >= 0 && X[r][k] == 0) k--;
+    k0[r] = k;
   }
-  for (int r = 0; r < nrhs; r++)
-    for (int i = 0; i < n; i++) X[r][i] = T[i][r];
+  for (int r0 = 0; r0 < nrhs;) {
+    /* the run r0 .. r1-1: the deepest path so far is kd's; a row joins when
+     * its k0 is on that path (-1: an all-zero row) or kd is on its path */
+    int kd = k0[r0], r1 = r0 + 1;
+    for (; r1 < nrhs; r1++) {
+      const int kr = k0[r1];
+      int a = kr, b = kd, on = 0;
+      if (kr < 0 || kd < 0) on = 1;
+      else if (kr <= kd) { while (b > kr) b = parent[b]; on = b == kr; }
+      else { while (a > kd) a = parent[a]; on = a == kd; }
+      if (!on) break;
+      if (kr > kd) kd = kr;
+    }
+    const int nr = r1 - r0;
+    int len = 0;
+    for (int k = kd; k >= 0; k = parent[k]) path[len++] = k; /* deepest first */
+    for (int t = 0; t < len; t++)
+      for (int r = 0; r < nr; r++) T[path[t]][r] = X[r0 + r][path[t]];
+    for (int t = 0; t < len; t++) {
+      const int k = path[t];
+      const bcg_real *Tk = T[k];
+      for (int u = t + 1; u < len; u++) {
+        const int j = path[u];
+        const bcg_real l = LD[k * n + j];
+        bcg_real *Tj = T[j];
+        for (int r = 0; r < nr; r++) Tj[r] -= l * Tk[r];
+      }
+    }
+    for (int t = 0; t < len; t++)
+      for (int r = 0; r < nr; r++) X[r0 + r][path[t]] = T[path[t]][r];
+    r0 = r1;
+  }
 #endif
 }
 
