@@ -777,11 +777,11 @@ static int iterate(void *p, bcg_learner_stats *st) {
   int rc = rollout(s, rs, &S);
   /* the critics' targets and minibatches need only the rollout: with
    * critic_overlap they train on a thread of their own from here on */
+  if (!rc) critic_targets(s);
   critic_job job = {s, omp_get_max_threads(), 0, 0, NAN};
   pthread_t th;
   int beside = 0;
   if (!rc && overlap_on(s)) {
-    critic_targets(s);
     beside = pthread_create(&th, NULL, critic_thread, &job) == 0;
     if (!beside) s->svc->log(1, "shac: critic_overlap: no thread could be started; the critics train after the actor");
   }
@@ -795,11 +795,7 @@ static int iterate(void *p, bcg_learner_stats *st) {
     skipped += job.skipped;
     closs = job.closs;
   }
-  if (rc) return -1;
-  if (!beside) {
-    critic_targets(s);
-    if (critic_train(s, &skipped, &closs)) return -1;
-  }
+  if (rc || (!beside && critic_train(s, &skipped, &closs))) return -1;
   critic_polyak(s);
   lu_stats_common(st, s->est_ops, s->est, &es0, S.episodes, S.ret, S.len, S.nrew, S.rew, s->actor.extra_params, s->nu,
                   S.nan_resets, skipped);
