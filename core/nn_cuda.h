@@ -10,9 +10,13 @@
  * host gradient on the way back.
  * The activations a backward needs stay on the device, in a device tape
  * owned by the host tape (t->dev, grown on demand to the batch seen); the
- * host tape receives the output only. All calls serialise on
- * one process-wide lock, stream and cuBLAS handle, and wait for their work.
- * Return 0, or -1 with a message kept for bcg_cuda_nn_error(). */
+ * host tape receives the output only. Each calling thread has its own
+ * stream, cuBLAS handle and scratch, so two threads' calls run side by side
+ * on the device; a call that returns something to the host waits for its
+ * work. One network (and one tape, one row source) is used by one thread at
+ * a time; a held network may move between threads (its queued work is
+ * waited for). Return 0, or -1 with a message kept for bcg_cuda_nn_error()
+ * (per thread). */
 #ifndef BCG_NN_CUDA_H
 #define BCG_NN_CUDA_H
 
@@ -21,7 +25,7 @@
 
 BCG_BEGIN_DECLS
 
-/* Device, stream and cuBLAS handle ready (idempotent); else -1 and the reason in err. */
+/* A device, and the calling thread's stream and cuBLAS handle, ready (idempotent); else -1 and the reason in err. */
 int bcg_cuda_nn_init(char *err, size_t errlen);
 /* Forward of batch >= 1 rows of x into t's device tape; writes y[batch][out] (host). */
 int bcg_cuda_nn_forward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, int batch, bcg_real *y);

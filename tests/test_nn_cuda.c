@@ -6,7 +6,8 @@
  * the device; a tape re-recorded on the CPU after a
  * device forward; backward called twice; held networks (bcg_mlp_hold: the
  * parameters, gradient and Adam steps on the device) bit for bit the unheld,
- * also with PPO's joint clip of two networks and a log-std stepped on the host's gradient.
+ * also with PPO's joint clip of two networks and a log-std stepped on the host's gradient;
+ * two threads' calls side by side, and a held network trained on another thread than its hold.
  *
  * Tolerances (norm-wise relative error, bcg_vec_relerr): double 1e-12; float
  * 2e-5 (cuBLAS and OpenBLAS sum the GEMMs in different orders, and the batch
@@ -16,6 +17,7 @@
  * "skipped: no CUDA device (reason)" and counts as skipped (bcg_test_skip). bench/emu/nn_run.sh runs
  * this suite on a host emulation of the device code. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -780,6 +782,125 @@ static void test_held(void) {
 }
 
 /* refused without a device, with the reason */
+/* ---- calls from several threads at once ----
+ * Each calling thread has its own stream and scratch (core/cuda/nn_cuda.cu):
+ * two threads training networks side by side, one held (its backward and
+ * Adam steps left queued on its stream) and one not, end bit for bit where
+ * the same calls made one after the other on one thread end; and a network
+ * held on one thread, then trained on a second and released on the first,
+ * ends where it ends on one thread (the second thread's queued work is
+ * waited for). */
+enum { TH_IN = 13, TH_NR = 600, TH_B = 192, TH_STEPS = 9 };
+
+typedef struct th_job {
+  bcg_mlp m;
+  bcg_adam o;
+  bcg_nn_rows r;
+  bcg_real *H, *y, *dy;
+  int idx[TH_B];
+  int hold, hold_here, release_here, rc;
+  uint32_t stream;
+} th_job;
+
+static int th_make(th_job *j, uint32_t stream, int hold) {
+  memset(j, 0, sizeof *j);
+  j->stream = stream;
+  j->hold = hold;
+  if (make_mlp(&j->m, BCG_LN_PRE_ACT, BCG_ACT_ELU, TH_IN, 2, TH_B)) return -1;
+  bcg_adam_init(&j->o, j->m.nparams, (bcg_real)2e-3, (bcg_real)0.9, (bcg_real)0.999, (bcg_real)1e-8);
+  j->H = malloc(sizeof(bcg_real) * TH_NR * TH_IN);
+  j->y = malloc(sizeof(bcg_real) * TH_B * 2);
+  j->dy = malloc(sizeof(bcg_real) * TH_B * 2);
+  randn(j->H, (size_t)TH_NR * TH_IN, stream, 1.0, 0.1);
+  return bcg_nn_rows_init(&j->r, j->H, TH_NR, TH_IN) || bcg_nn_rows_put(&j->r, 0, TH_NR);
+}
+
+static void th_free(th_job *j) {
+  bcg_nn_rows_free(&j->r);
+  bcg_adam_free(&j->o);
+  bcg_mlp_destroy(&j->m);
+  free(j->H);
+  free(j->y);
+  free(j->dy);
+}
+
+/* TH_STEPS minibatch steps of j's network (held: its backward and step stay queued on the device) */
+static void *th_train(void *p) {
+  th_job *j = p;
+  int rc = 0;
+  if (j->hold && j->hold_here) rc = bcg_mlp_hold(&j->m, &j->o);
+  for (int st = 0; st < TH_STEPS && !rc; st++) {
+    for (int i = 0; i < TH_B; i++) j->idx[i] = (int)((i * 53 + st * 97 + (int)j->stream) % TH_NR);
+    rc = bcg_mlp_forward_rows(&j->m, NULL, &j->r, 0, j->idx, TH_B, j->y);
+    if (!rc && !j->m.tape.on_device) rc = -100;
+    for (int i = 0; i < 2 * TH_B && !rc; i++) j->dy[i] = (bcg_real)((double)j->y[i] / TH_B - 0.01);
+    bcg_mlp_zero_grad(&j->m);
+    rc = rc || bcg_mlp_backward(&j->m, NULL, j->dy, j->m.grad, NULL);
+    rc = rc || bcg_mlp_clip_adam(&j->m, &j->o, (bcg_real)0.5, NULL);
+  }
+  if (!rc && j->hold && j->release_here) rc = bcg_mlp_release(&j->m, &j->o);
+  j->rc = rc;
+  return NULL;
+}
+
+static int th_same(const th_job *a, const th_job *b) {
+  size_t n = a->m.nparams * sizeof(bcg_real);
+  return memcmp(a->m.params, b->m.params, n) == 0 && memcmp(a->m.grad, b->m.grad, n) == 0 &&
+         memcmp(a->o.m, b->o.m, n) == 0 && memcmp(a->o.v, b->o.v, n) == 0 && a->o.step == b->o.step;
+}
+
+static void test_threads(void) {
+  if (!gpu()) return;
+  CU_ASSERT_EQUAL_FATAL(bcg_nn_set_cuda(1, 64, NULL, 0), 0);
+  th_job ref[2], par[2], hand, handref;
+  int ok = !th_make(&ref[0], 90, 1) && !th_make(&ref[1], 91, 0) && !th_make(&par[0], 90, 1) &&
+           !th_make(&par[1], 91, 0) && !th_make(&hand, 92, 1) && !th_make(&handref, 92, 1);
+  CU_ASSERT_FATAL(ok);
+  /* one after the other, on this thread */
+  for (int k = 0; k < 2; k++) {
+    ref[k].hold_here = ref[k].release_here = 1;
+    th_train(&ref[k]);
+    CU_ASSERT_EQUAL(ref[k].rc, 0);
+  }
+  /* side by side, three rounds (a thread per round, as SHAC's critic thread) */
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++) par[k].hold_here = par[k].release_here = 1;
+  for (int round = 0; round < 3; round++) {
+    if (round > 0) { /* the same start again */
+      for (int k = 0; k < 2; k++) {
+        th_free(&par[k]);
+        CU_ASSERT_FATAL(th_make(&par[k], 90 + k, k == 0) == 0);
+        par[k].hold_here = par[k].release_here = 1;
+      }
+    }
+    for (int k = 0; k < 2; k++) CU_ASSERT_FATAL(pthread_create(&th[k], NULL, th_train, &par[k]) == 0);
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < 2; k++) {
+      CU_ASSERT_EQUAL(par[k].rc, 0);
+      CU_ASSERT(th_same(&par[k], &ref[k]));
+    }
+  }
+  /* held here, trained on another thread (its work left queued there), released here */
+  handref.hold_here = handref.release_here = 1;
+  th_train(&handref);
+  CU_ASSERT_EQUAL(handref.rc, 0);
+  CU_ASSERT_EQUAL(bcg_mlp_hold(&hand.m, &hand.o), 0);
+  pthread_t t1;
+  CU_ASSERT_FATAL(pthread_create(&t1, NULL, th_train, &hand) == 0);
+  pthread_join(t1, NULL);
+  CU_ASSERT_EQUAL(hand.rc, 0);
+  CU_ASSERT(bcg_mlp_is_held(&hand.m));
+  CU_ASSERT_EQUAL(bcg_mlp_release(&hand.m, &hand.o), 0);
+  CU_ASSERT(th_same(&hand, &handref));
+  bcg_nn_set_cuda(0, 0, NULL, 0);
+  for (int k = 0; k < 2; k++) {
+    th_free(&ref[k]);
+    th_free(&par[k]);
+  }
+  th_free(&hand);
+  th_free(&handref);
+}
+
 static void test_refusal(void) {
   char err[512] = "";
   int rc = bcg_nn_set_cuda(1, 0, err, sizeof err);
@@ -793,5 +914,5 @@ static void test_refusal(void) {
 }
 
 BCG_TESTS({"device vs cpu", test_vs_cpu}, {"dispatch", test_dispatch}, {"row sources", test_rows}, {"parameters in place", test_params_in_place}, {"pinned arrays", test_pinned}, {"profile", test_profile},
-          {"held networks", test_held}, {"refusal", test_refusal});
+          {"held networks", test_held}, {"threads", test_threads}, {"refusal", test_refusal});
 BCG_RUN("nn_cuda")

@@ -22,8 +22,9 @@
  * of its host array, which a forward of its rows gathers from (k_gather).
  *
  * Copies go through a pinned staging buffer (up / down below), kernels and
- * cuBLAS run on the one stream G.st. Every call ends synchronised, so host
- * outputs are ready on return. */
+ * cuBLAS run on the calling thread's stream (its context, below). Every call
+ * that returns something to the host ends synchronised, so host outputs are
+ * ready on return. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -53,7 +54,7 @@ static inline int nblk(long n) { return (int)((n + NT - 1) / NT); }
 #ifdef EMU_LAUNCH /* bench/emu: the host stand-in runs every thread as a loop */
 #define LAUNCH(k, n, ...) EMU_LAUNCH(nblk(n), NT, k, __VA_ARGS__)
 #else
-#define LAUNCH(k, n, ...) k<<<nblk(n), NT, 0, G.st>>>(__VA_ARGS__)
+#define LAUNCH(k, n, ...) k<<<nblk(n), NT, 0, C->st>>>(__VA_ARGS__) /* C: the calling thread's context */
 #endif
 
 /* ---- kernels ------------------------------------------------------------------------ */
@@ -129,9 +130,9 @@ __global__ void k_ln_vjp_warp(int no, int batch, const bcg_real *xhat, const bcg
   for (int i = lane; i < no; i += 32) d[o + i] = r * (d[o + i] * g[i] - m1 - xhat[o + i] * m2);
 }
 #define LN_FWD(no, batch, x, g, b, xhat, rstd, y)                                                     \
-  k_ln_warp<<<(int)(((batch) + LN_WARPS - 1) / LN_WARPS), 32 * LN_WARPS, 0, G.st>>>(no, batch, x, g, b, xhat, rstd, y)
+  k_ln_warp<<<(int)(((batch) + LN_WARPS - 1) / LN_WARPS), 32 * LN_WARPS, 0, C->st>>>(no, batch, x, g, b, xhat, rstd, y)
 #define LN_VJP(no, batch, xhat, rstd, g, d)                                                           \
-  k_ln_vjp_warp<<<(int)(((batch) + LN_WARPS - 1) / LN_WARPS), 32 * LN_WARPS, 0, G.st>>>(no, batch, xhat, rstd, g, d)
+  k_ln_vjp_warp<<<(int)(((batch) + LN_WARPS - 1) / LN_WARPS), 32 * LN_WARPS, 0, C->st>>>(no, batch, xhat, rstd, g, d)
 #else
 /* one row per thread: y = LN(x) (y may alias x) */
 __global__ void k_ln(int no, int batch, const bcg_real *x, const bcg_real *g, const bcg_real *b, bcg_real *xhat, bcg_real *rstd, bcg_real *y) {
@@ -228,7 +229,21 @@ __global__ void k_clip_adam(bcg_real *p, bcg_real *g, bcg_real *am, bcg_real *av
   if (adam) BCG_ADAM_ELEM(wd != 0 ? gi + wd * p[i] : gi, am[i], av[i], p[i], b1, b2, ss, isbc2, eps);
 }
 
-/* ---- process-wide state ----------------------------------------------------------------- */
+/* ---- per-thread contexts and process-wide state -----------------------------------------
+ * Each calling thread has a context of its own: a stream, a cuBLAS handle
+ * (its workspace with it), the scratch buffers of its calls and a pinned
+ * staging buffer. So two threads' calls (SHAC's critics beside the backward
+ * pass, learner.critic_overlap) run side by side on the device instead of
+ * one waiting for the other's. A thread takes a free context at its first
+ * call and gives it back to the pool when it exits (a thread started per
+ * iteration reuses the same one), so contexts are created as many as
+ * threads call at once, and kept until the process ends.
+ *
+ * The lock G.mu guards only the process-wide tables (contexts, page-locked
+ * arrays, held networks, the profile's sums); no device work runs under it.
+ * A held network records the stream of its last queued work (an event), and
+ * a call from another context first waits for that event on its own stream,
+ * so the order of a network's operations is the order of the calls. */
 
 #ifndef BCG_NN_CUDA_STAGE
 #define BCG_NN_CUDA_STAGE (1 << 21) /* bytes in each half of the pinned staging buffer */
@@ -236,52 +251,76 @@ __global__ void k_clip_adam(bcg_real *p, bcg_real *g, bcg_real *am, bcg_real *av
 /* what one chunk moves: whole reals (down_add adds them) */
 #define STAGE ((int)(BCG_NN_CUDA_STAGE / sizeof(bcg_real) * sizeof(bcg_real)))
 
-static struct {
-  pthread_mutex_t mu;
-  int ready;
+typedef struct ctx {
   cudaStream_t st;
   cublasHandle_t h;
   bcg_real *params, *grad, *s0, *s1, *part, *idx; /* device (idx: int row indices of a gather) */
   size_t cparams, cgrad, cs0, cs1, cpart, cidx;     /* their capacities in reals */
   double *lanes;                                    /* device [32]: a held gradient's norm lanes */
-  char *pin;                                  /* pinned host staging, two halves of STAGE bytes */
-  cudaEvent_t ev[2];                          /* the last copy through each half */
-  int half;                                   /* the half the next chunk takes */
-  char err[512];
-} G = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, {0, 0}, 0, ""};
+  char *pin;                                        /* pinned host staging, two halves of STAGE bytes */
+  cudaEvent_t ev[2];                                /* the last copy through each half */
+  int half;                                         /* the half the next chunk takes */
+  int busy;                                         /* a thread has it */
+  struct ctx *next;                                 /* every context (G.all) */
+} ctx;
+
+static struct {
+  pthread_mutex_t mu;
+  int ready; /* a device was found */
+  ctx *all;
+  pthread_key_t key; /* the calling thread's context */
+} G = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0};
+
+static __thread char ERR[512]; /* the calling thread's last failure */
 
 /* ---- the split of the device calls' time (bcg_nn_cuda_profile) --------------------------
  * Off: nothing but a flag test per phase. On: each phase ends with a device-wide
  * synchronisation and its wall time goes to its bucket, so the phases are
  * attributed exactly (the calls get a little slower: no overlap of a phase with
- * the next launch). Read and written under G.mu. */
+ * the next launch; with several threads calling at once, a phase's time includes
+ * the other threads' work that ends in it). The sums under G.mu. */
 enum { PH_PARAMS, PH_IN, PH_GEMM, PH_ELEM, PH_LN, PH_SUM, PH_OUT, PH_N };
 static struct {
   int on;
-  uint64_t t;
   bcg_nn_cuda_split s;
 } P;
+static __thread uint64_t ph_t; /* the calling thread's current phase began */
 
 static void ph_begin(void) {
   if (!P.on) return;
   cudaDeviceSynchronize();
-  P.t = bcg_mono_ns();
+  ph_t = bcg_mono_ns();
 }
 
 static void ph(int k) {
   if (!P.on) return;
   cudaDeviceSynchronize();
   uint64_t t = bcg_mono_ns();
-  double d = 1e-9 * (double)(t - P.t);
-  P.t = t;
+  double d = 1e-9 * (double)(t - ph_t);
+  ph_t = t;
+  pthread_mutex_lock(&G.mu);
   double *b[PH_N] = {&P.s.params, &P.s.inputs, &P.s.gemm, &P.s.elementwise, &P.s.layernorm, &P.s.sums, &P.s.outputs};
   *b[k] += d;
+  pthread_mutex_unlock(&G.mu);
+}
+
+/* a call's totals into the profile: forwards, backwards, rows, optimiser steps and seconds */
+static void ph_add(int fwd, int bwd, long rows, int steps, double total, double optimizer) {
+  if (!P.on) return;
+  pthread_mutex_lock(&G.mu);
+  P.s.forwards += fwd;
+  P.s.backwards += bwd;
+  P.s.rows += rows;
+  P.s.steps += steps;
+  P.s.total += total;
+  P.s.optimizer += optimizer;
+  pthread_mutex_unlock(&G.mu);
 }
 
 static void seterr(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(G.err, sizeof G.err, fmt, ap);
+  vsnprintf(ERR, sizeof ERR, fmt, ap);
   va_end(ap);
 }
 
@@ -314,6 +353,14 @@ static cudaError_t grow(bcg_real **p, size_t *cap, size_t n) {
   return e;
 }
 
+/* a thread ends: its context back to the pool (the work it queued stays in order on its stream) */
+static void ctx_unbind(void *p) {
+  pthread_mutex_lock(&G.mu);
+  ((ctx *)p)->busy = 0;
+  pthread_mutex_unlock(&G.mu);
+}
+
+/* a device is there (once); under G.mu */
 static int init_locked(void) {
   if (G.ready) return 0;
   int n = 0;
@@ -322,36 +369,84 @@ static int init_locked(void) {
     seterr("no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     return -1;
   }
-  CK(cudaStreamCreate(&G.st));
-  CB(cublasCreate(&G.h));
-  CB(cublasSetStream(G.h, G.st));
-  CB(cublasSetMathMode(G.h, CUBLAS_DEFAULT_MATH)); /* no TF32 / reduced precision */
-  CK(cudaHostAlloc((void **)&G.pin, 2 * (size_t)STAGE, cudaHostAllocDefault));
-  CK(cudaEventCreate(&G.ev[0]));
-  CK(cudaEventCreate(&G.ev[1]));
-  G.ready = 1;
+  if (pthread_key_create(&G.key, ctx_unbind)) {
+    seterr("nn on CUDA: no thread-specific key left for the calling threads' contexts");
+    return -1;
+  }
+  __atomic_store_n(&G.ready, 1, __ATOMIC_RELEASE);
   return 0;
+}
+
+static void ctx_destroy(ctx *c) {
+  if (c->st) cudaStreamDestroy(c->st);
+  if (c->h) cublasDestroy(c->h);
+  if (c->pin) cudaFreeHost(c->pin);
+  for (int i = 0; i < 2; i++)
+    if (c->ev[i]) cudaEventDestroy(c->ev[i]);
+  free(c);
+}
+
+/* a new context: stream, cuBLAS handle on it, staging buffer, its events; NULL with the message set */
+static ctx *ctx_create(void) {
+  ctx *c = (ctx *)calloc(1, sizeof *c);
+  if (!c) {
+    seterr("nn on CUDA: out of host memory");
+    return NULL;
+  }
+  CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
+  CB(cublasCreate(&c->h));
+  CB(cublasSetStream(c->h, c->st));
+  CB(cublasSetMathMode(c->h, CUBLAS_DEFAULT_MATH)); /* no TF32 / reduced precision */
+  CK(cudaHostAlloc((void **)&c->pin, 2 * (size_t)STAGE, cudaHostAllocDefault));
+  CK(cudaEventCreateWithFlags(&c->ev[0], cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&c->ev[1], cudaEventDisableTiming));
+  return c;
 fail:
-  return -1;
+  ctx_destroy(c);
+  return NULL;
+}
+
+/* the calling thread's context (taken from the pool or created at its first call); NULL with the message set */
+static ctx *my_ctx(void) {
+  ctx *c = __atomic_load_n(&G.ready, __ATOMIC_ACQUIRE) ? (ctx *)pthread_getspecific(G.key) : NULL;
+  if (c) return c;
+  pthread_mutex_lock(&G.mu);
+  if (init_locked()) goto out;
+  for (c = G.all; c && c->busy; c = c->next) {
+  }
+  if (!c && (c = ctx_create())) {
+    c->next = G.all;
+    G.all = c;
+  }
+  if (c) {
+    c->busy = 1;
+    pthread_setspecific(G.key, c);
+  }
+out:
+  pthread_mutex_unlock(&G.mu);
+  return c;
+}
+
+/* every context's queued work done (before host memory a copy may read is unlocked or freed) */
+static void sync_all(void) {
+  if (__atomic_load_n(&G.ready, __ATOMIC_ACQUIRE)) cudaDeviceSynchronize();
 }
 
 int bcg_cuda_nn_init(char *err, size_t errlen) {
-  pthread_mutex_lock(&G.mu);
-  int rc = init_locked();
-  if (rc && err && errlen) snprintf(err, errlen, "%s", G.err);
-  pthread_mutex_unlock(&G.mu);
+  int rc = my_ctx() ? 0 : -1;
+  if (rc && err && errlen) snprintf(err, errlen, "%s", ERR);
   return rc;
 }
 
-const char *bcg_cuda_nn_error(void) { return G.err; }
+const char *bcg_cuda_nn_error(void) { return ERR; }
 
 /* ---- copies through the pinned staging buffer ----------------------------------------------
  * A copy from or to pageable host memory (the callers' arrays) is staged by
  * the driver at a few GB/s; through our own pinned buffer it runs at the
  * DMA engine's speed. Chunks of STAGE bytes alternate between the buffer's
  * two halves, so the host copies one chunk while the engine moves the other;
- * an event per half says when its last copy has left it. Both run on G.st,
- * in order with the kernels. */
+ * an event per half says when its last copy has left it. Both run on the
+ * calling thread's stream, in order with its kernels. */
 
 /* ---- the learners' pinned arrays (bcg_nn_pin): copies inside one are direct DMAs ---- */
 #define NPIN 64
@@ -364,24 +459,27 @@ static int npin;
 /* 1 if host [p, p + n) lies inside one pinned array */
 static int pinned(const void *p, size_t n) {
   const char *c = (const char *)p;
-  for (int i = 0; i < npin; i++)
-    if (c >= PIN[i].p && n <= PIN[i].bytes && (size_t)(c - PIN[i].p) <= PIN[i].bytes - n) return 1;
-  return 0;
+  int in = 0;
+  pthread_mutex_lock(&G.mu);
+  for (int i = 0; i < npin && !in; i++)
+    if (c >= PIN[i].p && n <= PIN[i].bytes && (size_t)(c - PIN[i].p) <= PIN[i].bytes - n) in = 1;
+  pthread_mutex_unlock(&G.mu);
+  return in;
 }
 
 /* device dst[n bytes] = host src */
-static cudaError_t up(void *dst, const void *src, size_t n) {
-  if (pinned(src, n)) return cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, G.st);
+static cudaError_t up(ctx *C, void *dst, const void *src, size_t n) {
+  if (pinned(src, n)) return cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, C->st);
   for (size_t off = 0; off < n; off += STAGE) {
     size_t len = n - off < (size_t)STAGE ? n - off : (size_t)STAGE;
-    int h = G.half;
-    G.half ^= 1;
-    char *buf = G.pin + (size_t)h * STAGE;
-    cudaError_t e = cudaEventSynchronize(G.ev[h]);
+    int h = C->half;
+    C->half ^= 1;
+    char *buf = C->pin + (size_t)h * STAGE;
+    cudaError_t e = cudaEventSynchronize(C->ev[h]);
     if (e != cudaSuccess) return e;
     memcpy(buf, (const char *)src + off, len);
-    if ((e = cudaMemcpyAsync((char *)dst + off, buf, len, cudaMemcpyHostToDevice, G.st)) != cudaSuccess ||
-        (e = cudaEventRecord(G.ev[h], G.st)) != cudaSuccess)
+    if ((e = cudaMemcpyAsync((char *)dst + off, buf, len, cudaMemcpyHostToDevice, C->st)) != cudaSuccess ||
+        (e = cudaEventRecord(C->ev[h], C->st)) != cudaSuccess)
       return e;
   }
   return cudaSuccess;
@@ -390,10 +488,10 @@ static cudaError_t up(void *dst, const void *src, size_t n) {
 /* host dst[n bytes] = device src (add: dst += src, n / sizeof(bcg_real)
  * reals), after the work queued before it; chunk k+1 is queued before the
  * host copies chunk k out */
-static cudaError_t down_(void *dst, const void *src, size_t n, int add) {
+static cudaError_t down_(ctx *C, void *dst, const void *src, size_t n, int add) {
   if (!add && pinned(dst, n)) {
-    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, G.st);
-    return e != cudaSuccess ? e : cudaStreamSynchronize(G.st);
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, C->st);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(C->st);
   }
   size_t poff = 0, plen = 0;
   int ph_ = -1;
@@ -403,17 +501,17 @@ static cudaError_t down_(void *dst, const void *src, size_t n, int add) {
     cudaError_t e;
     if (off < n) {
       len = n - off < (size_t)STAGE ? n - off : (size_t)STAGE;
-      h = G.half;
-      G.half ^= 1;
-      if ((e = cudaEventSynchronize(G.ev[h])) != cudaSuccess ||
-          (e = cudaMemcpyAsync(G.pin + (size_t)h * STAGE, (const char *)src + off, len, cudaMemcpyDeviceToHost,
-                               G.st)) != cudaSuccess ||
-          (e = cudaEventRecord(G.ev[h], G.st)) != cudaSuccess)
+      h = C->half;
+      C->half ^= 1;
+      if ((e = cudaEventSynchronize(C->ev[h])) != cudaSuccess ||
+          (e = cudaMemcpyAsync(C->pin + (size_t)h * STAGE, (const char *)src + off, len, cudaMemcpyDeviceToHost,
+                               C->st)) != cudaSuccess ||
+          (e = cudaEventRecord(C->ev[h], C->st)) != cudaSuccess)
         return e;
     }
     if (ph_ >= 0) {
-      if ((e = cudaEventSynchronize(G.ev[ph_])) != cudaSuccess) return e;
-      const char *buf = G.pin + (size_t)ph_ * STAGE;
+      if ((e = cudaEventSynchronize(C->ev[ph_])) != cudaSuccess) return e;
+      const char *buf = C->pin + (size_t)ph_ * STAGE;
       if (add) {
         bcg_real *a = (bcg_real *)((char *)dst + poff);
         const bcg_real *b = (const bcg_real *)buf;
@@ -427,8 +525,10 @@ static cudaError_t down_(void *dst, const void *src, size_t n, int add) {
     plen = len;
   }
 }
-static cudaError_t down(void *dst, const void *src, size_t n) { return down_(dst, src, n, 0); }
-static cudaError_t down_add(bcg_real *dst, const bcg_real *src, size_t n) { return down_(dst, src, n * sizeof(bcg_real), 1); }
+static cudaError_t down(ctx *C, void *dst, const void *src, size_t n) { return down_(C, dst, src, n, 0); }
+static cudaError_t down_add(ctx *C, bcg_real *dst, const bcg_real *src, size_t n) {
+  return down_(C, dst, src, n * sizeof(bcg_real), 1);
+}
 
 /* ---- the networks' parameters, page-locked where they are ----------------------------------
  * A call's parameters (about 1 MB for a 256-256 critic in double) went
@@ -440,7 +540,8 @@ static cudaError_t down_add(bcg_real *dst, const bcg_real *src, size_t n) { retu
  * and later calls copy straight from it. bcg_mlp_destroy unlocks it
  * (bcg_cuda_nn_forget) before freeing it. Where registration fails (the
  * pages overlap another registered array, a platform without it, the table
- * full) the call goes through the staging buffer as before. Under G.mu. */
+ * full) the call goes through the staging buffer as before. The tables
+ * under G.mu. */
 /* page-lock host memory [p, p + bytes) where it is: 1, or 0 with the error
  * cleared (it is not sticky; the caller stages its copies instead) */
 static int host_lock(const void *p, size_t bytes) {
@@ -449,20 +550,21 @@ static int host_lock(const void *p, size_t bytes) {
   return 0;
 }
 
-/* undo host_lock, once no copy from the memory is in flight */
+/* undo host_lock, once no copy from the memory is in flight (on any thread's stream) */
 static void host_unlock(const void *p) {
-  if (G.st) cudaStreamSynchronize(G.st);
+  sync_all();
   cudaHostUnregister((void *)p);
 }
 
 int bcg_cuda_nn_pin(const void *p, size_t bytes) {
   int rc = -1;
+  if (!my_ctx()) return -1;
   pthread_mutex_lock(&G.mu);
   const char *c = (const char *)p;
   int overlap = 0;
   for (int i = 0; i < npin; i++)
     if (c < PIN[i].p + PIN[i].bytes && PIN[i].p < c + bytes) overlap = 1;
-  if (!overlap && npin < NPIN && init_locked() == 0 && host_lock(p, bytes)) {
+  if (!overlap && npin < NPIN && host_lock(p, bytes)) {
     PIN[npin].p = c;
     PIN[npin].bytes = bytes;
     npin++;
@@ -490,23 +592,26 @@ static struct {
 } R[NREG];
 static int nreg;
 
+/* under G.mu */
 static int reg_find(const void *p, size_t bytes) {
   for (int i = 0; i < nreg; i++)
     if (R[i].p == p && bytes <= R[i].bytes) return i;
   return -1;
 }
 
-/* G.params = m's parameters, after the work queued before */
-static cudaError_t params_in(const bcg_mlp *m) {
+/* C->params = m's parameters, after the work queued before on C's stream */
+static cudaError_t params_in(ctx *C, const bcg_mlp *m) {
   size_t b = m->nnet * sizeof(bcg_real);
+  pthread_mutex_lock(&G.mu);
   int i = reg_find(m->params, b);
   if (i < 0 && nreg < NREG && host_lock(m->params, b)) {
     R[nreg].p = m->params;
     R[nreg].bytes = b;
     i = nreg++;
   }
-  if (i >= 0) return cudaMemcpyAsync(G.params, m->params, b, cudaMemcpyHostToDevice, G.st);
-  return up(G.params, m->params, b);
+  pthread_mutex_unlock(&G.mu);
+  if (i >= 0) return cudaMemcpyAsync(C->params, m->params, b, cudaMemcpyHostToDevice, C->st);
+  return up(C, C->params, m->params, b);
 }
 
 static void held_drop(const void *key);
@@ -529,107 +634,152 @@ void bcg_cuda_nn_forget(const void *p) {
  * buffers of their own, found by the network's host parameter array. Its
  * forwards and backwards read the parameters there (no copy in), a backward
  * into m->grad adds to the gradient there (no copy back), and the optimiser
- * step runs there (k_sumsq_lanes, then k_clip_adam). Under G.mu. */
+ * step runs there (k_sumsq_lanes, then k_clip_adam). The table under G.mu;
+ * an entry does not move while held, so a call uses it after the lookup.
+ * Work on it may stay queued on the stream of the thread that queued it:
+ * h->ev marks its end, and a call from another thread's stream waits for it
+ * first (held_use), then records its own (held_done). */
 typedef struct held_t {
   const void *key; /* m->params */
   size_t n;        /* m->nparams */
   const bcg_adam *opt;
   bcg_real *p, *g, *am, *av; /* device; am, av NULL without opt */
   int bad;                   /* a device failure since the hold: its calls fail */
+  cudaEvent_t ev;            /* after the last work queued on it */
+  const ctx *last;           /* the context that queued it (NULL: none pending) */
 } held_t;
 #define NHELD 64
-static held_t HD[NHELD];
+static held_t *HD[NHELD];
 static int nheld;
 
 static held_t *held_find(const void *key) {
   for (int i = 0; i < nheld; i++)
-    if (HD[i].key == key) return &HD[i];
+    if (HD[i]->key == key) return HD[i];
   return NULL;
+}
+
+/* the entry of m if held (looked up under G.mu), else NULL */
+static held_t *held_lookup(const void *key) {
+  pthread_mutex_lock(&G.mu);
+  held_t *h = held_find(key);
+  pthread_mutex_unlock(&G.mu);
+  return h;
+}
+
+/* C's stream waits for the work another thread queued on h */
+static cudaError_t held_use(ctx *C, held_t *h) {
+  if (!h->last || h->last == C) return cudaSuccess;
+  return cudaStreamWaitEvent(C->st, h->ev, 0);
+}
+
+/* h's queued work now ends with C's */
+static cudaError_t held_done(ctx *C, held_t *h) {
+  h->last = C;
+  return cudaEventRecord(h->ev, C->st);
 }
 
 static void held_buffers_free(held_t *h) {
   bcg_real *b[4] = {h->p, h->g, h->am, h->av};
   for (int i = 0; i < 4; i++)
     if (b[i]) cudaFree(b[i]);
+  if (h->ev) cudaEventDestroy(h->ev);
 }
 
+/* under G.mu */
 static void held_free(held_t *h) {
+  for (int i = 0; i < nheld; i++)
+    if (HD[i] == h) {
+      HD[i] = HD[--nheld];
+      break;
+    }
   held_buffers_free(h);
-  *h = HD[--nheld];
+  free(h);
 }
 
+/* under G.mu */
 static void held_drop(const void *key) {
   held_t *h = held_find(key);
   if (!h) return;
-  if (G.st) cudaStreamSynchronize(G.st);
+  sync_all();
   held_free(h);
 }
 
 int bcg_cuda_nn_hold(const bcg_mlp *m, const bcg_adam *opt) {
-  held_t h;
+  ctx *C = my_ctx();
+  held_t *h = NULL;
   size_t b = m->nparams * sizeof(bcg_real);
-  memset(&h, 0, sizeof h);
-  pthread_mutex_lock(&G.mu);
-  if (init_locked()) goto fail;
-  if (held_find(m->params)) {
+  if (!C) return -1;
+  if (held_lookup(m->params)) {
     seterr("nn on CUDA: the network is held already");
-    goto fail;
+    return -1;
   }
-  if (nheld == NHELD) {
-    seterr("nn on CUDA: more than %d networks held at once", NHELD);
-    goto fail;
+  if (!(h = (held_t *)calloc(1, sizeof *h))) {
+    seterr("nn on CUDA: out of host memory");
+    return -1;
   }
-  h.key = m->params;
-  h.n = m->nparams;
-  h.opt = opt;
-  CK(cudaMalloc((void **)&h.p, b));
-  CK(cudaMalloc((void **)&h.g, b));
-  CK(up(h.p, m->params, b));
-  CK(up(h.g, m->grad, b));
+  h->key = m->params;
+  h->n = m->nparams;
+  h->opt = opt;
+  CK(cudaEventCreateWithFlags(&h->ev, cudaEventDisableTiming));
+  CK(cudaMalloc((void **)&h->p, b));
+  CK(cudaMalloc((void **)&h->g, b));
+  CK(up(C, h->p, m->params, b));
+  CK(up(C, h->g, m->grad, b));
   if (opt) {
-    CK(cudaMalloc((void **)&h.am, b));
-    CK(cudaMalloc((void **)&h.av, b));
-    CK(up(h.am, opt->m, b));
-    CK(up(h.av, opt->v, b));
+    CK(cudaMalloc((void **)&h->am, b));
+    CK(cudaMalloc((void **)&h->av, b));
+    CK(up(C, h->am, opt->m, b));
+    CK(up(C, h->av, opt->v, b));
   }
-  CK(cudaStreamSynchronize(G.st));
+  CK(cudaStreamSynchronize(C->st));
+  pthread_mutex_lock(&G.mu);
+  if (nheld == NHELD || held_find(m->params)) {
+    seterr(nheld == NHELD ? "nn on CUDA: more than %d networks held at once" : "nn on CUDA: the network is held already",
+           NHELD);
+    pthread_mutex_unlock(&G.mu);
+    goto fail;
+  }
   HD[nheld++] = h;
   pthread_mutex_unlock(&G.mu);
   return 0;
 fail:
-  held_buffers_free(&h);
-  pthread_mutex_unlock(&G.mu);
+  held_buffers_free(h);
+  free(h);
   return -1;
 }
 
 int bcg_cuda_nn_release(bcg_mlp *m, bcg_adam *opt) {
   int rc = 0;
   size_t b;
-  pthread_mutex_lock(&G.mu);
-  held_t *h = held_find(m->params);
-  if (!h) {
-    pthread_mutex_unlock(&G.mu);
-    return 0;
+  ctx *C = my_ctx();
+  held_t *h = held_lookup(m->params);
+  if (!h) return 0;
+  if (!C) {
+    rc = -1;
+    goto out;
   }
   b = h->n * sizeof(bcg_real);
   if (h->bad) {
     rc = -1; /* the device state is not trusted: the host keeps what it had at the hold */
   } else {
-    CK(down(m->params, h->p, b));
-    CK(down(m->grad, h->g, b));
+    CK(held_use(C, h));
+    CK(down(C, m->params, h->p, b));
+    CK(down(C, m->grad, h->g, b));
     if (opt && h->am) {
-      CK(down(opt->m, h->am, b));
-      CK(down(opt->v, h->av, b));
+      CK(down(C, opt->m, h->am, b));
+      CK(down(C, opt->v, h->av, b));
     }
-    CK(cudaStreamSynchronize(G.st));
+    CK(cudaStreamSynchronize(C->st));
   }
+  goto out;
+fail:
+  rc = -1;
+out:
+  pthread_mutex_lock(&G.mu);
+  if (h->last && h->last != C) sync_all(); /* work another thread queued on it (a failed call) */
   held_free(h);
   pthread_mutex_unlock(&G.mu);
   return rc;
-fail:
-  held_free(h);
-  pthread_mutex_unlock(&G.mu);
-  return -1;
 }
 
 int bcg_cuda_nn_held(const bcg_mlp *m, const bcg_adam **opt) {
@@ -641,27 +791,25 @@ int bcg_cuda_nn_held(const bcg_mlp *m, const bcg_adam **opt) {
 }
 
 int bcg_cuda_nn_zero_grad(const bcg_mlp *m) {
-  pthread_mutex_lock(&G.mu);
-  held_t *h = held_find(m->params);
+  ctx *C = my_ctx();
+  held_t *h = C ? held_lookup(m->params) : NULL;
+  if (!C) return -1;
   if (!h) {
     seterr("nn on CUDA: zero_grad of a network that is not held");
-    goto fail;
+    return -1;
   }
-  if (cudaMemsetAsync(h->g, 0, h->n * sizeof(bcg_real), G.st) != cudaSuccess) {
+  if (held_use(C, h) != cudaSuccess || cudaMemsetAsync(h->g, 0, h->n * sizeof(bcg_real), C->st) != cudaSuccess ||
+      held_done(C, h) != cudaSuccess) {
     h->bad = 1;
     seterr("nn on CUDA: zeroing a held gradient failed");
-    goto fail;
+    return -1;
   }
-  pthread_mutex_unlock(&G.mu);
   return 0;
-fail:
-  pthread_mutex_unlock(&G.mu);
-  return -1;
 }
 
 /* the held network of m, usable; else NULL with the message set */
 static held_t *held_ok(const bcg_mlp *m) {
-  held_t *h = held_find(m->params);
+  held_t *h = held_lookup(m->params);
   if (!h) seterr("nn on CUDA: the network is not held");
   else if (h->bad) {
     seterr("nn on CUDA: an earlier device call of this held network failed");
@@ -671,78 +819,75 @@ static held_t *held_ok(const bcg_mlp *m) {
 }
 
 int bcg_cuda_nn_grad_copy(const bcg_mlp *m, bcg_real *host, int to_host) {
-  pthread_mutex_lock(&G.mu);
-  held_t *h = held_ok(m);
-  if (!h) goto fail;
-  if (to_host) CK(down(host, h->g, m->nnet * sizeof(bcg_real)));
+  ctx *C = my_ctx();
+  held_t *h = C ? held_ok(m) : NULL;
+  if (!h) return -1;
+  CK(held_use(C, h));
+  if (to_host) CK(down(C, host, h->g, m->nnet * sizeof(bcg_real)));
   else {
-    CK(up(h->g, host, m->nnet * sizeof(bcg_real)));
-    CK(cudaStreamSynchronize(G.st)); /* host may change once this returns */
+    CK(up(C, h->g, host, m->nnet * sizeof(bcg_real)));
+    CK(cudaStreamSynchronize(C->st)); /* host may change once this returns */
   }
-  pthread_mutex_unlock(&G.mu);
+  h->last = NULL; /* C's stream is synchronised: nothing pending */
   return 0;
 fail:
-  if (h) h->bad = 1;
-  pthread_mutex_unlock(&G.mu);
+  h->bad = 1;
   return -1;
 }
 
 /* a held network's extra parameters (m->nnet .. m->nparams) keep their gradient on the
  * host (bcg_mlp_hold): the host's extra_grad into the device gradient's tail (queued) */
-static cudaError_t extra_grad_in(held_t *h, const bcg_mlp *m) {
+static cudaError_t extra_grad_in(ctx *C, held_t *h, const bcg_mlp *m) {
   if (h->n == m->nnet) return cudaSuccess;
-  return up(h->g + m->nnet, m->extra_grad, (h->n - m->nnet) * sizeof(bcg_real));
+  return up(C, h->g + m->nnet, m->extra_grad, (h->n - m->nnet) * sizeof(bcg_real));
 }
 
 int bcg_cuda_nn_grad_lanes(const bcg_mlp *m, double acc[32]) {
   uint64_t t0 = bcg_mono_ns();
-  pthread_mutex_lock(&G.mu);
-  held_t *h = held_ok(m);
-  if (!h) goto fail;
-  CK(extra_grad_in(h, m));
-  if (!G.lanes) CK(cudaMalloc((void **)&G.lanes, 32 * sizeof(double)));
-  LAUNCH(k_sumsq_lanes, 32, G.lanes, h->g, (long)h->n);
+  ctx *C = my_ctx();
+  held_t *h = C ? held_ok(m) : NULL;
+  if (!h) return -1;
+  CK(held_use(C, h));
+  CK(extra_grad_in(C, h, m));
+  if (!C->lanes) CK(cudaMalloc((void **)&C->lanes, 32 * sizeof(double)));
+  LAUNCH(k_sumsq_lanes, 32, C->lanes, h->g, (long)h->n);
   CK(cudaGetLastError());
-  CK(down(acc, G.lanes, 32 * sizeof(double))); /* waits for it, and for the backwards before */
-  if (P.on) {
-    P.s.steps++;
-    P.s.optimizer += 1e-9 * (double)(bcg_mono_ns() - t0);
-  }
-  pthread_mutex_unlock(&G.mu);
+  CK(down(C, acc, C->lanes, 32 * sizeof(double))); /* waits for it, and for the backwards before */
+  h->last = NULL;
+  ph_add(0, 0, 0, 1, 0, 1e-9 * (double)(bcg_mono_ns() - t0));
   return 0;
 fail:
-  if (h) h->bad = 1;
-  pthread_mutex_unlock(&G.mu);
+  h->bad = 1;
   return -1;
 }
 
 int bcg_cuda_nn_clip_adam(const bcg_mlp *m, const bcg_adam *opt, int clip, double c, int adam, bcg_real ss,
                           bcg_real isbc2) {
   uint64_t t0 = bcg_mono_ns();
-  pthread_mutex_lock(&G.mu);
-  held_t *h = held_ok(m);
-  if (!h) goto fail;
+  ctx *C = my_ctx();
+  held_t *h = C ? held_ok(m) : NULL;
+  if (!h) return -1;
   if (adam && (h->opt != opt || !h->am)) {
     seterr("nn on CUDA: an optimiser step with another optimiser than the network was held with");
     goto fail;
   }
-  CK(extra_grad_in(h, m));
+  CK(held_use(C, h));
+  CK(extra_grad_in(C, h, m));
   LAUNCH(k_clip_adam, (long)h->n, h->p, h->g, h->am, h->av, (long)h->n, clip, c, adam, opt->beta1, opt->beta2,
          opt->weight_decay, opt->eps, ss, isbc2);
   CK(cudaGetLastError());
   if (h->n > m->nnet) { /* the extra parameters and gradient back to the host (down waits for them) */
-    CK(down(m->extra_params, h->p + m->nnet, (h->n - m->nnet) * sizeof(bcg_real)));
-    CK(down(m->extra_grad, h->g + m->nnet, (h->n - m->nnet) * sizeof(bcg_real)));
+    CK(down(C, m->extra_params, h->p + m->nnet, (h->n - m->nnet) * sizeof(bcg_real)));
+    CK(down(C, m->extra_grad, h->g + m->nnet, (h->n - m->nnet) * sizeof(bcg_real)));
   }
+  CK(held_done(C, h));
   if (P.on) {
-    CK(cudaStreamSynchronize(G.st));
-    P.s.optimizer += 1e-9 * (double)(bcg_mono_ns() - t0);
+    CK(cudaStreamSynchronize(C->st));
+    ph_add(0, 0, 0, 0, 0, 1e-9 * (double)(bcg_mono_ns() - t0));
   }
-  pthread_mutex_unlock(&G.mu);
   return 0;
 fail:
-  if (h) h->bad = 1;
-  pthread_mutex_unlock(&G.mu);
+  h->bad = 1;
   return -1;
 }
 
@@ -774,22 +919,20 @@ static size_t dlayout(const bcg_mlp *m, int B, bcg_real *mem, dptrs *p) { return
 void bcg_cuda_nn_tape_free(bcg_mlp_tape *t) {
   if (!t || !t->dev) return;
   dtape *dt = (dtape *)t->dev;
-  pthread_mutex_lock(&G.mu);
-  if (dt->mem) cudaFree(dt->mem);
-  pthread_mutex_unlock(&G.mu);
+  if (dt->mem) cudaFree(dt->mem); /* waits for the device */
   free(dt);
   t->dev = NULL;
 }
 
 /* out[no] += batch sums of d (* w) */
-static int colsum(bcg_real *out, const bcg_real *d, const bcg_real *w, int batch, int no) {
+static int colsum(ctx *C, bcg_real *out, const bcg_real *d, const bcg_real *w, int batch, int no) {
   int nchunk = (batch + CHUNK - 1) / CHUNK;
   if (nchunk <= 1) {
     LAUNCH(k_colsum_direct, no, out, d, w, batch, no);
   } else {
-    CK(grow(&G.part, &G.cpart, (size_t)nchunk * no));
-    LAUNCH(k_colsum_part, (long)nchunk * no, G.part, d, w, batch, no, nchunk);
-    LAUNCH(k_colsum_fin, no, out, G.part, nchunk, no);
+    CK(grow(&C->part, &C->cpart, (size_t)nchunk * no));
+    LAUNCH(k_colsum_part, (long)nchunk * no, C->part, d, w, batch, no, nchunk);
+    LAUNCH(k_colsum_fin, no, out, C->part, nchunk, no);
   }
   return 0;
 fail:
@@ -820,8 +963,8 @@ static void drows_free(drows *d) {
 
 int bcg_cuda_nn_rows_put(bcg_nn_rows *r, long row0, long n) {
   drows *d;
-  pthread_mutex_lock(&G.mu);
-  if (init_locked()) goto fail;
+  ctx *C = my_ctx();
+  if (!C) return -1;
   d = (drows *)r->dev;
   if (d && (d->nrows != r->nrows || d->width != r->width || (d->reg && d->reg != r->host))) { /* renamed: a new mirror */
     drows_free(d);
@@ -842,28 +985,26 @@ int bcg_cuda_nn_rows_put(bcg_nn_rows *r, long row0, long n) {
       goto fail;
     }
     r->dev = d;
+    pthread_mutex_lock(&G.mu);
     if (bytes && reg_find(r->host, bytes) < 0 && host_lock(r->host, bytes)) d->reg = r->host;
+    pthread_mutex_unlock(&G.mu);
   }
   if (d->reg)
     CK(cudaMemcpyAsync(d->mem + (size_t)row0 * d->width, r->host + (size_t)row0 * d->width,
-                       (size_t)n * d->width * sizeof(bcg_real), cudaMemcpyHostToDevice, G.st));
+                       (size_t)n * d->width * sizeof(bcg_real), cudaMemcpyHostToDevice, C->st));
   else
-    CK(up(d->mem + (size_t)row0 * d->width, r->host + (size_t)row0 * d->width,
+    CK(up(C, d->mem + (size_t)row0 * d->width, r->host + (size_t)row0 * d->width,
           (size_t)n * d->width * sizeof(bcg_real)));
-  CK(cudaStreamSynchronize(G.st));
-  pthread_mutex_unlock(&G.mu);
+  CK(cudaStreamSynchronize(C->st)); /* the mirror is complete for any thread's stream */
   return 0;
 fail:
-  pthread_mutex_unlock(&G.mu);
   return -1;
 }
 
 void bcg_cuda_nn_rows_free(bcg_nn_rows *r) {
   if (!r || !r->dev) return;
   drows *d = (drows *)r->dev;
-  pthread_mutex_lock(&G.mu);
   drows_free(d);
-  pthread_mutex_unlock(&G.mu);
   r->dev = NULL;
 }
 
@@ -874,10 +1015,10 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
   dptrs p;
   dtape *dt;
   uint64_t t0;
-  const bcg_real *P_; /* the parameters on the device: G.params, or a held network's own */
+  const bcg_real *P_; /* the parameters on the device: C->params, or a held network's own */
   held_t *h = NULL;
-  pthread_mutex_lock(&G.mu);
-  if (init_locked()) goto fail;
+  ctx *C = my_ctx();
+  if (!C) return -1;
   dt = (dtape *)t->dev;
   if (!dt) {
     dt = (dtape *)calloc(1, sizeof *dt);
@@ -899,24 +1040,25 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
     dt->m = m;
   }
   dlayout(m, dt->cap, dt->mem, &p);
-  if (held_find(m->params)) {
+  if (held_lookup(m->params)) {
     if (!(h = held_ok(m))) goto fail; /* failed before: marked already */
+    CK(held_use(C, h));
     P_ = h->p;
   } else {
-    CK(grow(&G.params, &G.cparams, m->nnet));
-    CK(params_in(m));
-    P_ = G.params;
+    CK(grow(&C->params, &C->cparams, m->nnet));
+    CK(params_in(C, m));
+    P_ = C->params;
   }
   ph(PH_PARAMS);
   if (x)
-    CK(up(p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
+    CK(up(C, p.x, x, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
   else {
     const drows *d = (const drows *)r->dev;
     const int *di = NULL;
     if (idx) {
-      CK(grow(&G.idx, &G.cidx, ((size_t)batch * sizeof(int) + sizeof(bcg_real) - 1) / sizeof(bcg_real)));
-      CK(up(G.idx, idx, (size_t)batch * sizeof(int)));
-      di = (const int *)G.idx;
+      CK(grow(&C->idx, &C->cidx, ((size_t)batch * sizeof(int) + sizeof(bcg_real) - 1) / sizeof(bcg_real)));
+      CK(up(C, C->idx, idx, (size_t)batch * sizeof(int)));
+      di = (const int *)C->idx;
     }
     LAUNCH(k_gather, (long)batch * d->width, p.x, d->mem, row0, di, batch, d->width);
     CK(cudaGetLastError());
@@ -933,7 +1075,7 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
       LAUNCH(k_bias, n, z, bias, n, no);
       ph(PH_ELEM);
       /* row-major z[batch][no] += a[batch][ni] W^T  ==  column-major z^T += W^T^T a^T */
-      CB(GEMM(G.h, CUBLAS_OP_T, CUBLAS_OP_N, no, batch, ni, &one, W, ni, a, ni, &one, z, no));
+      CB(GEMM(C->h, CUBLAS_OP_T, CUBLAS_OP_N, no, batch, ni, &one, W, ni, a, ni, &one, z, no));
       ph(PH_GEMM);
       if (ln == BCG_LN_PRE_ACT) LN_FWD(no, batch, z, g, gb, p.xhat[l], p.rstd[l], z);
       ph(PH_LN);
@@ -944,21 +1086,16 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
       CK(cudaGetLastError());
       a = p.out[l];
     }
-    CK(down(y, a, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real)));
+    CK(down(C, y, a, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real)));
   }
-  CK(cudaStreamSynchronize(G.st));
+  CK(cudaStreamSynchronize(C->st));
+  if (h) h->last = NULL; /* its work, and what it waited for, is done */
   ph(PH_OUT);
   dt->batch = batch;
-  if (P.on) {
-    P.s.forwards++;
-    P.s.rows += batch;
-    P.s.total += 1e-9 * (double)(bcg_mono_ns() - t0);
-  }
-  pthread_mutex_unlock(&G.mu);
+  ph_add(1, 0, batch, 0, 1e-9 * (double)(bcg_mono_ns() - t0), 0);
   return 0;
 fail:
   if (h) h->bad = 1;
-  pthread_mutex_unlock(&G.mu);
   return -1;
 }
 
@@ -978,10 +1115,11 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   int batch, gheld = 0;
   bcg_real *d, *e;
   uint64_t t0;
-  const bcg_real *P_;   /* the parameters on the device: G.params, or a held network's own */
-  bcg_real *GR = NULL; /* the gradient on the device: G.grad, or a held network's own */
+  const bcg_real *P_;   /* the parameters on the device: C->params, or a held network's own */
+  bcg_real *GR = NULL; /* the gradient on the device: C->grad, or a held network's own */
   held_t *h = NULL;
-  pthread_mutex_lock(&G.mu);
+  ctx *C = my_ctx();
+  if (!C) return -1;
   t0 = bcg_mono_ns();
   ph_begin();
   if (!dt || dt->m != m || dt->batch <= 0 || dt->batch != t->batch) {
@@ -990,27 +1128,28 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   }
   batch = dt->batch;
   dlayout(m, dt->cap, dt->mem, &p);
-  if (held_find(m->params)) {
+  if (held_lookup(m->params)) {
     if (!(h = held_ok(m))) goto fail; /* failed before: marked already */
+    CK(held_use(C, h));
     P_ = h->p;
     gheld = grad == m->grad; /* adds to the held gradient, on the device */
     if (gheld) GR = h->g;
   } else {
-    CK(grow(&G.params, &G.cparams, m->nnet));
-    CK(params_in(m));
-    P_ = G.params;
+    CK(grow(&C->params, &C->cparams, m->nnet));
+    CK(params_in(C, m));
+    P_ = C->params;
   }
   if (grad && !gheld) { /* the device sums this backward's gradient from zero; the host adds it to grad at the end */
-    CK(grow(&G.grad, &G.cgrad, m->nnet));
-    CK(cudaMemsetAsync(G.grad, 0, m->nnet * sizeof(bcg_real), G.st));
-    GR = G.grad;
+    CK(grow(&C->grad, &C->cgrad, m->nnet));
+    CK(cudaMemsetAsync(C->grad, 0, m->nnet * sizeof(bcg_real), C->st));
+    GR = C->grad;
   }
   ph(PH_PARAMS);
-  CK(grow(&G.s0, &G.cs0, (size_t)batch * maxdim(m)));
-  CK(grow(&G.s1, &G.cs1, (size_t)batch * maxdim(m)));
-  d = G.s0;
-  e = G.s1;
-  CK(up(d, dy, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real)));
+  CK(grow(&C->s0, &C->cs0, (size_t)batch * maxdim(m)));
+  CK(grow(&C->s1, &C->cs1, (size_t)batch * maxdim(m)));
+  d = C->s0;
+  e = C->s1;
+  CK(up(C, d, dy, (size_t)batch * m->dim[m->nlin] * sizeof(bcg_real)));
   ph(PH_IN);
   for (int l = m->nlin - 1; l >= 0; l--) {
     int ni = m->dim[l], no = m->dim[l + 1], act = act_of(m, l), ln = ln_of(m, l);
@@ -1023,7 +1162,7 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
       ph(PH_ELEM);
       if (ln != (pass == 0 ? BCG_LN_POST_ACT : BCG_LN_PRE_ACT)) continue;
       if (dg) {
-        if (colsum(dg, d, p.xhat[l], batch, no) || colsum(dgb, d, NULL, batch, no)) goto fail;
+        if (colsum(C, dg, d, p.xhat[l], batch, no) || colsum(C, dgb, d, NULL, batch, no)) goto fail;
       }
       ph(PH_SUM);
       LN_VJP(no, batch, p.xhat[l], p.rstd[l], g, d);
@@ -1032,13 +1171,13 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
     const bcg_real *a = l == 0 ? p.x : p.out[l - 1];
     if (grad) {
       /* row-major gW[no][ni] += d^T a  ==  column-major gW^T += a^T d */
-      CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_T, ni, no, batch, &one, a, ni, d, no, &one, GR + m->off_w[l], ni));
+      CB(GEMM(C->h, CUBLAS_OP_N, CUBLAS_OP_T, ni, no, batch, &one, a, ni, d, no, &one, GR + m->off_w[l], ni));
       ph(PH_GEMM);
-      if (colsum(GR + m->off_b[l], d, NULL, batch, no)) goto fail;
+      if (colsum(C, GR + m->off_b[l], d, NULL, batch, no)) goto fail;
       ph(PH_SUM);
     }
     if (l > 0 || dx) /* row-major da[batch][ni] = d W  ==  column-major da^T = W^T d^T */
-      CB(GEMM(G.h, CUBLAS_OP_N, CUBLAS_OP_N, ni, batch, no, &one, P_ + m->off_w[l], ni, d, no, &zero, e, ni));
+      CB(GEMM(C->h, CUBLAS_OP_N, CUBLAS_OP_N, ni, batch, no, &one, P_ + m->off_w[l], ni, d, no, &zero, e, ni));
     ph(PH_GEMM);
     CK(cudaGetLastError());
     bcg_real *tmp = d;
@@ -1046,22 +1185,22 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
     e = tmp;
   }
   /* d now holds dx (after the last swap) */
-  if (dx) CK(down(dx, d, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
-  if (grad && !gheld) CK(down_add(grad, G.grad, m->nnet));
+  if (dx) CK(down(C, dx, d, (size_t)batch * m->dim[0] * sizeof(bcg_real)));
+  if (grad && !gheld) CK(down_add(C, grad, C->grad, m->nnet));
   /* nothing for the host (a held gradient, no dx): the work stays queued; the
    * held network's next step (bcg_cuda_nn_grad_lanes) waits for it and sees its errors */
-  if (dx || (grad && !gheld)) CK(cudaStreamSynchronize(G.st));
-  else CK(cudaGetLastError());
-  ph(PH_OUT);
-  if (P.on) {
-    P.s.backwards++;
-    P.s.total += 1e-9 * (double)(bcg_mono_ns() - t0);
+  if (dx || (grad && !gheld)) {
+    CK(cudaStreamSynchronize(C->st));
+    if (h) h->last = NULL;
+  } else {
+    CK(cudaGetLastError());
+    if (h) CK(held_done(C, h)); /* queued: another thread's call on h waits for it */
   }
-  pthread_mutex_unlock(&G.mu);
+  ph(PH_OUT);
+  ph_add(0, 1, 0, 0, 1e-9 * (double)(bcg_mono_ns() - t0), 0);
   return 0;
 fail:
   if (h) h->bad = 1;
-  pthread_mutex_unlock(&G.mu);
   return -1;
 }
 

@@ -307,8 +307,10 @@ void bcg_mlp_tape_free(bcg_mlp_tape *t);
  * (bcg_mlp_tape_output). Results equal the CPU path up to the GEMMs'
  * and batch sums' summation order. A CUDA failure returns BCG_NN_EDEVICE.
  * bcg_nn_set_cuda(1, ...) returns 0, or -1 with the reason in err (no device,
- * a build without CUDA); (0, ...) always succeeds. Not thread-safe with
- * concurrent forwards (the device calls themselves are serialised). */
+ * a build without CUDA); (0, ...) always succeeds. Several threads may call
+ * the networks at once, each on networks (and tapes, row sources) of its
+ * own: each thread's device calls run on a stream of their own, side by side
+ * with the others'. */
 int bcg_nn_set_cuda(int on, int min_batch, char *err, size_t errlen);
 /* 1 if the switch is on; *min_batch (may be NULL) gets the threshold. */
 int bcg_nn_cuda_enabled(int *min_batch);
