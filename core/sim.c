@@ -120,7 +120,10 @@ bcg_sim *bcg_sim_create(const bcg_model *model, const bcg_simparams *sp, int cap
   if (s->sp.need_G && cops) {
     s->G = calloc((size_t)cap * n3 * n3, sizeof(bcg_real));
     s->Gb = calloc((size_t)cap * n3 * n3, sizeof(bcg_real));
-    if (!s->G || !s->Gb) goto oom;
+    s->Gused = malloc(sizeof(int) * cap);
+    if (!s->G || !s->Gb || !s->Gused) goto oom;
+    for (int e = 0; e < cap; e++) s->Gused[e] = -1; /* calloc: all zero */
+    s->sp.G_prezeroed = 1;                          /* pre_env zeroes what the slice's last write left */
   }
   return s;
 oom:
@@ -134,7 +137,7 @@ void bcg_sim_free(bcg_sim *s) {
   free(s->ws); free(s->adj); free(s->nact); free(s->bad);
   free(s->gap); free(s->mu); free(s->fn); free(s->gapb);
   free(s->v0); free(s->c); free(s->lam); free(s->lamb); free(s->v0b); free(s->cb);
-  free(s->G); free(s->Gb); free(s->maxfn); free(s->maxpen); free(s->scratch);
+  free(s->G); free(s->Gb); free(s->Gused); free(s->maxfn); free(s->maxpen); free(s->scratch);
   free(s);
 }
 
@@ -208,15 +211,30 @@ void bcg_sim_stage_seconds(const bcg_sim *s, double sec[BCG_SIM_NSTAGE]) {
   for (int i = 0; i < BCG_SIM_NSTAGE; i++) sec[i] = s->stage_s[i];
 }
 
+/* Slot e's Delassus block all zero again before bcg_substep_pre writes it
+ * (sp.G_prezeroed): of the 3 ncon x 3 ncon block the last write with na
+ * active contacts left nonzeros only in the leading 3 na x 3 na block and on
+ * the diagonal after it (the padding's ones), so only those are cleared, not
+ * the whole block (48 x 48 with 16 slots where 8 contacts fill 24 x 24). */
+static void zero_G_slice(bcg_sim *s, int e) {
+  const int n3 = 3 * s->ncon, u = s->Gused[e];
+  bcg_real *G = s->G + (size_t)e * n3 * n3;
+  if (u < 0) return; /* never written: zero since bcg_sim_create */
+  for (int r = 0; r < 3 * u; r++) memset(G + (size_t)r * n3, 0, sizeof(bcg_real) * 3 * (size_t)u);
+  for (int r = 3 * u; r < n3; r++) G[(size_t)r * n3 + r] = 0;
+}
+
 /* first half of environment e (and its per-environment friction) */
 static void pre_env(bcg_sim *s, int e, const bcg_real *q, const bcg_real *u, const bcg_real *a) {
   const bcg_mdata *m = &s->model->m;
   int nq = m->nq, nv = m->nv, nu = m->nu, nc = s->ncon, n3 = 3 * nc;
   const bcg_real *dmu = s->dom ? s->dom->mu : NULL;
   const bcg_mdata *me = bcg_sim_slot_model(s, e);
+  if (s->G) zero_G_slice(s, e);
   bcg_substep_pre(me, &s->sp, q + (size_t)e * nq, u + (size_t)e * nv, a + (size_t)e * nu, &s->ws[e], nc,
                   &s->nact[e], s->gap + (size_t)e * nc, s->v0 + (size_t)e * n3, s->c + (size_t)e * n3,
                   s->G ? s->G + (size_t)e * n3 * n3 : NULL, s->mu + (size_t)e * nc);
+  if (s->G) s->Gused[e] = s->nact[e];
   if (dmu) { /* per-environment friction; frictionless (condim 1) pairings stay frictionless */
     bcg_real mue = dmu[slot_env(s, e)];
     for (int r = 0; r < s->nact[e]; r++)
@@ -280,7 +298,14 @@ static int solve_vjp_range(bcg_sim *s, int lo, int hi) {
   memset(s->gapb + lo * nc, 0, sizeof(bcg_real) * k * nc);
   memset(s->v0b + lo * n3, 0, sizeof(bcg_real) * k * n3);
   memset(s->cb + lo * n3, 0, sizeof(bcg_real) * k * n3);
-  if (s->Gb) memset(s->Gb + lo * n3 * n3, 0, sizeof(bcg_real) * k * n3 * n3);
+  /* of Gb only the active block (3 nact x 3 nact) is accumulated into by the
+   * plugin and read by bcg_substep_pre_vjp: zeroed alone */
+  if (s->Gb)
+    for (int e = lo; e < hi; e++) {
+      bcg_real *Gb = s->Gb + (size_t)e * n3 * n3;
+      const size_t na3 = 3 * (size_t)s->nact[e];
+      for (size_t r = 0; r < na3; r++) memset(Gb + r * n3, 0, sizeof(bcg_real) * na3);
+    }
   if (!s->cops || s->sp.ncmax <= 0) return 0;
   bcg_contact_batch b;
   range_batch(s, lo, hi, &b);

@@ -161,7 +161,8 @@ typedef struct bcg_contact_adjoint {
   bcg_real *gap_bar;       /* [nenv][ncon] */
   bcg_real *v0_bar;        /* [nenv][ncon][3] */
   bcg_real *c_bar;         /* [nenv][ncon][3] */
-  bcg_real *G_bar;         /* [nenv][3ncon][3ncon] or NULL */
+  bcg_real *G_bar;         /* [nenv][3ncon][3ncon] or NULL; of each environment's block only the
+                              leading 3 nactive x 3 nactive is zeroed before and read after */
 } bcg_contact_adjoint;
 
 typedef struct bcg_contact_ops {

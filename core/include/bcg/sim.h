@@ -113,6 +113,9 @@ struct bcg_sim {
   /* per-stage timing (bcg_sim_set_timing): on, and the seconds so far */
   int timing;
   double stage_s[BCG_SIM_NSTAGE];
+  /* with G: per slot, the active contacts of the last write of its Delassus
+   * block, -1 while it is all zero (what the next write must clear) */
+  int *Gused;
 };
 
 /* The contact plugin's batch over a backend's arrays (host or device): one
