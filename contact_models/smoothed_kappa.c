@@ -409,14 +409,13 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_
   }
 }
 
-/* VJP of one environment: accumulates into gap_bar, c_bar, G_bar (G_bar may be
- * NULL). lam/fn are scratch outputs of the recomputed forward. */
-BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_real margin,
-                        const bcg_real *gap, const bcg_real *c, const bcg_real *G, const bcg_real *mu,
-                        const bcg_real *lam_bar, bcg_real *gap_bar, bcg_real *c_bar, bcg_real *G_bar, bcg_real *lam,
-                        bcg_real *fn, const pgs_work *w) {
+/* The VJP's backward part: w as a taped pgs_env_solve (w->tape set) left it
+ * for the same inputs; accumulates into gap_bar, c_bar, G_bar (G_bar may be
+ * NULL). Overwrites w's p and its adjoint parts. */
+BCG_HD void pgs_env_vjp_back(const pgs_cfg *cf, int na, int ncon, bcg_real dt, const bcg_real *gap,
+                             const bcg_real *c, const bcg_real *G, const bcg_real *mu, const bcg_real *lam_bar,
+                             bcg_real *gap_bar, bcg_real *c_bar, bcg_real *G_bar, const pgs_work *w) {
   const int ld = 3 * ncon;
-  pgs_env_solve(cf, na, ncon, dt, margin, gap, c, G, mu, lam, fn, w);
   /* lam_i = s_i p_i */
   for (int i = 0; i < na; i++) {
     const bcg_real *lb = lam_bar + 3 * i, *pi = w->p + 3 * i;
@@ -524,6 +523,16 @@ BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_re
       }
     }
   for (int i = 0; i < na; i++) gap_bar[i] += w->sb[i] * w->ds[i];
+}
+
+/* VJP of one environment: the taped solve, then the backward part. lam/fn
+ * are scratch outputs of the recomputed forward. */
+BCG_HD void pgs_env_vjp(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_real margin,
+                        const bcg_real *gap, const bcg_real *c, const bcg_real *G, const bcg_real *mu,
+                        const bcg_real *lam_bar, bcg_real *gap_bar, bcg_real *c_bar, bcg_real *G_bar, bcg_real *lam,
+                        bcg_real *fn, const pgs_work *w) {
+  pgs_env_solve(cf, na, ncon, dt, margin, gap, c, G, mu, lam, fn, w);
+  pgs_env_vjp_back(cf, na, ncon, dt, gap, c, G, mu, lam_bar, gap_bar, c_bar, G_bar, w);
 }
 
 /* ======================================================================== host == */
@@ -657,6 +666,46 @@ static int pgs_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adj
   return 0;
 }
 
+/* The adjoint's pair (bcg_contact_ops.solve_keep, solve_vjp_kept): the
+ * taped solve's workspace of each environment (pgs_work with the VJP's
+ * parts) kept between the two, so the sweeps run once, taped, instead of once
+ * plain and once more taped in solve_vjp. The same operations as solve and
+ * solve_vjp: bit for bit. */
+static size_t pgs_keep_size(void *self, int ncon) {
+  return pgs_work_size(ncon, pgs_nsweep((const pgs_cfg *)self), 1);
+}
+
+static int pgs_solve_keep(void *self, bcg_contact_batch *b, bcg_real *keep) {
+  const pgs_cfg *cf = (const pgs_cfg *)self;
+  if (b->nenv <= 0 || b->ncon <= 0) return 0;
+  const int ncon = b->ncon;
+  const size_t ws = pgs_keep_size(self, ncon), gsz = (size_t)9 * ncon * ncon;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < b->nenv; e++) {
+    const pgs_work w = pgs_work_view(keep + (size_t)e * ws, ncon, pgs_nsweep(cf), 1);
+    pgs_env_solve(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->margin,
+                  b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
+                  b->lam + (size_t)e * 3 * ncon, b->fn + (size_t)e * ncon, &w);
+  }
+  return 0;
+}
+
+static int pgs_solve_vjp_kept(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *adj, bcg_real *keep) {
+  const pgs_cfg *cf = (const pgs_cfg *)self;
+  if (b->nenv <= 0 || b->ncon <= 0) return 0;
+  const int ncon = b->ncon;
+  const size_t ws = pgs_keep_size(self, ncon), gsz = (size_t)9 * ncon * ncon;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < b->nenv; e++) {
+    const pgs_work w = pgs_work_view(keep + (size_t)e * ws, ncon, pgs_nsweep(cf), 1);
+    pgs_env_vjp_back(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
+                     b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
+                     adj->lam_bar + (size_t)e * 3 * ncon, adj->gap_bar + (size_t)e * ncon,
+                     adj->c_bar + (size_t)e * 3 * ncon, adj->G_bar ? adj->G_bar + (size_t)e * gsz : NULL, &w);
+  }
+  return 0;
+}
+
 static const bcg_contact_ops pgs_ops = {
     .size = sizeof(bcg_contact_ops),
     .create = pgs_create,
@@ -670,6 +719,9 @@ static const bcg_contact_ops pgs_ops = {
     .solve_cuda = NULL,
     .solve_vjp_cuda = NULL,
 #endif
+    .keep_size = pgs_keep_size,
+    .solve_keep = pgs_solve_keep,
+    .solve_vjp_kept = pgs_solve_vjp_kept,
 };
 
 static const bcg_plugin_desc pgs_desc = {

@@ -137,7 +137,7 @@ void bcg_sim_free(bcg_sim *s) {
   free(s->ws); free(s->adj); free(s->nact); free(s->bad);
   free(s->gap); free(s->mu); free(s->fn); free(s->gapb);
   free(s->v0); free(s->c); free(s->lam); free(s->lamb); free(s->v0b); free(s->cb);
-  free(s->G); free(s->Gb); free(s->Gused); free(s->maxfn); free(s->maxpen); free(s->scratch);
+  free(s->G); free(s->Gb); free(s->Gused); free(s->ckeep); free(s->maxfn); free(s->maxpen); free(s->scratch);
   free(s);
 }
 
@@ -250,8 +250,26 @@ static void range_batch(bcg_sim *s, int lo, int hi, bcg_contact_batch *b) {
                          s->fn + lo * nc);
 }
 
-/* the contact plugin's solve on environments lo .. hi-1 (a sub-batch) */
-static int solve_range(bcg_sim *s, int lo, int hi) {
+/* The adjoint's solve keeps what the plugin's VJP would recompute
+ * (bcg_contact_ops.solve_keep and solve_vjp_kept, where the plugin has
+ * them): the buffer, [cap][keep_size] reals, made on the first adjoint
+ * (before any parallel region); 0, or -1 out of memory. */
+static int keep_ready(bcg_sim *s) {
+  const bcg_contact_ops *o = s->cops;
+  if (s->ckeep || !o || s->sp.ncmax <= 0 || !BCG_OPS_HAS(o, bcg_contact_ops, keep_size) ||
+      !BCG_OPS_HAS(o, bcg_contact_ops, solve_keep) || !BCG_OPS_HAS(o, bcg_contact_ops, solve_vjp_kept))
+    return 0;
+  size_t ks = o->keep_size(s->cself, s->ncon);
+  if (!ks) return 0;
+  s->ckeep = malloc(sizeof(bcg_real) * ks * (size_t)s->cap);
+  if (!s->ckeep) return -1;
+  s->ckeep_n = ks;
+  return 0;
+}
+
+/* the contact plugin's solve on environments lo .. hi-1 (a sub-batch); keep:
+ * the adjoint's, for solve_vjp_range's solve_vjp_kept */
+static int solve_range(bcg_sim *s, int lo, int hi, int keep) {
   size_t nc = (size_t)s->ncon, n3 = 3 * nc;
   if (hi <= lo) return 0;
   if (!s->cops || s->sp.ncmax <= 0) {
@@ -261,6 +279,7 @@ static int solve_range(bcg_sim *s, int lo, int hi) {
   }
   bcg_contact_batch b;
   range_batch(s, lo, hi, &b);
+  if (keep && s->ckeep) return s->cops->solve_keep(s->cself, &b, s->ckeep + (size_t)lo * s->ckeep_n);
   return s->cops->solve(s->cself, &b);
 }
 
@@ -311,6 +330,7 @@ static int solve_vjp_range(bcg_sim *s, int lo, int hi) {
   range_batch(s, lo, hi, &b);
   bcg_contact_adjoint adj = {s->lamb + lo * n3, s->gapb + lo * nc, s->v0b + lo * n3, s->cb + lo * n3,
                              s->Gb ? s->Gb + lo * n3 * n3 : NULL};
+  if (s->ckeep) return s->cops->solve_vjp_kept(s->cself, &b, &adj, s->ckeep + (size_t)lo * s->ckeep_n);
   return s->cops->solve_vjp(s->cself, &b, &adj);
 }
 
@@ -334,7 +354,7 @@ static int pre_and_contact(bcg_sim *s, int n, const bcg_real *q, const bcg_real 
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < n; e++) pre_env(s, e, q, u, a);
   STAGE_END(s, pre);
-  int rc = solve_range(s, 0, n);
+  int rc = solve_range(s, 0, n, pre == BCG_SIM_STAGE_PRE_RC);
   STAGE_END(s, pre + 1);
   return rc;
 }
@@ -353,7 +373,7 @@ int bcg_sim_substep(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, con
 
 int bcg_sim_substep_vjp(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u, const bcg_real *a,
                         const bcg_real *qob, const bcg_real *uob, bcg_real *qb, bcg_real *ub, bcg_real *ab) {
-  if (check_slots(s, n)) return -1;
+  if (check_slots(s, n) || keep_ready(s)) return -1;
   int rc = pre_and_contact(s, n, q, u, a, BCG_SIM_STAGE_PRE_RC);
   if (rc) return rc;
   STAGE_BEGIN(s);
@@ -458,7 +478,7 @@ int bcg_sim_control_step(bcg_sim *s, int n, const bcg_real *q, const bcg_real *u
         STAGE_BEGIN(s);
         for (int e = lo; e < hi; e++) pre_env(s, e, qi, ui, a);
         STAGE_END(s, BCG_SIM_STAGE_PRE);
-        int r = solve_range(s, lo, hi);
+        int r = solve_range(s, lo, hi, 0);
         STAGE_END(s, BCG_SIM_STAGE_CONTACT);
         if (r) {
           __atomic_store_n(&rc, r, __ATOMIC_RELAXED);
@@ -502,6 +522,7 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
   int nq = m->nq, nv = m->nv, ns = s->sp.substeps;
   size_t nn = (size_t)n * nv;
   bcg_real *qbuf = scratch_part(s, 1), *ubuf = qbuf + (size_t)s->cap * nq;
+  if (keep_ready(s)) return -1;
   bcg_real *block = malloc(sizeof(bcg_real) * nn * 4);
   if (!block) return -1;
   bcg_real *bin[2] = {block, block + nn}, *bout[2] = {block + 2 * nn, block + 3 * nn};
@@ -526,7 +547,7 @@ int bcg_sim_control_step_vjp(bcg_sim *s, int n, const bcg_real *tape, const bcg_
         STAGE_BEGIN(s);
         for (int e = lo; e < hi; e++) pre_env(s, e, qbuf, ubuf, a);
         STAGE_END(s, BCG_SIM_STAGE_PRE_RC);
-        int r = solve_range(s, lo, hi);
+        int r = solve_range(s, lo, hi, 1);
         STAGE_END(s, BCG_SIM_STAGE_CONTACT_RC);
         if (!r) {
           for (int e = lo; e < hi; e++) post_vjp_env(s, e, in[0], in[1]);

@@ -177,6 +177,15 @@ typedef struct bcg_contact_ops {
   int (*solve_cuda)(void *self, bcg_contact_batch *b, void *stream);
   int (*solve_vjp_cuda)(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *adj,
                         void *stream);
+  /* (appended; optional, check with BCG_OPS_HAS) the adjoint's solve and VJP
+   * without solving twice: solve_keep solves as solve does (the same lam and
+   * fn) and leaves in keep ([nenv][keep_size(self, ncon)] reals, the
+   * caller's) what solve_vjp_kept then reads in place of re-solving; the
+   * latter gets the same batch (lam_bar added) and accumulates what solve_vjp
+   * would. The CPU stepper's adjoint uses the pair when all three are set. */
+  size_t (*keep_size)(void *self, int ncon);
+  int (*solve_keep)(void *self, bcg_contact_batch *b, bcg_real *keep);
+  int (*solve_vjp_kept)(void *self, const bcg_contact_batch *b, bcg_contact_adjoint *adj, bcg_real *keep);
 } bcg_contact_ops;
 
 /* ---- gradient estimators -------------------------------------------------- */

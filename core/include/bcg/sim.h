@@ -116,6 +116,11 @@ struct bcg_sim {
   /* with G: per slot, the active contacts of the last write of its Delassus
    * block, -1 while it is all zero (what the next write must clear) */
   int *Gused;
+  /* the contact plugin's kept solve between the adjoint's solve and its VJP
+   * (bcg_contact_ops.solve_keep): [cap][ckeep_n] reals, made on the first
+   * adjoint; NULL where the plugin has no such pair */
+  bcg_real *ckeep;
+  size_t ckeep_n;
 };
 
 /* The contact plugin's batch over a backend's arrays (host or device): one
