@@ -65,7 +65,7 @@ static int fake_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adjoint 
   }
   return 0;
 }
-static const bcg_contact_ops FAKE = {sizeof(bcg_contact_ops), NULL, NULL, fake_solve, fake_vjp, NULL, NULL};
+static const bcg_contact_ops FAKE = {.size = sizeof(bcg_contact_ops), .solve = fake_solve, .solve_vjp = fake_vjp};
 
 /* scalar of the control-step output: w . (raw q_E) + z . u_E */
 typedef struct probe {

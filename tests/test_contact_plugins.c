@@ -902,6 +902,66 @@ static void test_batch_inactive_crosstalk(void) {
   }
 }
 
+/* The adjoint's kept solve (bcg_contact_ops.solve_keep / solve_vjp_kept,
+ * where a plugin has them): lam, fn and every adjoint bit for bit what solve
+ * and solve_vjp give, for each solver, on a batch with inactive slots and
+ * environments of 0 .. ncon active contacts; and the kept buffer of one
+ * batch may be reused for the next (nothing stale is read). */
+static void test_kept_solve(void) {
+  static const char *names[2] = {"smoothed_kappa", "hard"};
+  static const char *solvers[3] = {"split", "block", "reference"};
+  const int ncon = 6;
+  static const int nas[NENV] = {0, 2, 6, 1, 4};
+  static prob ps[NENV];
+  static int nact[NENV];
+  static double gap[NENV * 6], v0[NENV * 18], c[NENV * 18], G[NENV * 324], mu[NENV * 6], lb[NENV * 18];
+  static double lam[2][NENV * 18], fn[2][NENV * 6], gb[2][NENV * 6], vb[2][NENV * 18], cb[2][NENV * 18],
+      Gb[2][NENV * 324];
+  int checked = 0;
+  for (int p = 0; p < 2; p++)
+    for (int sv = 0; sv < 3; sv++) {
+      plug P;
+      CU_ASSERT_FATAL(plug_open(&P, names[p], "solver", solvers[sv], NULL, NULL) == 0);
+      const bcg_contact_ops *o = P.ops;
+      if (!BCG_OPS_HAS(o, bcg_contact_ops, keep_size) || !o->keep_size || !o->solve_keep || !o->solve_vjp_kept) {
+        CU_FAIL("smoothed_kappa and hard have the kept solve");
+        plug_close(&P);
+        continue;
+      }
+      const size_t ks = o->keep_size(P.self, ncon);
+      CU_ASSERT_FATAL(ks > 0);
+      double *keep = malloc(sizeof(double) * ks * NENV);
+      int same = 1;
+      for (int round = 0; round < 2; round++) { /* the second reuses the buffer on other problems */
+        for (int e = 0; e < NENV; e++) random_prob(&ps[e], nas[(e + round) % NENV], ncon, (e + 2 * round) % 4);
+        batch_of(ps, NENV, ncon, nact, gap, v0, c, G, mu);
+        for (int i = 0; i < NENV * 18; i++) lb[i] = nrand();
+        for (int k = 0; k < 2; k++) {
+          memset(gb[k], 0, sizeof gb[k]); memset(vb[k], 0, sizeof vb[k]);
+          memset(cb[k], 0, sizeof cb[k]); memset(Gb[k], 0, sizeof Gb[k]);
+          bcg_contact_batch b = {NENV, ncon, 0.005, 0.002, nact, gap, v0, c, G, mu, lam[k], fn[k]};
+          bcg_contact_adjoint adj = {lb, gb[k], vb[k], cb[k], Gb[k]};
+          if (k == 0) {
+            CU_ASSERT_EQUAL(o->solve(P.self, &b), 0);
+            CU_ASSERT_EQUAL(o->solve_vjp(P.self, &b, &adj), 0);
+          } else {
+            CU_ASSERT_EQUAL(o->solve_keep(P.self, &b, keep), 0);
+            CU_ASSERT_EQUAL(o->solve_vjp_kept(P.self, &b, &adj, keep), 0);
+          }
+        }
+        same &= memcmp(lam[0], lam[1], sizeof lam[0]) == 0 && memcmp(fn[0], fn[1], sizeof fn[0]) == 0 &&
+                memcmp(gb[0], gb[1], sizeof gb[0]) == 0 && memcmp(vb[0], vb[1], sizeof vb[0]) == 0 &&
+                memcmp(cb[0], cb[1], sizeof cb[0]) == 0 && memcmp(Gb[0], Gb[1], sizeof Gb[0]) == 0;
+      }
+      if (!same) printf("\n  %s %s: the kept solve differs from solve + solve_vjp", names[p], solvers[sv]);
+      CU_ASSERT(same);
+      checked++;
+      free(keep);
+      plug_close(&P);
+    }
+  CU_ASSERT_EQUAL(checked, 6);
+}
+
 /* ---- how far 10 sweeps get, per solver (informational + a sanity bound) ------------------- */
 
 /* Fraction of random 8-contact problems where 10 sweeps land within 5 % of
@@ -1337,6 +1397,7 @@ BCG_TESTS({"descriptors and keys", test_descriptors},
           {"smoothed_kappa -> hard as kappa grows", test_kappa_to_hard},
           {"soft: resting force, damping, friction", test_soft_physics},
           {"batch: inactive slots zero, no cross-talk, VJP accumulates", test_batch_inactive_crosstalk},
+          {"kept solve: bit for bit solve + solve_vjp", test_kept_solve},
           {"solver convergence at 10 sweeps", test_convergence},
           {"FD: soft", test_fd_soft},
           {"soft implicit: single contact law, stick/slip, integrator key", test_soft_implicit_single},

@@ -311,7 +311,7 @@ static int nocuda_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adjoin
   (void)self; (void)b; (void)a;
   return 0;
 }
-static const bcg_contact_ops NOCUDA = {sizeof(bcg_contact_ops), NULL, NULL, nocuda_solve, nocuda_vjp, NULL, NULL};
+static const bcg_contact_ops NOCUDA = {.size = sizeof(bcg_contact_ops), .solve = nocuda_solve, .solve_vjp = nocuda_vjp};
 
 static void test_refuses_cpu_only_plugin(void) {
   if (!humanoid()) { CU_FAIL("humanoid.xml"); return; }
