@@ -34,7 +34,7 @@ int bcg_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int bcg_cli_is_dir(const char *path);
 /* The overrides a resumed run may take (bcg train --resume, bcg bench --train
  * RUN_DIR): its budget and bookkeeping keys, and those that leave its results
- * bit for bit as they are (the thread count; the learners' critic_overlap), listed
+ * bit for bit as they are (the thread count; SHAC's critic_overlap), listed
  * in BCG_CLI_RESUME_KEYS. 1 when the override "section.key=value" names one
  * of them. */
 #define BCG_CLI_RESUME_KEYS \

@@ -465,7 +465,7 @@ static int bench_train(int argc, char **argv) {
   printf("%-18s %12.6f %7.1f%%\n", "total", total, 100.0);
   double beside = (b->beside - a->beside) / n;
   if (beside > 0)
-    printf("%-18s %12.6f          (on a thread of its own beside the main thread's work, [learner] critic_overlap:\n"
+    printf("%-18s %12.6f          (on a thread of its own during the backward pass, [learner] critic_overlap:\n"
            "%-18s %12s           overlapped with the rows above, not in the total)\n",
            "networks beside", beside, "", "");
   double spi = (double)(b->samples - a->samples) / n;

@@ -99,8 +99,8 @@ static int run(const bcg_config *cfg, const char *dir, int resume) {
          res.time_sim, res.time_sim_vjp, res.time_nn, res.time_task, res.time_est, fmax(0, res.session_wall - sess));
   double beside = bcg_nn_time_overlapped();
   if (beside > 0)
-    printf("bcg: train: beside these, on a thread of their own: networks %.1f s ([learner] critic_overlap: SHAC's critics' "
-           "update during the backward pass, PPO's critic calls beside the actor's)\n",
+    printf("bcg: train: beside these, on a thread of their own: networks %.1f s (the critics' update during the backward "
+           "pass, [learner] critic_overlap)\n",
            beside);
   fflush(stdout);
   if (!res.stopped && bcg_config_get_bool(cfg, "eval", "after_train")) {

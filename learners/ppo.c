@@ -27,8 +27,6 @@
  * on every rank. As in rsl_rl's multi-GPU PPO, one rank's minibatch is its
  * rows of one permutation of its own rollout. */
 #include <math.h>
-#include <omp.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +56,6 @@ typedef struct ppo {
   /* configuration */
   double gamma, lam, clip, vcoef, ecoef, max_grad, kl_target, logstd_init;
   int epochs, nmb, clipped_value, obs_norm, squash, adaptive;
-  int overlap; /* critic_overlap: 0 false, 1 true, 2 auto */
   /* networks */
   bcg_mlp actor, critic;
   bcg_adam aopt, copt;
@@ -159,8 +156,6 @@ static void *create(const bcg_services *svc, const bcg_params *p, bcg_trainer *t
   s->logstd_init = log(svc->get_real(p, "init_noise_std"));
   s->obs_norm = svc->get_bool(p, "obs_norm");
   s->squash = !strcmp(svc->get_string(p, "squash"), "tanh");
-  const char *ov = svc->get_string(p, "critic_overlap");
-  s->overlap = !strcmp(ov, "true") ? 1 : !strcmp(ov, "false") ? 0 : 2;
   int N = s->N, S = s->S, nu = s->nu, od = s->od, nx = s->nx, M = S * N;
   if (nu > 64 || od <= 0 || nu <= 0) {
     snprintf(err, errlen, "ppo: bad dimensions (obs %d, actions %d; at most 64 actions)", od, nu);
@@ -247,70 +242,6 @@ static int observe_checked(ppo *s, const bcg_real *x, bcg_real *obs, int *nan_re
 
 /* step 1 of the module header: steps_per_env steps of every environment
  * into the rollout buffers */
-/* ---- the critic's network calls beside the actor's ([learner] critic_overlap) ----
- * The rollout's value forward and each minibatch's critic forward and
- * backward read and write only the critic, its tape and their own output
- * arrays, none of which the actor's calls touch: on a thread of their own
- * they run beside the actor's (on the GPU each thread's calls have a stream
- * of their own), and the results are bit for bit those of the calls one
- * after the other. The thread joins before anything reads what it wrote. */
-typedef struct side_job {
-  ppo *s;
-  int backward;              /* 0: forward of rows of obs_rows; 1: backward into the critic's gradient */
-  long row0;                 /* forward: the rows row0 + idx[i] (idx NULL: row0 + i) */
-  const int *idx;
-  int n;
-  bcg_real *y;               /* forward: the values */
-  const bcg_real *dy;        /* backward: their adjoint */
-  int threads, beside, rc;
-  pthread_t th;
-  int started;
-} side_job;
-
-static void *side_run(void *p) {
-  side_job *j = p;
-  ppo *s = j->s;
-  if (j->beside) {
-    omp_set_num_threads(j->threads); /* the caller's team size (a new thread starts from the process default) */
-    bcg_nn_time_beside(1);
-  }
-  j->rc = j->backward ? bcg_mlp_backward(&s->critic, NULL, j->dy, s->critic.grad, NULL)
-                      : bcg_mlp_forward_rows(&s->critic, NULL, &s->obs_rows, j->row0, j->idx, j->n, j->y);
-  if (j->beside) bcg_nn_time_beside(0);
-  return NULL;
-}
-
-/* critic_overlap's auto: beside the actor's calls when batches of n rows run
- * on the GPU (both threads then mostly wait for the device, on streams of
- * their own); not on the CPU, where the two networks' GEMMs would share the
- * cores the OpenMP team already fills */
-static int overlap_on(const ppo *s, int n) {
-  if (s->overlap != 2) return s->overlap;
-  int minb = 0;
-  return bcg_nn_cuda_enabled(&minb) && n >= minb;
-}
-
-/* start j: on a thread when the overlap is on for n rows, else run it here */
-static void side_start(ppo *s, side_job *j) {
-  j->s = s;
-  j->threads = omp_get_max_threads();
-  j->started = 0;
-  j->beside = overlap_on(s, j->n);
-  if (j->beside && pthread_create(&j->th, NULL, side_run, j) == 0) {
-    j->started = 1;
-    return;
-  }
-  j->beside = 0;
-  side_run(j);
-}
-
-/* wait for j; its return code */
-static int side_join(side_job *j) {
-  if (j->started) pthread_join(j->th, NULL);
-  j->started = 0;
-  return j->rc;
-}
-
 static int rollout(ppo *s, lu_sums *sum) {
   int N = s->N, S = s->S, nu = s->nu, od = s->od, nx = s->nx;
   const bcg_task_ops *to = s->task_ops;
@@ -321,11 +252,10 @@ static int rollout(ppo *s, lu_sums *sum) {
     bcg_real *O = s->OBS + (size_t)t * N * od, *Ac = s->ACT + (size_t)t * N * nu, *MUt = s->MU + (size_t)t * N * nu;
     if (s->obs_norm && bcg_normalizer_update_dist(&s->obs_rms, s->obs, N, s->dsum)) return -1;
     normalise(s, s->obs, N, O);
-    if (bcg_nn_rows_put(&s->obs_rows, (long)t * N, N)) return -1;
-    side_job vj = {.row0 = (long)t * N, .n = N, .y = s->V + (size_t)t * N};
-    side_start(s, &vj);
-    int arc = bcg_mlp_forward_rows(&s->actor, NULL, &s->obs_rows, (long)t * N, NULL, N, MUt);
-    if (side_join(&vj) || arc) return -1;
+    if (bcg_nn_rows_put(&s->obs_rows, (long)t * N, N) ||
+        bcg_mlp_forward_rows(&s->actor, NULL, &s->obs_rows, (long)t * N, NULL, N, MUt) ||
+        bcg_mlp_forward_rows(&s->critic, NULL, &s->obs_rows, (long)t * N, NULL, N, s->V + (size_t)t * N))
+      return -1;
 #pragma omp parallel for schedule(static) if (N >= 256)
     for (int e = 0; e < N; e++)
       bcg_rng_fill_normal(s->eps + (size_t)e * nu, nu, s->tr->seed, BCG_RNG_ACTION, (uint32_t)e, (uint32_t)s->step);
@@ -436,10 +366,9 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
     memcpy(s->mba + (size_t)i * nu, s->ACT + (size_t)src * nu, sizeof(bcg_real) * nu);
   }
   /* the observations are gathered by the networks (on the device: from the rollout's rows sent there) */
-  side_job cj = {.row0 = 0, .idx = s->perm + b0, .n = n, .y = s->mbdv};
-  side_start(s, &cj);
-  int arc = bcg_mlp_forward_rows(&s->actor, NULL, &s->obs_rows, 0, s->perm + b0, n, s->mbmu);
-  if (side_join(&cj) || arc) return -1;
+  if (bcg_mlp_forward_rows(&s->actor, NULL, &s->obs_rows, 0, s->perm + b0, n, s->mbmu) ||
+      bcg_mlp_forward_rows(&s->critic, NULL, &s->obs_rows, 0, s->perm + b0, n, s->mbdv))
+    return -1;
   bcg_real *vals = s->mbdv; /* values now; overwritten by their adjoint below */
   /* adaptive learning rate from KL(old || new) */
   if (s->adaptive) {
@@ -489,10 +418,9 @@ static int minibatch(ppo *s, int b0, int n, double *surr_out, double *vl_out, do
   lu_copy(s->mbdmu, NULL, (size_t)n * nu);
   bcg_gauss_logprob_vjp_batch(n, nu, s->mbmu, ls, s->mba, s->mbdlp, NULL, s->mbdmu, s->actor.extra_grad);
   bcg_gauss_entropy_vjp(nu, (bcg_real)-s->ecoef, s->actor.extra_grad);
-  side_job bj = {.backward = 1, .n = n, .dy = s->mbdv};
-  side_start(s, &bj);
-  arc = bcg_mlp_backward(&s->actor, NULL, s->mbdmu, s->actor.grad, NULL);
-  if (side_join(&bj) || arc) return -1;
+  if (bcg_mlp_backward(&s->actor, NULL, s->mbdmu, s->actor.grad, NULL) ||
+      bcg_mlp_backward(&s->critic, NULL, s->mbdv, s->critic.grad, NULL))
+    return -1;
   /* data-parallel: the mean of the ranks' gradients (every rank's minibatch has n rows) */
   if (s->dsum_real) {
     double inv = 1.0 / s->world;
@@ -691,9 +619,6 @@ static const bcg_key_spec keys[] = {
      "running observation normalisation (rsl_rl empirical_normalization = False)"},
     {"obs_clip", BCG_KEY_REAL, "0", 0, 1e6, NULL, "clip normalised observations to +-obs_clip (0: no clip)"},
     {"squash", BCG_KEY_CHOICE, "none", 0, 0, "none|tanh", "actions sent to the env: raw (rsl_rl) or tanh(sample)"},
-    {"critic_overlap", BCG_KEY_CHOICE, "auto", 0, 0, "auto|true|false",
-     "the critic's forwards and backward on a thread beside the actor's, bit for bit the same results; "
-     "auto: when those batches run on the GPU ([run] device = cuda), not on the CPU"},
 };
 
 LU_LEARNER_PLUGIN("ppo", "clipped PPO with GAE and adaptive-KL learning rate (rsl_rl)", BCG_CAP_DATA_PARALLEL)

@@ -701,78 +701,6 @@ static void test_shac_critic_overlap(void) {
   }
 }
 
-/* PPO's critic calls on a thread beside the actor's ([learner]
- * critic_overlap = true; auto does so when the batches run on the GPU):
- * after three iterations the actor, the critic, their Adam moments and the
- * normaliser, and the logged losses and gradient norms, are bit for bit those
- * of the calls one after the other, with 1 and 2 OpenMP threads; the
- * critic's time goes to its own clock (time_nn_beside), and only with the
- * overlap. Where a GPU is found the same again with every network batch on
- * it (run.device = cuda, nn_min_batch 1): the held critic's queued work then
- * moves between the threads' streams. */
-static void test_ppo_critic_overlap(void) {
-  setup();
-  const char *ini = write_ini("ppo_overlap", "ppo", "episode_length = 5\n");
-  char why[512] = "";
-  const int gpu = bcg_cuda_available(why, sizeof why);
-  if (!gpu) printf("\n  (no GPU: %s; the CPU networks only)", why);
-  static const char *dsets[] = {"learner/actor/params", "learner/actor/adam/m", "learner/critic/params",
-                                "learner/critic/adam/v", "learner/obs_rms/var"};
-  static const char *curves[] = {"critic_loss", "actor_loss", "grad_norm", "mean_return", "skipped_updates"};
-  enum { ND = sizeof dsets / sizeof dsets[0], NC = sizeof curves / sizeof curves[0] };
-  for (int run = 0; run < 2 * (1 + gpu); run++) {
-    const int dev = run / 2, thr = 1 + run % 2; /* CPU then GPU networks, 1 and 2 threads */
-    double *ref[ND] = {0}, cref[NC][8];
-    long nref[ND] = {0};
-    for (int ov_on = 0; ov_on < 2; ov_on++) {
-      char t[32], o[48];
-      snprintf(t, sizeof t, "run.threads=%d", thr);
-      snprintf(o, sizeof o, "learner.critic_overlap=%s", ov_on ? "true" : "false");
-      char *ov[] = {"run.iterations=3", "learner.obs_norm=true", t, o, "run.device=cuda", "run.nn_min_batch=1"};
-      bcg_config *cfg = load(ini, dev ? 6 : 4, ov);
-      CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
-      char dir[PATH_MAX], ck[PATH_MAX + 64], log[PATH_MAX + 16];
-      counters c = {0};
-      bcg_train_result r;
-      CU_ASSERT_EQUAL_FATAL(train(cfg, dir, 0, &c, &r), 0);
-      CU_ASSERT_EQUAL(r.iterations, 3);
-      snprintf(ck, sizeof ck, "%s/checkpoints/ckpt_000000003.h5", dir);
-      snprintf(log, sizeof log, "%s/log.h5", dir);
-      for (int i = 0; i < ND; i++) {
-        long n = 0;
-        double *x = read_dset(ck, dsets[i], &n);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(x);
-        CU_ASSERT_FATAL(n > 0);
-        if (!ov_on) {
-          ref[i] = x, nref[i] = n;
-        } else {
-          CU_ASSERT(n == nref[i] && memcmp(x, ref[i], sizeof(double) * n) == 0);
-          free(x);
-        }
-      }
-      for (int i = 0; i < NC; i++) {
-        double v[8];
-        CU_ASSERT_EQUAL_FATAL(curve(log, curves[i], v, 8), 3);
-        for (int j = 0; j < 3; j++) {
-          if (!ov_on)
-            cref[i][j] = v[j];
-          else
-            CU_ASSERT(memcmp(&v[j], &cref[i][j], sizeof(double)) == 0);
-        }
-      }
-      double b[8], nn[8];
-      CU_ASSERT_EQUAL(curve(log, "time_nn_beside", b, 8), 3);
-      CU_ASSERT_EQUAL(curve(log, "time_nn", nn, 8), 3);
-      for (int j = 0; j < 3; j++) {
-        CU_ASSERT(ov_on ? b[j] > 0 : b[j] == 0);
-        CU_ASSERT(nn[j] > 0); /* the actor's calls stay on the main clock */
-      }
-      bcg_config_free(cfg);
-    }
-    for (int i = 0; i < ND; i++) free(ref[i]);
-  }
-}
-
 /* PPO's row-wise host work (action noise, squashing, the normaliser's
  * update and application, the batched Gaussian, minibatch gathers) runs on
  * the OpenMP threads from a few hundred rows on, each row or dimension on
@@ -1270,7 +1198,6 @@ BCG_TESTS({"SHAC learns the pendulum (short)", test_shac_learns}, {"SHAC gradien
           {"DR re-drawn at resets, reproducibly (SHAC, PPO)", test_dr_redraw},
           {"SHAC critics side by side: bit-identical over thread counts", test_shac_critics_threads},
           {"SHAC critic_overlap: the critics beside the backward pass, bit-identical", test_shac_critic_overlap},
-          {"PPO critic_overlap: the critic's calls beside the actor's, bit-identical", test_ppo_critic_overlap},
           {"PPO's row-wise host work on threads: bit-identical over thread counts", test_ppo_threads},
           {"NaN injection (SHAC)", test_nan_shac}, {"NaN injection (PPO)", test_nan_ppo},
           {"checkpoint contents and curves", test_checkpoint_contents},
