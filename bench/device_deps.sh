@@ -3,8 +3,9 @@
 # network, no apt) from the Debian packages carried in build-debs/, unpacked
 # privately under /tmp/bcgdeps; only what the machine lacks is put on the
 # search paths. Expects say() and T0 from the caller. BCG_DEBS names another
-# folder of packages (default build-debs), e.g. only the iniparser and CUnit
-# packages the CUDA image lacks, when build-debs would push the carried files
+# folder of packages (default build-debs), e.g. build-debs-min (the
+# iniparser, CUnit and libmujoco-samples packages the CUDA image lacks, made
+# by bench/fetch_debs.sh), when build-debs would push the carried files
 # past the call's size limit (the G1 data is 27 MB).
 D=/tmp/bcgdeps
 have_hdr() { echo "#include <$1>" | gcc -E -x c - ${2:-} >/dev/null 2>&1; }

@@ -5,8 +5,9 @@
 # bcg) of each final policy over the 10 s segment.
 #
 #   run(command="BCG_DEBS=build-debs-min bash bench/device_g1.sh", carry=["build-debs-min", "deps", "data"])
-#   (build-debs-min: the iniparser and CUnit packages of build-debs, which the CUDA image
-#   lacks; all of build-debs with data/ is over the 64 MiB a call may carry)
+#   (build-debs-min, made by bench/fetch_debs.sh: the iniparser, CUnit and libmujoco-samples
+#   packages of build-debs, which the CUDA image lacks; all of build-debs with data/ is over
+#   the 64 MiB a call may carry)
 #   The next call continues the runs: copy this call's runs.tgz and its
 #   policies-NAME.tgz into an ignored folder that the call carries (e.g.
 #   build-resume) and pass RESUME_TGZ="build-resume/runs.tgz

@@ -7,7 +7,9 @@
 # libbcg.so loads that is not part of glibc or gcc. MuJoCo 3 travels as the
 # unpacked deps/ folder (make deps puts it there; 8 MB against the wheel's 26).
 # bench/device_run.sh unpacks them privately (dpkg-deb -x, never into /) and
-# uses only the libraries the device lacks. Carry the folder with the call:
+# uses only the libraries the device lacks. It also fills build-debs-min/
+# with the few of them the device's CUDA image lacks (below). Carry the
+# folder with the call:
 #   run(command="bash bench/device_run.sh", carry=["build-debs", "deps"])
 set -e
 cd "$(dirname "$0")/.."
@@ -32,3 +34,10 @@ rm -f ./*.deb
 apt-get download $pkgs
 du -sh .
 ls
+# build-debs-min: what the device's CUDA image lacks (iniparser, CUnit) and
+# humanoid.xml (libmujoco-samples), for calls whose other carried folders
+# (the G1 data) leave no room for all of build-debs
+cd ..
+rm -rf build-debs-min && mkdir -p build-debs-min
+cp build-debs/libiniparser*.deb build-debs/libcunit*.deb build-debs/libmujoco-samples*.deb build-debs-min/
+echo "fetch_debs: build-debs-min: $(ls build-debs-min | tr '\n' ' ')"
