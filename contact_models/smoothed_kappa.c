@@ -625,21 +625,27 @@ static void *pgs_create(const bcg_services *svc, const bcg_params *params,
 
 static void pgs_destroy(void *self) { free(self); }
 
-static int pgs_solve(void *self, bcg_contact_batch *b) {
-  const pgs_cfg *cf = (const pgs_cfg *)self;
-  if (b->nenv <= 0 || b->ncon <= 0) return 0;
-  const size_t ws = pgs_work_size(b->ncon, pgs_nsweep(cf), 0);
-  bcg_real *work = (bcg_real *)malloc((size_t)b->nenv * ws * sizeof(bcg_real));
-  if (!work) return -1;
+/* pgs_env_solve of every environment of b, each in its slice of work
+ * ([nenv][pgs_work_size(ncon, sweeps, tape)] reals); tape: the VJP's parts
+ * too (the adjoint's kept solve) */
+static void pgs_solve_envs(const pgs_cfg *cf, bcg_contact_batch *b, bcg_real *work, int tape) {
   const int ncon = b->ncon;
-  const size_t gsz = (size_t)9 * ncon * ncon;
+  const size_t ws = pgs_work_size(ncon, pgs_nsweep(cf), tape), gsz = (size_t)9 * ncon * ncon;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < b->nenv; e++) {
-    const pgs_work w = pgs_work_view(work + (size_t)e * ws, ncon, pgs_nsweep(cf), 0);
+    const pgs_work w = pgs_work_view(work + (size_t)e * ws, ncon, pgs_nsweep(cf), tape);
     pgs_env_solve(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->margin,
                   b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
                   b->lam + (size_t)e * 3 * ncon, b->fn + (size_t)e * ncon, &w);
   }
+}
+
+static int pgs_solve(void *self, bcg_contact_batch *b) {
+  const pgs_cfg *cf = (const pgs_cfg *)self;
+  if (b->nenv <= 0 || b->ncon <= 0) return 0;
+  bcg_real *work = (bcg_real *)malloc((size_t)b->nenv * pgs_work_size(b->ncon, pgs_nsweep(cf), 0) * sizeof(bcg_real));
+  if (!work) return -1;
+  pgs_solve_envs(cf, b, work, 0);
   free(work);
   return 0;
 }
@@ -676,17 +682,7 @@ static size_t pgs_keep_size(void *self, int ncon) {
 }
 
 static int pgs_solve_keep(void *self, bcg_contact_batch *b, bcg_real *keep) {
-  const pgs_cfg *cf = (const pgs_cfg *)self;
-  if (b->nenv <= 0 || b->ncon <= 0) return 0;
-  const int ncon = b->ncon;
-  const size_t ws = pgs_keep_size(self, ncon), gsz = (size_t)9 * ncon * ncon;
-#pragma omp parallel for schedule(static)
-  for (int e = 0; e < b->nenv; e++) {
-    const pgs_work w = pgs_work_view(keep + (size_t)e * ws, ncon, pgs_nsweep(cf), 1);
-    pgs_env_solve(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->margin,
-                  b->gap + (size_t)e * ncon, b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
-                  b->lam + (size_t)e * 3 * ncon, b->fn + (size_t)e * ncon, &w);
-  }
+  if (b->nenv > 0 && b->ncon > 0) pgs_solve_envs((const pgs_cfg *)self, b, keep, 1);
   return 0;
 }
 
