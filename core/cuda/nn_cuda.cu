@@ -808,8 +808,8 @@ int bcg_cuda_nn_zero_grad(const bcg_mlp *m) {
 }
 
 /* the held network of m, usable; else NULL with the message set */
-static held_t *held_ok(const bcg_mlp *m) {
-  held_t *h = held_lookup(m->params);
+/* h (looked up already) if usable; else NULL with the message set */
+static held_t *held_usable(held_t *h) {
   if (!h) seterr("nn on CUDA: the network is not held");
   else if (h->bad) {
     seterr("nn on CUDA: an earlier device call of this held network failed");
@@ -817,6 +817,8 @@ static held_t *held_ok(const bcg_mlp *m) {
   }
   return h;
 }
+
+static held_t *held_ok(const bcg_mlp *m) { return held_usable(held_lookup(m->params)); }
 
 int bcg_cuda_nn_grad_copy(const bcg_mlp *m, bcg_real *host, int to_host) {
   ctx *C = my_ctx();
@@ -1040,8 +1042,8 @@ static int forward_(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *x, const 
     dt->m = m;
   }
   dlayout(m, dt->cap, dt->mem, &p);
-  if (held_lookup(m->params)) {
-    if (!(h = held_ok(m))) goto fail; /* failed before: marked already */
+  if ((h = held_lookup(m->params))) {
+    if (!(h = held_usable(h))) goto fail; /* failed before: marked already */
     CK(held_use(C, h));
     P_ = h->p;
   } else {
@@ -1128,8 +1130,8 @@ int bcg_cuda_nn_backward(const bcg_mlp *m, bcg_mlp_tape *t, const bcg_real *dy, 
   }
   batch = dt->batch;
   dlayout(m, dt->cap, dt->mem, &p);
-  if (held_lookup(m->params)) {
-    if (!(h = held_ok(m))) goto fail; /* failed before: marked already */
+  if ((h = held_lookup(m->params))) {
+    if (!(h = held_usable(h))) goto fail; /* failed before: marked already */
     CK(held_use(C, h));
     P_ = h->p;
     gheld = grad == m->grad; /* adds to the held gradient, on the device */
