@@ -531,6 +531,49 @@ BCG_HD int bcg_ltdl(bcg_real *H, int n, const int *parent) {
   return 0;
 }
 
+/* Adjoint of bcg_ltdl. LD: the factor it left; W (row major n x n): on
+ * entry the adjoints of its outputs, L's at (k, j) for j an ancestor of k
+ * and D's on the diagonal; on return the adjoint of the input H's lower
+ * triangle at the same entries (the only ones bcg_ltdl reads). No other entry
+ * is read or written. The steps of bcg_ltdl in reverse, root first; step k's
+ * inputs, row k's values before the division, are recovered as L[k][j] D[k]
+ * (O(n d^2), as the factorisation). */
+BCG_HD void bcg_ltdl_vjp(const bcg_real *LD, int n, const int *parent, bcg_real *W) {
+  for (int k = 0; k < n; k++) {
+    int anc[BCG_MAX_DOF], len = 0;
+    for (int i = parent[k]; i >= 0; i = parent[i]) anc[len++] = i;
+    if (!len) continue;
+    const bcg_real dk = LD[k * n + k];
+    const bcg_real *Lk = LD + k * n;
+    bcg_real hk[BCG_MAX_DOF], ab[BCG_MAX_DOF], hb[BCG_MAX_DOF];
+    for (int t = 0; t < len; t++) {
+      hk[t] = Lk[anc[t]] * dk;
+      ab[t] = W[k * n + anc[t]];
+      hb[t] = 0;
+    }
+    /* H[i][anc[u]] -= a_t Hk[anc[u]] for i = anc[t], u >= t */
+    for (int t = 0; t < len; t++) {
+      const bcg_real at = Lk[anc[t]];
+      const bcg_real *Wi = W + anc[t] * n;
+      bcg_real s = ab[t];
+      for (int u = t; u < len; u++) {
+        const bcg_real wb = Wi[anc[u]];
+        s -= wb * hk[u];
+        hb[u] -= wb * at;
+      }
+      ab[t] = s;
+    }
+    /* a_t = Hk[anc[t]] / dk */
+    bcg_real db = 0;
+    for (int t = 0; t < len; t++) {
+      const bcg_real q = ab[t] / dk;
+      W[k * n + anc[t]] = hb[t] + q;
+      db -= q * Lk[anc[t]];
+    }
+    W[k * n + k] += db;
+  }
+}
+
 /* x = H^-1 x = L^-1 D^-1 L^-T x for the factor of bcg_ltdl, in place,
  * O(n d). A zero of x skips its ancestor chain in the first pass (exactly:
  * nothing is subtracted), so a right-hand side supported on one branch,

@@ -58,9 +58,9 @@ typedef struct bcg_stepws {
   int cid[BCG_MAX_CONTACT];                 /* contact point slot of each active contact */
   bcg_real cpos[BCG_MAX_CONTACT][3];          /* contact point relative to o */
   bcg_real J[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows (n, t1, t2) per contact */
-  bcg_real K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows of (H^-1 J^T)^T, if need_G; while k_half:
-                                                 the rows of Y = L^-T J^T (bcg_ltdl) */
-  int k_half;                                   /* K holds Y: bcg_substep_pre_vjp finishes it */
+  bcg_real K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* if need_G (k_half): the rows of Y = L^-T J^T
+                                                 (H = L^T D L, bcg_ltdl), read by bcg_substep_pre_vjp */
+  int k_half;                                   /* K holds Y */
   int status;                               /* 0 ok, else a BCG_STEP_* error */
 } bcg_stepws;
 
@@ -77,13 +77,13 @@ typedef struct bcg_stepadj {
   bcg_crba_ws cb;
 } bcg_stepadj;
 
-/* bcg_ltdl_solve (dyn.h) of nrhs right-hand sides at once, the rows of X
- * (stride BCG_MAX_DOF), at most 3 BCG_MAX_CONTACT of them, in two halves:
- * bcg_ltdl_rows_half applies L^-T (X becomes Y = L^-T X: a row supported on
- * one chain of dofs stays on it), bcg_ltdl_rows_rest D^-1 and L^-1. On the
- * CPU on a transposed copy, so that the inner loop runs over independent rows
- * (vectorised); on the GPU one row after the other. The two agree to the
- * sign of a zero (the one-row pass skips the chain of a zero entry). */
+/* The first pass of bcg_ltdl_solve (dyn.h) on nrhs right-hand sides at once,
+ * the rows of X (stride BCG_MAX_DOF), at most 3 BCG_MAX_CONTACT of them: L^-T
+ * (X becomes Y = L^-T X: a row supported on one chain of dofs stays on it).
+ * On the CPU on a transposed copy, so that the inner loop runs over
+ * independent rows (vectorised); on the GPU one row after the other. The two
+ * agree to the sign of a zero (the one-row pass skips the chain of a zero
+ * entry). */
 BCG_HD void bcg_ltdl_rows_half(const bcg_real *LD, int n, const int *parent, bcg_real (*X)[BCG_MAX_DOF], int nrhs) {
 #ifdef __CUDA_ARCH__
   for (int r = 0; r < nrhs; r++)
@@ -142,33 +142,6 @@ BCG_HD void bcg_ltdl_rows_half(const bcg_real *LD, int n, const int *parent, bcg
       for (int r = 0; r < nr; r++) X[r0 + r][path[t]] = T[path[t]][r];
     r0 = r1;
   }
-#endif
-}
-
-BCG_HD void bcg_ltdl_rows_rest(const bcg_real *LD, int n, const int *parent, bcg_real (*X)[BCG_MAX_DOF], int nrhs) {
-#ifdef __CUDA_ARCH__
-  for (int r = 0; r < nrhs; r++)
-    for (int k = 0; k < n; k++) {
-      bcg_real s = X[r][k] / LD[k * n + k];
-      for (int j = parent[k]; j >= 0; j = parent[j]) s -= LD[k * n + j] * X[r][j];
-      X[r][k] = s;
-    }
-#else
-  enum { R = 3 * BCG_MAX_CONTACT };
-  bcg_real T[BCG_MAX_DOF][R];
-  for (int r = 0; r < nrhs; r++)
-    for (int i = 0; i < n; i++) T[i][r] = X[r][i];
-  for (int k = 0; k < n; k++) {
-    const bcg_real d = LD[k * n + k];
-    bcg_real *Tk = T[k];
-    for (int r = 0; r < nrhs; r++) Tk[r] /= d;
-    for (int j = parent[k]; j >= 0; j = parent[j]) {
-      const bcg_real l = LD[k * n + j], *Tj = T[j];
-      for (int r = 0; r < nrhs; r++) Tk[r] -= l * Tj[r];
-    }
-  }
-  for (int r = 0; r < nrhs; r++)
-    for (int i = 0; i < n; i++) X[r][i] = T[i][r];
 #endif
 }
 
@@ -497,8 +470,8 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
    * a row of Y stays on its contact body's chain of dofs, so each entry
    * of G sums over one chain, and only the first pass of the solve runs
    * here. w->K keeps Y (k_half) also when G itself is not wanted (a
-   * recompute for the adjoint passes G = NULL); bcg_substep_pre_vjp, which
-   * needs K = H^-1 J^T for the adjoint of G, finishes it. */
+   * recompute for the adjoint passes G = NULL): bcg_substep_pre_vjp takes
+   * the adjoint of G through Y and the factor. */
   w->k_half = 0;
   if (G || sp->need_G) {
     for (int r = 0; r < 3 * na; r++)
@@ -581,30 +554,6 @@ BCG_HD void bcg_substep_post(const bcg_mdata *m, const bcg_simparams *sp, bcg_st
   if (bad && w->status == BCG_STEP_OK) w->status = BCG_STEP_NONFINITE;
 }
 
-/* T = row r of Gs = Gb + Gb^T times K: T[j] = sum over s of Gs[r][s] K[s][j],
- * the s in order (zero entries of Gs skipped); Gb has rows of length N3 */
-BCG_HD void bcg_gsk_row(const bcg_real *Gb, int N3, int r, int n3, int nv, const bcg_real (*K)[BCG_MAX_DOF],
-                        bcg_real *T) {
-  for (int j = 0; j < nv; j++) T[j] = 0;
-  for (int s = 0; s < n3; s++) {
-    const bcg_real g = Gb[r * N3 + s] + Gb[s * N3 + r];
-    if (g != 0)
-      for (int j = 0; j < nv; j++) T[j] += g * K[s][j];
-  }
-}
-
-/* Hb -= the symmetric u v^T of a symmetric adjoint K^T Gs K (one row r:
- * u = K[r], v = T[r]): half of u_i v_i on the diagonal, and for j an
- * ancestor of i the pair's whole u_i v_j into (i, j), since the readers of
- * Hb (bcg_hb_sub_outer's) take Hb_ij + Hb_ji there. */
-BCG_HD void bcg_hb_sub_sym(const bcg_mdata *m, bcg_real *Hb, const bcg_real *u, const bcg_real *v) {
-  const int nv = m->nv;
-  for (int i = 0; i < nv; i++) {
-    Hb[i * nv + i] -= (bcg_real)0.5 * (u[i] * v[i]);
-    for (int j = m->dof_parent[i]; j >= 0; j = m->dof_parent[j]) Hb[i * nv + j] -= u[i] * v[j];
-  }
-}
-
 /* Hb -= u v^T on the entries of the mass matrix's adjoint that anything reads:
  * (i, j) and (j, i) for j an ancestor-or-self of dof i, the pairs the CRBA
  * adjoint visits (dyn.h, bcg_crba_vjp; the implicit diagonal's adjoint reads
@@ -645,6 +594,111 @@ BCG_HD void bcg_substep_post_vjp(const bcg_mdata *m, const bcg_simparams *sp, co
   }
 }
 
+/* Adjoint of the Delassus matrix's block of bcg_substep_pre: G = J H^-1 J^T
+ * = Y D^-1 Y^T with Y = L^-T J^T (H = L^T D L, bcg_ltdl; w->K holds Y's
+ * rows, w->L the factor), given Gb (the active 3 nact x 3 nact block, rows
+ * of length 3 ncon). With Gs = Gb + Gb^T, Y's adjoint is Gs Y D^-1 and D's
+ * -1/2 sum_r Yb_r Y_r / D; both stay on each contact's chain of dofs (Y's
+ * rows are zero off it, and a zero of Y is a zero whatever L is, so the
+ * adjoint of an entry off the chain is never needed). Through the first pass
+ * of the solve (bcg_ltdl_rows_half, reversed along the chain) they become
+ * J's adjoint, added to A->Jb, and L's on the chain's tree pairs; the
+ * factorisation's adjoint (bcg_ltdl_vjp) then takes L's and D's to H's.
+ * A->Hb (from bcg_substep_post_vjp) is folded first, Hb_ji += Hb_ij onto the
+ * upper entry of each tree pair, since its readers (bcg_crba_vjp, the
+ * implicit diagonal's adjoint) take only Hb_ij + Hb_ji and the diagonal:
+ * its lower entries and diagonal serve as bcg_ltdl_vjp's workspace. About
+ * half the operations of the product Gs H^-1 J^T and the K^T (Gs K) tree
+ * pairs it replaces, and no second pass of the solve. */
+BCG_HD void bcg_delassus_vjp(const bcg_mdata *m, const bcg_stepws *w, int ncon, const bcg_real *Gb, bcg_stepadj *A) {
+  const int nv = m->nv, na = w->nact, N3 = 3 * ncon, ok = w->status == BCG_STEP_OK;
+  const int *par = m->dof_parent;
+  const bcg_real *LD = w->L;
+  bcg_real *Hb = A->Hb;
+  bcg_real hd[BCG_MAX_DOF], invd[BCG_MAX_DOF], db[BCG_MAX_DOF];
+  if (ok)
+    for (int i = 0; i < nv; i++) {
+      hd[i] = Hb[i * nv + i];
+      Hb[i * nv + i] = 0;
+      db[i] = 0;
+      invd[i] = 1 / LD[i * nv + i];
+      for (int j = par[i]; j >= 0; j = par[j]) {
+        Hb[j * nv + i] += Hb[i * nv + j];
+        Hb[i * nv + j] = 0;
+      }
+    }
+  int ctop[BCG_MAX_CONTACT], cdep[BCG_MAX_CONTACT]; /* each contact's last dof, and its chain's length */
+  for (int a = 0; a < na; a++) {
+    ctop[a] = bcg_body_last_dof(m, m->cp_body[w->cid[a]]);
+    cdep[a] = 0;
+    for (int d = ctop[a]; d >= 0; d = par[d]) cdep[a]++;
+  }
+  for (int a = 0; a < na; a++) {
+    int idx[BCG_MAX_DOF], len = 0; /* a's chain, deepest dof first */
+    for (int d = ctop[a]; d >= 0; d = par[d]) idx[len++] = d;
+    bcg_real yb[3][BCG_MAX_DOF];
+    for (int i = 0; i < 3; i++)
+      for (int t = 0; t < len; t++) yb[i][t] = 0;
+    /* Yb_a = sum over b of Gs_ab Y_b, on the chains' common part */
+    for (int b = 0; b < na; b++) {
+      bcg_real g[3][3];
+      int nz = 0;
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+          g[i][j] = Gb[(3 * a + i) * N3 + 3 * b + j] + Gb[(3 * b + j) * N3 + 3 * a + i];
+          nz |= g[i][j] != 0;
+        }
+      if (!nz) continue;
+      int x = ctop[a], y = ctop[b], lx = len, ly = cdep[b];
+      for (; lx > ly; lx--) x = par[x];
+      for (; ly > lx; ly--) y = par[y];
+      for (; x != y; lx--) { x = par[x]; y = par[y]; }
+      const bcg_real *y0 = w->K[3 * b], *y1 = w->K[3 * b + 1], *y2 = w->K[3 * b + 2];
+      for (int t = len - lx; t < len; t++) {
+        const int d = idx[t];
+        const bcg_real k0 = y0[d], k1 = y1[d], k2 = y2[d];
+        for (int i = 0; i < 3; i++) yb[i][t] += g[i][0] * k0 + g[i][1] * k1 + g[i][2] * k2;
+      }
+    }
+    if (ok) {
+      const bcg_real *ya0 = w->K[3 * a], *ya1 = w->K[3 * a + 1], *ya2 = w->K[3 * a + 2];
+      for (int t = 0; t < len; t++) {
+        const int d = idx[t];
+        const bcg_real s = invd[d];
+        yb[0][t] *= s; yb[1][t] *= s; yb[2][t] *= s;
+        db[d] += ya0[d] * yb[0][t] + ya1[d] * yb[1][t] + ya2[d] * yb[2][t];
+      }
+      /* Y = L^-T J^T row by row: for k deepest first, Y_j -= L_kj Y_k (j an
+       * ancestor of k); reversed, root first: Yb_k -= L_kj Yb_j and
+       * Lb_kj -= Yb_j Y_k, Yb_j final by then */
+      for (int t = len - 1; t >= 0; t--) {
+        const int k = idx[t];
+        const bcg_real *Lk = LD + k * nv;
+        const bcg_real yk0 = ya0[k], yk1 = ya1[k], yk2 = ya2[k];
+        bcg_real x0 = yb[0][t], x1 = yb[1][t], x2 = yb[2][t];
+        for (int u = t + 1; u < len; u++) {
+          const int j = idx[u];
+          const bcg_real l = Lk[j], b0 = yb[0][u], b1 = yb[1][u], b2 = yb[2][u];
+          x0 -= l * b0;
+          x1 -= l * b1;
+          x2 -= l * b2;
+          Hb[k * nv + j] -= b0 * yk0 + b1 * yk1 + b2 * yk2;
+        }
+        yb[0][t] = x0; yb[1][t] = x1; yb[2][t] = x2;
+      }
+    }
+    for (int i = 0; i < 3; i++) {
+      bcg_real *Jbi = A->Jb[3 * a + i];
+      for (int t = 0; t < len; t++) Jbi[idx[t]] += yb[i][t];
+    }
+  }
+  if (ok) {
+    for (int d = 0; d < nv; d++) Hb[d * nv + d] -= (bcg_real)0.5 * invd[d] * db[d];
+    bcg_ltdl_vjp(LD, nv, par, Hb);
+    for (int d = 0; d < nv; d++) Hb[d * nv + d] += hd[d];
+  }
+}
+
 /* Adjoint of the first half. Inputs: the contact-input adjoints (gapb, v0b,
  * cb, Gb; Gb may be NULL) and A from bcg_substep_post_vjp. Writes qSb
  * (tangent), accumulates uSb and ab. */
@@ -652,7 +706,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
                                 const bcg_real *a, bcg_stepws *w, int ncon, const bcg_real *gapb,
                                 const bcg_real *v0b, const bcg_real *cb, const bcg_real *Gb, bcg_stepadj *A, bcg_real *qSb,
                                 bcg_real *uSb, bcg_real *ab) {
-  int nv = m->nv, na = w->nact, n3 = 3 * na;
+  int nv = m->nv, na = w->nact;
   bcg_real h = sp->dt;
   (void)qS; /* the recompute in w holds everything derived from q_S */
   for (int d = 0; d < nv; d++)
@@ -661,63 +715,21 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
     bcg_v3_zero(A->hb[b]); bcg_v3_zero(A->tb[b]); bcg_v3_zero(A->pb[b]);
     for (int i = 0; i < 9; i++) A->Ibb[b][i] = 0;
   }
-  /* G = J K^T-rows (K = H^-1 J^T): with Gs = Gb + Gb^T and T = Gs K,
-   *   Jb += T,   Hb -= K^T Gb K.
-   * Of Hb only the diagonal and the sums Hb_ij + Hb_ji over tree pairs are
-   * read (bcg_crba_vjp, the implicit diagonal's adjoint), and those of
-   * K^T Gb K equal the same sums of K^T Gs K / 2: so Hb_ii -= (K^T T)_ii / 2
-   * and a pair's whole (K^T T)_ij goes to Hb_ij (j an ancestor of i), one
-   * product T = Gs K serving both adjoints (bcg_hb_sub_sym). */
-  if (Gb && sp->need_G) {
-    int N3 = 3 * ncon;
-    if (w->k_half) { /* K = H^-1 J^T from the Y that bcg_substep_pre left */
-      if (w->status == BCG_STEP_OK) bcg_ltdl_rows_rest(w->L, nv, m->dof_parent, w->K, n3);
-      w->k_half = 0;
-    }
-#ifdef __CUDA_ARCH__
-    for (int r = 0; r < n3; r++) {
-      bcg_real T[BCG_MAX_DOF];
-      bcg_gsk_row(Gb, N3, r, n3, nv, w->K, T);
-      for (int d = 0; d < nv; d++) A->Jb[r][d] += T[d];
-      bcg_hb_sub_sym(m, A->Hb, w->K[r], T);
-    }
-#else
-    /* The same updates as the n3 rounds of the loop above, each entry of Hb
-     * taking its n3 terms in row order (bit for bit), but with one walk of
-     * the dof tree instead of n3: the rows of T and K transposed, so that an
-     * entry's terms are contiguous. */
-    enum { R = 3 * BCG_MAX_CONTACT };
-    bcg_real KT[BCG_MAX_DOF][R], TT[BCG_MAX_DOF][R];
-    for (int r = 0; r < n3; r++) {
-      bcg_real T[BCG_MAX_DOF];
-      bcg_gsk_row(Gb, N3, r, n3, nv, w->K, T);
-      for (int j = 0; j < nv; j++) {
-        A->Jb[r][j] += T[j];
-        TT[j][r] = T[j];
-        KT[j][r] = w->K[r][j];
+  if (Gb && sp->need_G) bcg_delassus_vjp(m, w, ncon, Gb, A);
+  /* v0 = J uS, c = J ufree, over each contact's chain (J's rows are zero off
+   * it, and only its entries of Jb are read below) */
+  for (int r = 0; r < na; r++) {
+    int ch[BCG_MAX_DOF], len = 0;
+    for (int d = bcg_body_last_dof(m, m->cp_body[w->cid[r]]); d >= 0; d = m->dof_parent[d]) ch[len++] = d;
+    for (int i = 3 * r; i < 3 * r + 3; i++) {
+      const bcg_real vb = v0b[i], cbr = cb[i], *Ji = w->J[i];
+      bcg_real *Jbi = A->Jb[i];
+      for (int l = len - 1; l >= 0; l--) {
+        const int d = ch[l];
+        Jbi[d] += vb * uS[d] + cbr * w->ufree[d];
+        uSb[d] += Ji[d] * vb;
+        A->ufreeb[d] += Ji[d] * cbr;
       }
-    }
-    for (int i = 0; i < nv; i++) {
-      const bcg_real *ki = KT[i], *ti = TT[i];
-      bcg_real a0 = A->Hb[i * nv + i];
-      for (int r = 0; r < n3; r++) a0 -= (bcg_real)0.5 * (ki[r] * ti[r]);
-      A->Hb[i * nv + i] = a0;
-      for (int j = m->dof_parent[i]; j >= 0; j = m->dof_parent[j]) {
-        const bcg_real *tj = TT[j];
-        bcg_real a1 = A->Hb[i * nv + j];
-        for (int r = 0; r < n3; r++) a1 -= ki[r] * tj[r];
-        A->Hb[i * nv + j] = a1;
-      }
-    }
-#endif
-  }
-  /* v0 = J uS, c = J ufree */
-  for (int r = 0; r < n3; r++) {
-    bcg_real vb = v0b[r], cbr = cb[r];
-    for (int d = 0; d < nv; d++) {
-      A->Jb[r][d] += vb * uS[d] + cbr * w->ufree[d];
-      uSb[d] += w->J[r][d] * vb;
-      A->ufreeb[d] += w->J[r][d] * cbr;
     }
   }
   /* J rows at contact points, and gaps: to cdof and body-pose adjoints */
