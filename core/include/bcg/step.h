@@ -123,23 +123,29 @@ BCG_HD void bcg_ltdl_rows_half(const bcg_real *LD, int n, const int *parent, bcg
       if (!on) break;
       if (kr > kd) kd = kr;
     }
-    const int nr = r1 - r0;
+    const int nr = r1 - r0, nr4 = (nr + 3) & ~3; /* padded to blocks of 4 rows (zeros) */
     int len = 0;
     for (int k = kd; k >= 0; k = parent[k]) path[len++] = k; /* deepest first */
-    for (int t = 0; t < len; t++)
-      for (int r = 0; r < nr; r++) T[path[t]][r] = X[r0 + r][path[t]];
     for (int t = 0; t < len; t++) {
-      const int k = path[t];
-      const bcg_real *Tk = T[k];
-      for (int u = t + 1; u < len; u++) {
-        const int j = path[u];
-        const bcg_real l = LD[k * n + j];
-        bcg_real *Tj = T[j];
-        for (int r = 0; r < nr; r++) Tj[r] -= l * Tk[r];
+      for (int r = 0; r < nr; r++) T[t][r] = X[r0 + r][path[t]];
+      for (int r = nr; r < nr4; r++) T[t][r] = 0;
+    }
+    /* entry u of the path, deepest first, in 4 rows at a time held in
+     * registers: it subtracts l_t T[t] for t < u in increasing t, the order
+     * of the updates X[j] -= L_kj X[k] of the one-row pass (k deepest first) */
+    for (int u = 1; u < len; u++) {
+      const int j = path[u];
+      for (int rb = 0; rb < nr4; rb += 4) {
+        bcg_real acc[4] = {T[u][rb], T[u][rb + 1], T[u][rb + 2], T[u][rb + 3]};
+        for (int t = 0; t < u; t++) {
+          const bcg_real l = LD[path[t] * n + j], *Tt = T[t] + rb;
+          for (int r = 0; r < 4; r++) acc[r] -= l * Tt[r];
+        }
+        for (int r = 0; r < 4; r++) T[u][rb + r] = acc[r];
       }
     }
     for (int t = 0; t < len; t++)
-      for (int r = 0; r < nr; r++) X[r0 + r][path[t]] = T[path[t]][r];
+      for (int r = 0; r < nr; r++) X[r0 + r][path[t]] = T[t][r];
     r0 = r1;
   }
 #endif
