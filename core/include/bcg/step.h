@@ -159,6 +159,17 @@ BCG_HD bcg_real bcg_sigmoid(bcg_real x) {
   bcg_real e = exp(x);
   return e / (1 + e);
 }
+/* bcg_softplus(x), and bcg_sigmoid(x) into *sg: the same values, with one
+ * exp(x) for both where x < 0 (a joint inside its range) */
+BCG_HD bcg_real bcg_softplus_sigmoid(bcg_real x, bcg_real *sg) {
+  if (x >= 0) {
+    *sg = bcg_sigmoid(x);
+    return bcg_softplus(x);
+  }
+  const bcg_real e = exp(x);
+  *sg = e / (1 + e);
+  return x < -30 ? e : log1p(e);
+}
 
 /* Torque limit of actuator i in bcg's PD mode (<= 0: none): the force
  * range when the MJCF limits the force, else for a motor (no bias) the control
@@ -230,8 +241,10 @@ BCG_HD void bcg_joint_forces(const bcg_mdata *m, const bcg_simparams *sp, const 
     if (m->jnt_limited[j] && sp->lim_k > 0) {
       bcg_real w = sp->lim_width;
       bcg_real xl = (m->jnt_range[j][0] - q[qa]) / w, xh = (q[qa] - m->jnt_range[j][1]) / w;
-      tau[da] += sp->lim_k * w * (bcg_softplus(xl) - bcg_softplus(xh));
-      tau[da] -= sp->lim_d * u[da] * (bcg_sigmoid(xl) + bcg_sigmoid(xh));
+      bcg_real sgl, sgh;
+      const bcg_real spl = bcg_softplus_sigmoid(xl, &sgl), sph = bcg_softplus_sigmoid(xh, &sgh);
+      tau[da] += sp->lim_k * w * (spl - sph);
+      tau[da] -= sp->lim_d * u[da] * (sgl + sgh);
     }
   }
   for (int d = 0; d < m->nv; d++) {
