@@ -467,21 +467,19 @@ BCG_HD void pgs_env_vjp_back(const pgs_cfg *cf, int na, int ncon, bcg_real dt, c
         const bcg_real *Gij = G + (size_t)(3 * i) * ld + 3 * j;
         const bcg_real *pj = w->p + 3 * j;
         bcg_real *pbj = w->pb + 3 * j;
+        /* v = G_ij^T yb serves both p_j's adjoint (w_ij v) and w_ij's
+         * (yb . G_ij p_j = v . p_j) */
+        bcg_real v[3];
+        for (int b = 0; b < 3; b++) v[b] = Gij[b] * yb[0] + Gij[ld + b] * yb[1] + Gij[2 * ld + b] * yb[2];
         if (wj != 0) {
-          for (int b = 0; b < 3; b++)
-            pbj[b] += wj * (Gij[b] * yb[0] + Gij[ld + b] * yb[1] + Gij[2 * ld + b] * yb[2]);
+          for (int b = 0; b < 3; b++) pbj[b] += wj * v[b];
           if (G_bar) {
             bcg_real *Gbij = G_bar + (size_t)(3 * i) * ld + 3 * j;
             for (int a = 0; a < 3; a++)
               for (int b = 0; b < 3; b++) Gbij[a * ld + b] += wj * yb[a] * pj[b];
           }
         }
-        if (!self) {
-          bcg_real gp = 0;
-          for (int a = 0; a < 3; a++)
-            gp += yb[a] * (Gij[a * ld] * pj[0] + Gij[a * ld + 1] * pj[1] + Gij[a * ld + 2] * pj[2]);
-          w->sb[j] += gp;
-        }
+        if (!self) w->sb[j] += v[0] * pj[0] + v[1] * pj[1] + v[2] * pj[2];
       }
     }
   /* p_i = -Gi_i c_i (split: p = 0) */
