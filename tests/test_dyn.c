@@ -266,6 +266,67 @@ static void test_rnea_vjp(void) { run_fd(0, "RNEA VJP vs central FD (rel)"); }
 static void test_crba_vjp(void) { run_fd(1, "CRBA VJP vs central FD (rel)"); }
 static void test_integrate_vjp(void) { run_fd(2, "integrate+FK VJP vs central FD (rel)"); }
 
+/* f(H) = sum over the factor's outputs of a random cotangent W: L_kj at the
+ * tree pairs (j an ancestor of k), D_k on the diagonal (bcg_ltdl) */
+static double ltdl_eval(const bcg_mdata *m, const double *H, const double *W) {
+  static double F[BCG_MAX_DOF * BCG_MAX_DOF];
+  const int nv = m->nv;
+  memcpy(F, H, sizeof(double) * nv * nv);
+  if (bcg_ltdl(F, nv, m->dof_parent)) return NAN;
+  double s = 0;
+  for (int k = 0; k < nv; k++) {
+    s += W[k * nv + k] * F[k * nv + k];
+    for (int j = m->dof_parent[k]; j >= 0; j = m->dof_parent[j]) s += W[k * nv + j] * F[k * nv + j];
+  }
+  return s;
+}
+
+/* bcg_ltdl_vjp against central differences in the entries of H that
+ * bcg_ltdl reads (the diagonal and the tree pairs' lower entries), the mass
+ * matrix of a random state plus a diagonal */
+static void test_ltdl_vjp(void) {
+  double worst = 0;
+  for (int mi = 0; mi < NMODELS; mi++) {
+    bcg_model *model = load(MODELS[mi]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+    const bcg_mdata *m = &model->m;
+    const int nv = m->nv;
+    static double H[BCG_MAX_DOF * BCG_MAX_DOF], LD[BCG_MAX_DOF * BCG_MAX_DOF], W[BCG_MAX_DOF * BCG_MAX_DOF],
+        Hb[BCG_MAX_DOF * BCG_MAX_DOF];
+    double q[BCG_MAX_Q], v[BCG_MAX_DOF];
+    for (int trial = 0; trial < 3; trial++) {
+      random_state(m, q, v, 1.5);
+      bcg_kinematics(m, q, &K);
+      bcg_crba(m, &K, H, &CW);
+      for (int d = 0; d < nv; d++) H[d * nv + d] += m->dof_armature[d] + 0.1 + 0.5 * fabs(nrand());
+      for (int i = 0; i < nv * nv; i++) W[i] = nrand();
+      memcpy(LD, H, sizeof(double) * nv * nv);
+      CU_ASSERT_FATAL(bcg_ltdl(LD, nv, m->dof_parent) == 0);
+      memcpy(Hb, W, sizeof(double) * nv * nv);
+      bcg_ltdl_vjp(LD, nv, m->dof_parent, Hb);
+      double g[BCG_MAX_DOF * BCG_MAX_DOF], fd[BCG_MAX_DOF * BCG_MAX_DOF];
+      int n = 0;
+      for (int k = 0; k < nv; k++)
+        for (int j = k; j >= 0; j = m->dof_parent[j]) {
+          const double h = H[k * nv + j], eps = 1e-6 * fmax(1, fabs(h));
+          H[k * nv + j] = h + eps;
+          const double fp = ltdl_eval(m, H, W);
+          H[k * nv + j] = h - eps;
+          const double fm = ltdl_eval(m, H, W);
+          H[k * nv + j] = h;
+          fd[n] = (fp - fm) / (2 * eps);
+          g[n++] = Hb[k * nv + j];
+        }
+      const double e = bcg_vec_relerr(g, fd, n);
+      if (e > 1e-6) fprintf(stderr, "ltdl VJP: model %s trial %d relerr %.3g\n", MODELS[mi], trial, e);
+      worst = fmax(worst, e);
+    }
+    bcg_model_free(model);
+  }
+  bcg_test_report("L^T D L factorisation VJP vs central FD (rel)", worst);
+  CU_ASSERT(worst < 1e-6);
+}
+
 BCG_TESTS({"mujoco_crosscheck", test_mujoco_crosscheck}, {"rnea_vjp", test_rnea_vjp}, {"crba_vjp", test_crba_vjp},
-          {"integrate_vjp", test_integrate_vjp});
+          {"integrate_vjp", test_integrate_vjp}, {"ltdl_vjp", test_ltdl_vjp});
 BCG_RUN("dyn")
