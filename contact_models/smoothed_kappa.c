@@ -57,10 +57,15 @@ BCG_HD int pgs_nsweep(const pgs_cfg *cf) { return cf->iters + (cf->solver == PGS
  * blockdiag(1 / G_nn, (G_tt)^-1)), p [3 ncon];
  * the VJP adds pb [3 ncon], sb, rb [ncon] each, Gib [9 ncon] and the tape:
  * the pre-update p_i and the residual y of every (sweep, contact),
- * [2][nsweep * 3 * ncon]. */
+ * [2][nsweep * 3 * ncon]; vjp = 2 (the adjoint's kept solve, on the CPU)
+ * also the split step's state of each (sweep, contact), [nsweep * ncon][8]
+ * (PGS_NST: qn, dn, z, q, slide; the backward sweeps read it instead of
+ * running the step again). */
+#define PGS_NST 8
 BCG_HD size_t pgs_work_size(int ncon, int nsweep, int vjp) {
   size_t n = (size_t)ncon * (3 + 9 + 3);
   if (vjp) n += (size_t)ncon * (3 + 2 + 9) + (size_t)2 * nsweep * 3 * (size_t)ncon;
+  if (vjp == 2) n += (size_t)PGS_NST * nsweep * (size_t)ncon;
   return n;
 }
 
@@ -186,6 +191,7 @@ BCG_HD void pgs_weight(const pgs_cfg *cf, bcg_real g, bcg_real margin, bcg_real 
 typedef struct pgs_work {
   bcg_real *s, *ds, *r, *Gi, *p;
   bcg_real *pb, *sb, *rb, *Gib, *tape, *ytape;
+  bcg_real *sttape; /* vjp = 2: the split step's states (pgs_work_size), else NULL */
 } pgs_work;
 
 BCG_HD pgs_work pgs_work_view(bcg_real *w, int ncon, int nsweep, int vjp) {
@@ -201,9 +207,10 @@ BCG_HD pgs_work pgs_work_view(bcg_real *w, int ncon, int nsweep, int vjp) {
     v.rb = w; w += ncon;
     v.Gib = w; w += 9 * ncon;
     v.tape = w; w += (size_t)nsweep * 3 * ncon;
-    v.ytape = w;
+    v.ytape = w; w += (size_t)nsweep * 3 * ncon;
+    v.sttape = vjp == 2 ? w : NULL;
   } else {
-    v.pb = v.sb = v.rb = v.Gib = v.tape = v.ytape = NULL;
+    v.pb = v.sb = v.rb = v.Gib = v.tape = v.ytape = v.sttape = NULL;
   }
   return v;
 }
@@ -279,6 +286,29 @@ BCG_HD void pgs_split_fwd(const bcg_real *Gii, int ld, const bcg_real *Gi, bcg_r
   }
 }
 
+/* The split step's state on the kept solve's tape (PGS_NST reals): what
+ * pgs_split_vjp reads, less what pgs_split_fwd copies from G_ii and p_i
+ * and the linear term it forms from them, which pgs_split_st_get forms
+ * again with the same operations (bit for bit) */
+BCG_HD void pgs_split_st_put(const pgs_split_st *st, bcg_real *t) {
+  t[0] = st->qn; t[1] = st->dn; t[2] = st->z[0]; t[3] = st->z[1];
+  t[4] = st->q[0]; t[5] = st->q[1]; t[6] = st->q[2]; t[7] = (bcg_real)st->slide;
+}
+
+BCG_HD void pgs_split_st_get(const bcg_real *t, const bcg_real *Gii, int ld, const bcg_real pi[3], pgs_split_st *st) {
+  st->qn = t[0]; st->dn = t[1]; st->z[0] = t[2]; st->z[1] = t[3];
+  st->q[0] = t[4]; st->q[1] = t[5]; st->q[2] = t[6];
+  st->slide = t[7] != 0;
+  st->u[0] = st->u[1] = 0; /* not read by pgs_split_vjp */
+  if (st->slide) {
+    st->A[0] = Gii[ld + 1]; st->A[1] = Gii[ld + 2];
+    st->A[2] = Gii[2 * ld + 1]; st->A[3] = Gii[2 * ld + 2];
+    st->pt[0] = pi[1]; st->pt[1] = pi[2];
+    st->b[0] = st->z[0] - (st->A[0] * pi[1] + st->A[1] * pi[2]);
+    st->b[1] = st->z[1] - (st->A[2] * pi[1] + st->A[3] * pi[2]);
+  }
+}
+
 /* Adjoint of pgs_split_fwd + contact_proj: from pb (adjoint of p_i') to the
  * adjoints of the pre-update p_i (pold_b, overwritten) and of y (yb,
  * overwritten); accumulates the adjoint of Gi into Gib and those of the raw
@@ -333,6 +363,39 @@ BCG_HD void pgs_split_vjp(const bcg_real *Gii, int ld, const bcg_real *Gi, bcg_r
   pold_b[2] = ptb1;
 }
 
+/* pgs_env_solve's sweeps (keep_st: tape the split step's states) */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+__attribute__((always_inline))
+#endif
+BCG_HD void pgs_env_sweeps(const pgs_cfg *cf, int na, int ld, bcg_real dt, const bcg_real *gap, const bcg_real *c,
+                           const bcg_real *G, const bcg_real *mu, const pgs_work *w, const int keep_st) {
+  const int nsweep = pgs_nsweep(cf);
+  for (int k = 0; k < nsweep; k++)
+    for (int i = 0; i < na; i++) {
+      bcg_real y[3], q[3];
+      if (w->tape) {
+        bcg_real *t = w->tape + 3 * ((size_t)k * na + i);
+        t[0] = w->p[3 * i]; t[1] = w->p[3 * i + 1]; t[2] = w->p[3 * i + 2];
+      }
+      pgs_residual(i, na, ld, G, c + 3 * i, w->s, w->p, y);
+      y[0] += pgs_shift(cf, gap[i], dt);
+      if (w->ytape) {
+        bcg_real *t = w->ytape + 3 * ((size_t)k * na + i);
+        t[0] = y[0]; t[1] = y[1]; t[2] = y[2];
+      }
+      if (cf->solver == PGS_SPLIT) {
+        pgs_split_st st;
+        pgs_split_fwd(G + (size_t)(3 * i) * ld + 3 * i, ld, w->Gi + 9 * i, mu[i], w->p + 3 * i,
+                      y, &st);
+        if (keep_st) pgs_split_st_put(&st, w->sttape + PGS_NST * ((size_t)k * na + i));
+        contact_proj(st.q, mu[i], w->p + 3 * i);
+      } else {
+        pgs_step(cf, w, i, y, q);
+        contact_proj(q, mu[i], w->p + 3 * i);
+      }
+    }
+}
+
 /* Forward solve of one environment. G, gap, c, mu, lam, fn point at the
  * environment's slices. With tape (w->tape != NULL) the pre-update p_i of every
  * (sweep, contact) is recorded, and its residual y (w->ytape). w->p holds the
@@ -375,30 +438,10 @@ BCG_HD void pgs_env_solve(const pgs_cfg *cf, int na, int ncon, bcg_real dt, bcg_
       for (int a = 0; a < 3; a++)
         w->p[3 * i + a] = -(Gi[3 * a] * ci[0] + Gi[3 * a + 1] * ci[1] + Gi[3 * a + 2] * ci[2]);
   }
-  const int nsweep = pgs_nsweep(cf);
-  for (int k = 0; k < nsweep; k++)
-    for (int i = 0; i < na; i++) {
-      bcg_real y[3], q[3];
-      if (w->tape) {
-        bcg_real *t = w->tape + 3 * ((size_t)k * na + i);
-        t[0] = w->p[3 * i]; t[1] = w->p[3 * i + 1]; t[2] = w->p[3 * i + 2];
-      }
-      pgs_residual(i, na, ld, G, c + 3 * i, w->s, w->p, y);
-      y[0] += pgs_shift(cf, gap[i], dt);
-      if (w->ytape) {
-        bcg_real *t = w->ytape + 3 * ((size_t)k * na + i);
-        t[0] = y[0]; t[1] = y[1]; t[2] = y[2];
-      }
-      if (cf->solver == PGS_SPLIT) {
-        pgs_split_st st;
-        pgs_split_fwd(G + (size_t)(3 * i) * ld + 3 * i, ld, w->Gi + 9 * i, mu[i], w->p + 3 * i,
-                      y, &st);
-        contact_proj(st.q, mu[i], w->p + 3 * i);
-      } else {
-        pgs_step(cf, w, i, y, q);
-        contact_proj(q, mu[i], w->p + 3 * i);
-      }
-    }
+  /* the sweeps, with the split step's states taped (the adjoint's kept
+   * solve) or not: two copies, so that the plain solve's loop is as before */
+  if (w->sttape) pgs_env_sweeps(cf, na, ld, dt, gap, c, G, mu, w, 1);
+  else pgs_env_sweeps(cf, na, ld, dt, gap, c, G, mu, w, 0);
   for (int i = 0; i < na; i++) {
     for (int a = 0; a < 3; a++) lam[3 * i + a] = w->s[i] * w->p[3 * i + a];
     fn[i] = lam[3 * i] / dt;
@@ -437,7 +480,10 @@ BCG_HD void pgs_env_vjp_back(const pgs_cfg *cf, int na, int ncon, bcg_real dt, c
         /* the old p_i's adjoint (pbi) and yb from the split step's adjoint */
         const bcg_real *Gii = G + (size_t)(3 * i) * ld + 3 * i;
         pgs_split_st st;
-        pgs_split_fwd(Gii, ld, w->Gi + 9 * i, mu[i], pi, y, &st);
+        if (w->sttape)
+          pgs_split_st_get(w->sttape + PGS_NST * ((size_t)k * na + i), Gii, ld, pi, &st);
+        else
+          pgs_split_fwd(Gii, ld, w->Gi + 9 * i, mu[i], pi, y, &st);
         bcg_real pn[3] = {pbi[0], pbi[1], pbi[2]};
         pgs_split_vjp(Gii, ld, w->Gi + 9 * i, mu[i], y, &st, pn, pbi, yb, w->Gib + 9 * i,
                       G_bar ? G_bar + (size_t)(3 * i) * ld + 3 * i : NULL);
@@ -676,11 +722,11 @@ static int pgs_solve_vjp(void *self, const bcg_contact_batch *b, bcg_contact_adj
  * plain and once more taped in solve_vjp. The same operations as solve and
  * solve_vjp: bit for bit. */
 static size_t pgs_keep_size(void *self, int ncon) {
-  return pgs_work_size(ncon, pgs_nsweep((const pgs_cfg *)self), 1);
+  return pgs_work_size(ncon, pgs_nsweep((const pgs_cfg *)self), 2);
 }
 
 static int pgs_solve_keep(void *self, bcg_contact_batch *b, bcg_real *keep) {
-  if (b->nenv > 0 && b->ncon > 0) pgs_solve_envs((const pgs_cfg *)self, b, keep, 1);
+  if (b->nenv > 0 && b->ncon > 0) pgs_solve_envs((const pgs_cfg *)self, b, keep, 2);
   return 0;
 }
 
@@ -691,7 +737,7 @@ static int pgs_solve_vjp_kept(void *self, const bcg_contact_batch *b, bcg_contac
   const size_t ws = pgs_keep_size(self, ncon), gsz = (size_t)9 * ncon * ncon;
 #pragma omp parallel for schedule(static)
   for (int e = 0; e < b->nenv; e++) {
-    const pgs_work w = pgs_work_view(keep + (size_t)e * ws, ncon, pgs_nsweep(cf), 1);
+    const pgs_work w = pgs_work_view(keep + (size_t)e * ws, ncon, pgs_nsweep(cf), 2);
     pgs_env_vjp_back(cf, contact_nactive(b->nactive, e, ncon), ncon, b->dt, b->gap + (size_t)e * ncon,
                      b->c + (size_t)e * 3 * ncon, b->G + (size_t)e * gsz, b->mu + (size_t)e * ncon,
                      adj->lam_bar + (size_t)e * 3 * ncon, adj->gap_bar + (size_t)e * ncon,
