@@ -5,6 +5,8 @@
  * bad policy falls and is counted in both simulators; eval.h5 is written;
  * the fixed-window E_fixed ranks a falling policy below a standing one. */
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,7 +457,45 @@ static void test_steps_for(void) {
   CU_ASSERT_EQUAL(bcg_steps_for(3.0, 1.0), 3);
 }
 
+/* The learner gets timing wrappers of the task's and the estimator's tables
+ * (bcg_session_time): every entry the plugin's table has and sets must be set
+ * in the wrapper too, or the learner silently takes a slower fallback (an
+ * optional entry such as observe_envs dropped by the wrapper). The tables
+ * are a size field and function pointers, compared entry by entry. */
+static int ops_entries_kept(const void *in, const void *out, size_t first, size_t total, const char *what) {
+  uint32_t in_size, out_size;
+  memcpy(&in_size, in, sizeof in_size);
+  memcpy(&out_size, out, sizeof out_size);
+  int missing = 0;
+  for (size_t off = first; off + sizeof(void (*)(void)) <= total; off += sizeof(void (*)(void))) {
+    void (*fi)(void) = NULL, (*fo)(void) = NULL;
+    if (off + sizeof fi <= in_size) memcpy(&fi, (const char *)in + off, sizeof fi);
+    if (off + sizeof fo <= out_size) memcpy(&fo, (const char *)out + off, sizeof fo);
+    if (fi && !fo) {
+      fprintf(stderr, "  %s: the plugin's entry at offset %zu is not in the timing wrapper's table\n", what, off);
+      missing++;
+    }
+  }
+  return missing;
+}
+
+static void test_timing_wrappers_keep_ops(void) {
+  bcg_config *cfg = load_cfg("");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  bcg_session S;
+  char err[2048];
+  CU_ASSERT_EQUAL_FATAL(bcg_session_open(&S, cfg, err, sizeof err), 0);
+  CU_ASSERT_PTR_NOT_EQUAL(S.tr.task_ops, S.task_ops); /* the wrapper is in place */
+  CU_ASSERT_PTR_NOT_NULL(S.task_ops->observe_envs);  /* imitation has it */
+  CU_ASSERT_EQUAL(ops_entries_kept(S.task_ops, S.tr.task_ops, offsetof(bcg_task_ops, create), sizeof(bcg_task_ops),
+                                   "task"), 0);
+  CU_ASSERT_EQUAL(ops_entries_kept(S.est_ops, S.tr.est_ops, offsetof(bcg_estimator_ops, create),
+                                   sizeof(bcg_estimator_ops), "estimator"), 0);
+  bcg_session_close(&S);
+  bcg_config_free(cfg);
+}
+
 BCG_TESTS({"steps_for", test_steps_for}, {"replay_etrack_zero", test_replay_etrack_zero}, {"airborne_matches_mujoco", test_airborne_matches_mujoco},
           {"bad_policy_falls", test_bad_policy_falls}, {"trace", test_trace}, {"fixed_window", test_fixed_window},
-          {"mujoco_timestep", test_mujoco_timestep});
+          {"mujoco_timestep", test_mujoco_timestep}, {"timing_wrappers_keep_ops", test_timing_wrappers_keep_ops});
 BCG_RUN("eval")
