@@ -86,6 +86,10 @@ static int t_observe_envs(void *p, const int *envs, int n, const bcg_real *x, co
                           const bcg_task_clock *clk, bcg_real *obs) {
   TIMED_TASK(TT(p)->in->observe_envs(TT(p)->self, envs, n, x, pa, clk, obs), "observe_envs");
 }
+static int t_reward_observe(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *pa,
+                            const bcg_task_clock *clk, bcg_real *rew, int *done, bcg_real *err, bcg_real *obs) {
+  TIMED_TASK(TT(p)->in->reward_observe(TT(p)->self, x, a, pa, clk, rew, done, err, obs), "reward_observe");
+}
 static int t_observe_vjp(void *p, const bcg_real *x, const bcg_real *pa, const bcg_task_clock *clk,
                          const bcg_real *ob, bcg_real *xb, bcg_real *pab) {
   TIMED_TASK(TT(p)->in->observe_vjp(TT(p)->self, x, pa, clk, ob, xb, pab), "observe_vjp");
@@ -168,6 +172,7 @@ int bcg_session_time_wrap(bcg_session *S) {
   WRAP(to, ti, bcg_task_ops, load, t_load);
   WRAP(to, ti, bcg_task_ops, reference_qpos, t_reference_qpos);
   WRAP(to, ti, bcg_task_ops, observe_envs, t_observe_envs);
+  WRAP(to, ti, bcg_task_ops, reward_observe, t_reward_observe);
   /* every entry of bcg_task_ops and bcg_estimator_ops has its wrapper here:
    * an entry left out reaches the learner as NULL, and an optional one then
    * silently takes its fallback (test_eval 'timing_wrappers_keep_ops') */

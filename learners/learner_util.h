@@ -244,6 +244,24 @@ static inline int lu_track_add(lu_track *k, const bcg_task_ops *to, void *task, 
   return 0;
 }
 
+/* one control step's reward, tracking error (into k) and observation of
+ * states x (clocks already counting the transition; a the action taken,
+ * prev_a the one before): the task's reward_observe where it has it, else
+ * reward, tracking_error and observe in turn (the same numbers) */
+static inline int lu_step_outputs(lu_track *k, const bcg_task_ops *to, void *task, int N, const bcg_real *x,
+                                  const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
+                                  bcg_real *rew, int *done, bcg_real *obs) {
+  if (BCG_OPS_HAS(to, bcg_task_ops, reward_observe)) {
+    if (to->reward_observe(task, x, a, prev_a, clk, rew, done, k->err, obs)) return -1;
+    if (k->err)
+      for (int e = 0; e < N; e++)
+        if (isfinite((double)k->err[e])) k->sum += (double)k->err[e], k->n++;
+    return 0;
+  }
+  if (to->reward(task, x, a, prev_a, clk, rew, done) || lu_track_add(k, to, task, N, x, clk)) return -1;
+  return to->observe(task, x, a, clk, obs) ? -1 : 0;
+}
+
 static inline double lu_track_mean(const lu_track *k) { return k->n ? k->sum / (double)k->n : NAN; }
 
 /* ---- checkpoint I/O (group g); readers demand the exact size ---------------- */

@@ -266,10 +266,9 @@ static int rollout(ppo *s, lu_sums *sum) {
     for (int i = 0; i < N * nu; i++) s->env_a[i] = s->squash ? tanh(Ac[i]) : Ac[i];
     if (s->est_ops->forward(s->est, t, s->x, s->env_a, s->xn)) return -1;
     for (int e = 0; e < N; e++) s->clk[e].t++;
-    if (to->reward(s->task, s->xn, s->env_a, s->prev_a, s->clk, s->rew, s->done)) return -1;
-    if (lu_track_add(&s->trk, to, s->task, N, s->xn, s->clk)) return -1;
-    /* terminal observations: NaN checks and time-limit bootstrap */
-    if (to->observe(s->task, s->xn, s->env_a, s->clk, s->obs)) return -1;
+    /* the reward, and the terminal observations: NaN checks and time-limit bootstrap */
+    if (lu_step_outputs(&s->trk, to, s->task, N, s->xn, s->env_a, s->prev_a, s->clk, s->rew, s->done, s->obs))
+      return -1;
     int nreset = 0, nboot = 0;
 #pragma omp parallel for schedule(static) if (N >= 256)
     for (int e = 0; e < N; e++) {

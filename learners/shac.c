@@ -374,10 +374,8 @@ static int rollout(shac *s, double rs, lu_sums *S) {
     if (s->est_ops->forward(s->est, t, Xt, At, XNt)) return -1;
     for (int e = 0; e < N; e++) s->clk[e].t++;
     memcpy(CLKNt, s->clk, sizeof(bcg_task_clock) * N);
-    if (to->reward(s->task, XNt, At, PREVt, CLKNt, s->rew, Dt)) return -1;
-    if (lu_track_add(&s->trk, to, s->task, N, XNt, CLKNt)) return -1;
     bcg_real *OBSXt = s->OBSX + (size_t)t * N * od;
-    if (to->observe(s->task, XNt, At, CLKNt, OBSXt)) return -1;
+    if (lu_step_outputs(&s->trk, to, s->task, N, XNt, At, PREVt, CLKNt, s->rew, Dt, OBSXt)) return -1;
     int nreset = record_rewards(s, t, rs, norm, XNt, OBSXt, Dt, S);
     if (s->ret_norm) {
       bcg_real rb[1];

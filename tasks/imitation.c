@@ -634,42 +634,51 @@ static void add_delta_vjp(const imit *s, ws *w, const bcg_real *u, const bcg_rea
   for (int j = 0; j < nj; j++) A->ub[s->L.jd[j]] -= ob[j];
 }
 
-static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
-                  bcg_real *rew, int *done) {
-  imit *s = p;
-  double D = bcg_motion_duration(&s->mo);
-#pragma omp parallel for schedule(static)
-  for (int e = 0; e < s->nenv; e++) {
-    ws *w = &s->w_[e];
-    const bcg_real *q = x + (size_t)e * s->nx, *ae = a + (size_t)e * s->nu;
-    const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
-    double tau = clk[e].phase + clk[e].t * s->dt, err[5], et;
-    robot_at(s, w, q);
-    ref_at(s, w, tau);
-    errors(s, w, q, q + s->nq, err, &et);
-    double r = 0, aa = 0, da = 0;
-    if (s->track)
-      for (int i = 0; i < 5; i++) r += s->w[i] * exp(-s->sc[i] * err[i]);
-    if (s->add) add_delta(s, w, q, q + s->nq, s->delta + (size_t)e * s->adim);
-    for (int i = 0; i < s->nu; i++) {
-      double d = ae[i] - (pe ? pe[i] : 0);
-      aa += ae[i] * ae[i];
-      da += d * d;
-    }
-    if (s->w_self > 0) r -= s->w_self * tu_self_penalty(&s->self, &w->k, 0, NULL);
-    if (s->w_limit > 0) r -= s->w_limit * tu_limit_penalty(s->m, q, 0, NULL);
-    rew[e] = (bcg_real)(r - s->w_action * aa - s->w_rate * da);
-    double h = w->k.p[s->L.root][2] + w->k.o[2];
-    if (!(h >= s->term_h) || !(et <= s->max_err)) done[e] = 1;
-    else if (clk[e].t >= s->ep_steps || (!s->loop && tau >= D - 1e-9)) done[e] = 2;
-    else done[e] = 0;
+/* the reward and done flag of environment e (reward's loop body; ADD's
+ * share is added over all environments afterwards: reward_add) */
+static void reward_one(imit *s, int e, double D, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
+                       const bcg_task_clock *clk, bcg_real *rew, int *done) {
+  ws *w = &s->w_[e];
+  const bcg_real *q = x + (size_t)e * s->nx, *ae = a + (size_t)e * s->nu;
+  const bcg_real *pe = prev_a ? prev_a + (size_t)e * s->nu : NULL;
+  double tau = clk[e].phase + clk[e].t * s->dt, err[5], et;
+  robot_at(s, w, q);
+  ref_at(s, w, tau);
+  errors(s, w, q, q + s->nq, err, &et);
+  double r = 0, aa = 0, da = 0;
+  if (s->track)
+    for (int i = 0; i < 5; i++) r += s->w[i] * exp(-s->sc[i] * err[i]);
+  if (s->add) add_delta(s, w, q, q + s->nq, s->delta + (size_t)e * s->adim);
+  for (int i = 0; i < s->nu; i++) {
+    double d = ae[i] - (pe ? pe[i] : 0);
+    aa += ae[i] * ae[i];
+    da += d * d;
   }
+  if (s->w_self > 0) r -= s->w_self * tu_self_penalty(&s->self, &w->k, 0, NULL);
+  if (s->w_limit > 0) r -= s->w_limit * tu_limit_penalty(s->m, q, 0, NULL);
+  rew[e] = (bcg_real)(r - s->w_action * aa - s->w_rate * da);
+  double h = w->k.p[s->L.root][2] + w->k.o[2];
+  if (!(h >= s->term_h) || !(et <= s->max_err)) done[e] = 1;
+  else if (clk[e].t >= s->ep_steps || (!s->loop && tau >= D - 1e-9)) done[e] = 2;
+  else done[e] = 0;
+}
+
+static int reward_add(imit *s, bcg_real *rew) {
   if (s->add) {
     if (add_logits(&s->disc, s->delta, s->nenv, s->z)) return -1;
     for (int e = 0; e < s->nenv; e++) rew[e] += (bcg_real)(s->add_w * s->add_scale * add_reward(s->z[e]));
     add_push(&s->disc, s->delta, s->nenv);
   }
   return 0;
+}
+
+static int reward(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a, const bcg_task_clock *clk,
+                  bcg_real *rew, int *done) {
+  imit *s = p;
+  double D = bcg_motion_duration(&s->mo);
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++) reward_one(s, e, D, x, a, prev_a, clk, rew, done);
+  return reward_add(s, rew);
 }
 
 static void reward_vjp_one(imit *s, int e, const bcg_real *q, const bcg_real *ae, const bcg_real *pe,
@@ -816,17 +825,37 @@ static const bcg_key_spec keys[] = {
 };
 
 /* E_track of the evaluation: mean over bodies of |p_b - p^_b| */
+static bcg_real tracking_error_one(imit *s, int e, const bcg_real *x, const bcg_task_clock *clk) {
+  ws *w = &s->w_[e];
+  const bcg_real *q = x + (size_t)e * s->nx;
+  robot_at(s, w, q);
+  ref_at(s, w, clk[e].phase + clk[e].t * s->dt);
+  return (bcg_real)track_error(s, w);
+}
+
 static int tracking_error(void *p, const bcg_real *x, const bcg_task_clock *clk, bcg_real *out) {
   imit *s = p;
 #pragma omp parallel for schedule(static)
-  for (int e = 0; e < s->nenv; e++) {
-    ws *w = &s->w_[e];
-    const bcg_real *q = x + (size_t)e * s->nx;
-    robot_at(s, w, q);
-    ref_at(s, w, clk[e].phase + clk[e].t * s->dt);
-    out[e] = (bcg_real)track_error(s, w);
-  }
+  for (int e = 0; e < s->nenv; e++) out[e] = tracking_error_one(s, e, x, clk);
   return 0;
+}
+
+/* reward, tracking_error and observe of one control step, each environment's
+ * three together (bcg_task_ops.reward_observe): its scratch (kinematics, the
+ * reference ring) is read once instead of three times; the calls and their
+ * order per environment are those of the three entries, ADD's share of the
+ * reward is added over all environments afterwards as reward does */
+static int reward_observe(void *p, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
+                          const bcg_task_clock *clk, bcg_real *rew, int *done, bcg_real *err, bcg_real *obs) {
+  imit *s = p;
+  double D = bcg_motion_duration(&s->mo);
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < s->nenv; e++) {
+    reward_one(s, e, D, x, a, prev_a, clk, rew, done);
+    if (err) err[e] = tracking_error_one(s, e, x, clk);
+    observe_one(s, e, x + (size_t)e * s->nx, a ? a + (size_t)e * s->nu : NULL, clk[e], obs + (size_t)e * s->odim);
+  }
+  return reward_add(s, rew);
 }
 
 static int update(void *p, int64_t it) {
@@ -865,7 +894,7 @@ static int reference_qpos(void *p, const bcg_task_clock *clk, int n, bcg_real *q
 
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
                                  observe_vjp, reward, reward_vjp, update, tracking_error, save, load,
-                                 reference_qpos, observe_envs};
+                                 reference_qpos, observe_envs, reward_observe};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "imitation", "track a reference motion (CSV/HDF5 qpos frames)"),

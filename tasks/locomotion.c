@@ -306,7 +306,7 @@ static const bcg_key_spec keys[] = {
 };
 
 static const bcg_task_ops ops = {sizeof(bcg_task_ops), create, destroy, obs_dim, act_dim, reset, observe,
-                                 observe_vjp, reward, reward_vjp, NULL, NULL, NULL, NULL, NULL, observe_envs};
+                                 observe_vjp, reward, reward_vjp, NULL, NULL, NULL, NULL, NULL, observe_envs, NULL};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_TASK, "locomotion", "run forward at a commanded speed, upright and alive"),

@@ -1048,6 +1048,65 @@ static void test_observe_envs(void) {
   }
 }
 
+/* reward_observe: one pass bit for bit what reward, tracking_error and
+ * observe (with the action taken as the previous action) write, with and
+ * without the error array; with ADD (whose reward part runs over all
+ * environments) and with the self-collision penalty. Two instances made
+ * alike take the two paths, since ADD's reward pushes to its buffer. */
+static void test_reward_observe(void) {
+  enum { N = 12 };
+  char lines[2][1024];
+  snprintf(lines[0], sizeof lines[0], "plugin = imitation\nmotion = %s\nrsi = true\nepisode_seconds = 100\n",
+           motion_file("walk.csv"));
+  snprintf(lines[1], sizeof lines[1], "plugin = imitation\nmotion = %s\nrsi = true\nadd = true\nadd_batch = 8\n",
+           motion_file("walk.csv"));
+  for (int c = 0; c < 2; c++) {
+    inst I, J;
+    CU_ASSERT_EQUAL_FATAL(inst_make(&I, HUMANOID, lines[c], N), 0);
+    CU_ASSERT_EQUAL_FATAL(inst_make(&J, HUMANOID, lines[c], N), 0);
+    CU_ASSERT_FATAL(BCG_OPS_HAS(J.ops, bcg_task_ops, reward_observe));
+    bcg_env *env = I.env;
+    int nx = env->nx, nv = env->nv, nu = env->nu, od = I.ops->obs_dim(I.task), envs[N];
+    for (int e = 0; e < N; e++) envs[e] = e;
+    bcg_real *x = calloc((size_t)N * nx, sizeof(bcg_real)), *a = calloc((size_t)N * nu, sizeof(bcg_real));
+    bcg_real *pa = calloc((size_t)N * nu, sizeof(bcg_real));
+    bcg_real *o1 = malloc(sizeof(bcg_real) * N * od), *o2 = malloc(sizeof(bcg_real) * N * od);
+    bcg_real r1[N], r2[N], e1[N], e2[N];
+    int d1[N], d2[N];
+    bcg_task_clock clk[N], clk2[N];
+    I.ops->reset(I.task, envs, N, 7, x, clk);
+    J.ops->reset(J.task, envs, N, 7, x, clk2);
+    int same = 1;
+    for (int round = 0; round < 3; round++) {
+      for (int e = 0; e < N; e++) {
+        bcg_real dq[BCG_MAX_DOF], du[BCG_MAX_DOF], y[BCG_MAX_Q + BCG_MAX_DOF];
+        for (int d = 0; d < nv; d++) dq[d] = 0.1 * nrand(), du[d] = 0.5 * nrand();
+        bcg_env_perturb(env, x + e * nx, dq, du, y);
+        memcpy(x + e * nx, y, sizeof(bcg_real) * nx);
+        clk[e].t = 2 * e + 1 + round;
+        for (int i = 0; i < nu; i++) pa[e * nu + i] = 0.3 * nrand(), a[e * nu + i] = 0.3 * nrand();
+      }
+      memcpy(clk2, clk, sizeof clk);
+      CU_ASSERT_EQUAL(I.ops->reward(I.task, x, a, pa, clk, r1, d1), 0);
+      CU_ASSERT_EQUAL(I.ops->tracking_error(I.task, x, clk, e1), 0);
+      CU_ASSERT_EQUAL(I.ops->observe(I.task, x, a, clk, o1), 0);
+      CU_ASSERT_EQUAL(J.ops->reward_observe(J.task, x, a, pa, clk2, r2, d2, round == 1 ? NULL : e2, o2), 0);
+      if (memcmp(r1, r2, sizeof r1) || memcmp(d1, d2, sizeof d1) || memcmp(o1, o2, sizeof(bcg_real) * N * od) ||
+          (round != 1 && memcmp(e1, e2, sizeof e1)))
+        same = 0;
+    }
+    if (!same) printf("\n  %s: reward_observe differs from the three calls", c ? "ADD" : "imitation");
+    CU_ASSERT(same);
+    free(x);
+    free(a);
+    free(pa);
+    free(o1);
+    free(o2);
+    inst_free(&I);
+    inst_free(&J);
+  }
+}
+
 /* reference_qpos (bcg render's ghost): at clocks whose time phase + t *
  * control_dt falls on a frame of the clip, that frame; past the end of a
  * clip that does not loop, its last frame; and the pose the reward compares
@@ -2122,7 +2181,7 @@ BCG_TESTS({"csv_quat_orders", test_csv_quat_orders}, {"csv_mismatch", test_csv_m
           {"floor_required", test_floor_required},
           {"hdf5_attributes", test_hdf5_attributes}, {"motion_declared_sizes", test_motion_declared_sizes},
           {"motion_messages_one_line", test_motion_messages_one_line},
-          {"interpolation", test_interpolation}, {"replay", test_replay}, {"reference_qpos", test_reference_qpos}, {"observe_envs", test_observe_envs}, {"imitation_vjp", test_imitation_vjp}, {"imitation_self", test_imitation_self},
+          {"interpolation", test_interpolation}, {"replay", test_replay}, {"reference_qpos", test_reference_qpos}, {"observe_envs", test_observe_envs}, {"reward_observe", test_reward_observe}, {"imitation_vjp", test_imitation_vjp}, {"imitation_self", test_imitation_self},
           {"imitation_memo", test_imitation_memo}, {"self_penalty_bound", test_self_penalty_bound},
           {"action_rate", test_action_rate}, {"clock_across_resets", test_clock_across_resets},
           {"locomotion_vjp", test_locomotion_vjp}, {"reset_reproducible", test_reset_reproducible},

@@ -342,6 +342,15 @@ typedef struct bcg_task_ops {
    * already observed; without it they call observe for all. */
   int (*observe_envs)(void *self, const int *envs, int n, const bcg_real *x, const bcg_real *prev_a,
                       const bcg_task_clock *clk, bcg_real *obs);
+  /* (appended after observe_envs; optional, may be NULL; check size first)
+   * one control step's task outputs in one pass over the environments, bit
+   * for bit what reward(x, a, prev_a, clk, rew, done), then (where err is not
+   * NULL) tracking_error(x, clk, err), then observe(x, a, clk, obs) write:
+   * the action just taken is the next observation's previous action. A task
+   * with per-environment scratch reads it once per control step instead of
+   * three times. Learners call it where present, else the three. */
+  int (*reward_observe)(void *self, const bcg_real *x, const bcg_real *a, const bcg_real *prev_a,
+                        const bcg_task_clock *clk, bcg_real *rew, int *done, bcg_real *err, bcg_real *obs);
 } bcg_task_ops;
 
 /* ---- the descriptor ----------------------------------------------------------- */
