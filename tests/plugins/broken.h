@@ -43,7 +43,8 @@ static const bcg_key_spec keys[] = {
     {"kappa", BCG_KEY_REAL, B_KAPPA_DEF, 1, 1000, NULL, "stiffness"},
 };
 
-static const bcg_contact_ops ops = {B_OPS_SIZE, create, destroy, solve, B_SOLVE_VJP, NULL, NULL};
+static const bcg_contact_ops ops = {B_OPS_SIZE, create, destroy, solve, B_SOLVE_VJP, NULL, NULL,
+                                    NULL, NULL, NULL};
 
 static const bcg_plugin_desc desc = {B_ABI,          B_DESC_SIZE, B_KIND, B_NAME, "broken test plugin",
                                      (uint32_t)sizeof(bcg_real), keys, 1, B_CAPS, &ops};

@@ -183,11 +183,11 @@ static const bcg_key_spec keys[] = {
 static int poison(void) { abort(); }
 #define LEARN_TASK_NAME "old_abi_task"
 #define LEARN_TASK_SIZE ((uint32_t)(offsetof(bcg_task_ops, reward_vjp) + sizeof(void *)))
-#define LEARN_TASK_TAIL (void *)poison, (void *)poison, (void *)poison, (void *)poison, (void *)poison, (void *)poison
+#define LEARN_TASK_TAIL (void *)poison, (void *)poison, (void *)poison, (void *)poison, (void *)poison, (void *)poison, (void *)poison
 #else
 #define LEARN_TASK_NAME "learn_task"
 #define LEARN_TASK_SIZE ((uint32_t)sizeof(bcg_task_ops))
-#define LEARN_TASK_TAIL NULL, NULL, NULL, NULL, NULL, NULL
+#define LEARN_TASK_TAIL NULL, NULL, NULL, NULL, NULL, NULL, NULL
 #endif
 static const bcg_task_ops ops = {LEARN_TASK_SIZE, create, destroy, obs_dim, act_dim, reset, observe,
                                  observe_vjp, reward, reward_vjp, LEARN_TASK_TAIL};

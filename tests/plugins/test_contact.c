@@ -38,7 +38,8 @@ static const bcg_key_spec keys[] = {
     {"verbose", BCG_KEY_BOOL, "false", 0, 0, NULL, "a flag (test)"},
 };
 
-static const bcg_contact_ops ops = {sizeof(bcg_contact_ops), create, destroy, solve, solve_vjp, NULL, NULL};
+static const bcg_contact_ops ops = {sizeof(bcg_contact_ops), create, destroy, solve, solve_vjp, NULL, NULL,
+                                    NULL, NULL, NULL};
 
 static const bcg_plugin_desc desc = {
     BCG_PLUGIN_HEADER(BCG_KIND_CONTACT, "test_contact", "zero impulses (test plugin)"),
