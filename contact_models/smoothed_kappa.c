@@ -257,6 +257,17 @@ typedef struct pgs_split_st {
   int slide;
 } pgs_split_st;
 
+/* The sliding step's linear system from G_ii and the pre-update p_i: A = G_tt,
+ * pt = p_i's tangential part, b = z - A pt (pgs_split_fwd, and
+ * pgs_split_st_get forming it again from the tape) */
+BCG_HD void pgs_split_slide_sys(const bcg_real *Gii, int ld, const bcg_real pi[3], pgs_split_st *st) {
+  st->A[0] = Gii[ld + 1]; st->A[1] = Gii[ld + 2];
+  st->A[2] = Gii[2 * ld + 1]; st->A[3] = Gii[2 * ld + 2];
+  st->pt[0] = pi[1]; st->pt[1] = pi[2];
+  st->b[0] = st->z[0] - (st->A[0] * pi[1] + st->A[1] * pi[2]);
+  st->b[1] = st->z[1] - (st->A[2] * pi[1] + st->A[3] * pi[2]);
+}
+
 BCG_HD void pgs_split_fwd(const bcg_real *Gii, int ld, const bcg_real *Gi, bcg_real mu, const bcg_real pi[3],
                           const bcg_real y[3], pgs_split_st *st) {
   st->qn = pi[0] - Gi[0] * y[0];
@@ -277,11 +288,7 @@ BCG_HD void pgs_split_fwd(const bcg_real *Gii, int ld, const bcg_real *Gi, bcg_r
   const int null_t = (Gi[4] == 0 && Gi[5] == 0) || (Gi[7] == 0 && Gi[8] == 0);
   st->slide = !null_t && pn > 0 && sqrt(st->q[1] * st->q[1] + st->q[2] * st->q[2]) > mu * pn;
   if (st->slide) {
-    st->A[0] = Gii[ld + 1]; st->A[1] = Gii[ld + 2];
-    st->A[2] = Gii[2 * ld + 1]; st->A[3] = Gii[2 * ld + 2];
-    st->pt[0] = pi[1]; st->pt[1] = pi[2];
-    st->b[0] = st->z[0] - (st->A[0] * pi[1] + st->A[1] * pi[2]);
-    st->b[1] = st->z[1] - (st->A[2] * pi[1] + st->A[3] * pi[2]);
+    pgs_split_slide_sys(Gii, ld, pi, st);
     contact_disc_slide(st->A, st->b, mu * pn, st->q + 1);
   }
 }
@@ -301,11 +308,7 @@ BCG_HD void pgs_split_st_get(const bcg_real *t, const bcg_real *Gii, int ld, con
   st->slide = t[7] != 0;
   st->u[0] = st->u[1] = 0; /* not read by pgs_split_vjp */
   if (st->slide) {
-    st->A[0] = Gii[ld + 1]; st->A[1] = Gii[ld + 2];
-    st->A[2] = Gii[2 * ld + 1]; st->A[3] = Gii[2 * ld + 2];
-    st->pt[0] = pi[1]; st->pt[1] = pi[2];
-    st->b[0] = st->z[0] - (st->A[0] * pi[1] + st->A[1] * pi[2]);
-    st->b[1] = st->z[1] - (st->A[2] * pi[1] + st->A[3] * pi[2]);
+    pgs_split_slide_sys(Gii, ld, pi, st);
   }
 }
 
