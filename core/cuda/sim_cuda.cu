@@ -166,8 +166,7 @@ __device__ __forceinline__ void ws_full(int ld, bcg_stepws *w, wword *g, size_t 
   WF(CO(cm), R * nb); WF(CO(ch), 3 * R * nb); WF(CO(cI), 9 * R * nb);
   WF(WS_OFF(y), R * nv); WF(WS_OFF(b), R * nv); WF(WS_OFF(tau), R * nv);
   WF(WS_OFF(cpos), 3 * R * na);
-  if (need_K) { /* K holds Y = L^-T J^T (k_half), which bcg_substep_pre_vjp reads */
-    WF(WS_OFF(k_half), sizeof(int));
+  if (need_K) { /* K holds Y = L^-T J^T, which bcg_substep_pre_vjp reads */
     for (int r = 0; r < 3 * na; r++) WF(WS_OFF(K) + R * (size_t)r * BCG_MAX_DOF, R * nv);
   }
 #undef WF

@@ -58,9 +58,8 @@ typedef struct bcg_stepws {
   int cid[BCG_MAX_CONTACT];                 /* contact point slot of each active contact */
   bcg_real cpos[BCG_MAX_CONTACT][3];          /* contact point relative to o */
   bcg_real J[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* rows (n, t1, t2) per contact */
-  bcg_real K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* if need_G (k_half): the rows of Y = L^-T J^T
+  bcg_real K[BCG_MAX_CONTACT * 3][BCG_MAX_DOF]; /* if need_G or G is formed: the rows of Y = L^-T J^T
                                                  (H = L^T D L, bcg_ltdl), read by bcg_substep_pre_vjp */
-  int k_half;                                   /* K holds Y */
   int status;                               /* 0 ok, else a BCG_STEP_* error */
 } bcg_stepws;
 
@@ -410,6 +409,17 @@ BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, cons
 
 /* ---- the substep ------------------------------------------------------------ */
 
+/* Each active contact's chain of dofs: ctop[a] the last dof of its body (the
+ * chain runs from it to the root through dof_parent), cdep[a] the chain's
+ * length (the G sums of bcg_substep_pre and their adjoint, bcg_delassus_vjp) */
+BCG_HD void bcg_contact_chains(const bcg_mdata *m, const bcg_stepws *w, int *ctop, int *cdep) {
+  for (int a = 0; a < w->nact; a++) {
+    ctop[a] = bcg_body_last_dof(m, m->cp_body[w->cid[a]]);
+    cdep[a] = 0;
+    for (int d = ctop[a]; d >= 0; d = m->dof_parent[d]) cdep[a]++;
+  }
+}
+
 /* First half. Writes this environment's contact problem into the batch slots
  * (ncon slots, arrays already offset to this environment). */
 BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const bcg_real *qS, const bcg_real *uS,
@@ -488,15 +498,13 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
   /* G = J H^-1 J^T = Y^T D^-1 Y with Y = L^-T J^T (H = L^T D L, bcg_ltdl):
    * a row of Y stays on its contact body's chain of dofs, so each entry
    * of G sums over one chain, and only the first pass of the solve runs
-   * here. w->K keeps Y (k_half) also when G itself is not wanted (a
+   * here. w->K keeps Y also when G itself is not wanted (a
    * recompute for the adjoint passes G = NULL): bcg_substep_pre_vjp takes
    * the adjoint of G through Y and the factor. */
-  w->k_half = 0;
   if (G || sp->need_G) {
     for (int r = 0; r < 3 * na; r++)
       for (int d = 0; d < nv; d++) w->K[r][d] = w->J[r][d];
     if (w->status == BCG_STEP_OK) bcg_ltdl_rows_half(w->L, nv, m->dof_parent, w->K, 3 * na);
-    w->k_half = 1;
   }
   if (G) {
     int n3 = 3 * ncon;
@@ -512,12 +520,8 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
      * rest of a's chain meets zeros of Y[s], whose products left every sum
      * as it was (they come first, while the sum is still +0). The nine sums
      * of a block run side by side. */
-    int ctop[BCG_MAX_CONTACT], cdep[BCG_MAX_CONTACT]; /* each contact's last dof, and its chain's length */
-    for (int a = 0; a < na; a++) {
-      ctop[a] = bcg_body_last_dof(m, m->cp_body[w->cid[a]]);
-      cdep[a] = 0;
-      for (int d = ctop[a]; d >= 0; d = m->dof_parent[d]) cdep[a]++;
-    }
+    int ctop[BCG_MAX_CONTACT], cdep[BCG_MAX_CONTACT];
+    bcg_contact_chains(m, w, ctop, cdep);
     for (int a = 0; a < na; a++) {
       int idx[BCG_MAX_DOF], len = 0;
       bcg_real yd[3][BCG_MAX_DOF];
@@ -646,12 +650,8 @@ BCG_HD void bcg_delassus_vjp(const bcg_mdata *m, const bcg_stepws *w, int ncon, 
         Hb[i * nv + j] = 0;
       }
     }
-  int ctop[BCG_MAX_CONTACT], cdep[BCG_MAX_CONTACT]; /* each contact's last dof, and its chain's length */
-  for (int a = 0; a < na; a++) {
-    ctop[a] = bcg_body_last_dof(m, m->cp_body[w->cid[a]]);
-    cdep[a] = 0;
-    for (int d = ctop[a]; d >= 0; d = par[d]) cdep[a]++;
-  }
+  int ctop[BCG_MAX_CONTACT], cdep[BCG_MAX_CONTACT];
+  bcg_contact_chains(m, w, ctop, cdep);
   for (int a = 0; a < na; a++) {
     int idx[BCG_MAX_DOF], len = 0; /* a's chain, deepest dof first */
     for (int d = ctop[a]; d >= 0; d = par[d]) idx[len++] = d;
