@@ -235,12 +235,17 @@ static inline void lu_track_begin(lu_track *k) {
 }
 
 /* the errors of N environments at states x (clocks clk already count the transition) */
+/* the finite ones of the N errors in k->err into the sums */
+static inline void lu_track_sum(lu_track *k, int N) {
+  for (int e = 0; e < N; e++)
+    if (isfinite((double)k->err[e])) k->sum += (double)k->err[e], k->n++;
+}
+
 static inline int lu_track_add(lu_track *k, const bcg_task_ops *to, void *task, int N, const bcg_real *x,
                                const bcg_task_clock *clk) {
   if (!k->err) return 0;
   if (to->tracking_error(task, x, clk, k->err)) return -1;
-  for (int e = 0; e < N; e++)
-    if (isfinite((double)k->err[e])) k->sum += (double)k->err[e], k->n++;
+  lu_track_sum(k, N);
   return 0;
 }
 
@@ -253,9 +258,7 @@ static inline int lu_step_outputs(lu_track *k, const bcg_task_ops *to, void *tas
                                   bcg_real *rew, int *done, bcg_real *obs) {
   if (BCG_OPS_HAS(to, bcg_task_ops, reward_observe)) {
     if (to->reward_observe(task, x, a, prev_a, clk, rew, done, k->err, obs)) return -1;
-    if (k->err)
-      for (int e = 0; e < N; e++)
-        if (isfinite((double)k->err[e])) k->sum += (double)k->err[e], k->n++;
+    if (k->err) lu_track_sum(k, N);
     return 0;
   }
   if (to->reward(task, x, a, prev_a, clk, rew, done) || lu_track_add(k, to, task, N, x, clk)) return -1;
