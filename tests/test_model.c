@@ -541,7 +541,7 @@ static void test_self_capsules(void) {
   mj = fm->mj;
   int G[5];
   for (int i = 0; i < 5; i++) {
-    char nm[8];
+    char nm[16];
     snprintf(nm, sizeof nm, "g%d", i);
     G[i] = sc_index(fm, mj_name2id(mj, mjOBJ_GEOM, nm));
   }
