@@ -83,14 +83,15 @@ static stat stat_of(const double *v, int n) {
   return s;
 }
 
-static void cell(char *b, size_t len, stat s, const char *fmt) {
+/* mean (and std over several runs) with dec decimals */
+static void cell(char *b, size_t len, stat s, int dec) {
   if (!s.n) {
     snprintf(b, len, "-");
     return;
   }
   char m[24], d[24];
-  snprintf(m, sizeof m, fmt, s.mean);
-  snprintf(d, sizeof d, fmt, s.std);
+  snprintf(m, sizeof m, "%.*f", dec, s.mean);
+  snprintf(d, sizeof d, "%.*f", dec, s.std);
   if (s.n == 1) snprintf(b, len, "%s", m); /* one run: its value */
   else snprintf(b, len, "%s ± %s", m, d);
 }
@@ -215,8 +216,8 @@ static void table1(const rows *R, const cellset *C, int csv) {
       continue;
     }
     char fc[64], dc[64];
-    cell(fc, sizeof fc, f, "%.1f");
-    cell(dc, sizeof dc, d, "%.1f");
+    cell(fc, sizeof fc, f, 1);
+    cell(dc, sizeof dc, d, 1);
     printf("| %g | %g | %s | %d | %s of %g | %s | %s |\n", p->kappa, p->erp, p->motion, C->n[c], fc, eps, dc,
            paper_t1(p->kappa));
   }
@@ -252,9 +253,9 @@ static void table2(const rows *R, const cellset *C, int csv) {
       continue;
     }
     char ac[64], bc[64], fc[64], rc[32], cc[64];
-    cell(ac, sizeof ac, a, "%.1f");
-    cell(bc, sizeof bc, b, "%.1f");
-    cell(fc, sizeof fc, f, "%.1f");
+    cell(ac, sizeof ac, a, 1);
+    cell(bc, sizeof bc, b, 1);
+    cell(fc, sizeof fc, f, 1);
     contact_name(p, cc, sizeof cc);
     if (isnan(ref)) snprintf(rc, sizeof rc, "-");
     else snprintf(rc, sizeof rc, "%.1f", ref);

@@ -141,12 +141,13 @@ static void test_soft_rest_penetration(void) {
  * horizontal by construction) */
 static double box_accel(const char *plugin, double tan_angle, double mu, double *stuck_speed) {
   const char *xml = tmpfile_with("box.xml", BOX);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(xml);
   char ini[1024];
+  const char *keys = strcmp(plugin, "soft") == 0 ? ""
+                     : strcmp(plugin, "smoothed_kappa") == 0 ? "kappa = 3000\niterations = 30\n"
+                                                              : "iterations = 30\n";
   snprintf(ini, sizeof ini, "[model]\npath = %s\n[sim]\nfriction = %g\nmax_contacts = 8\n[contact]\nplugin = %s\n%s",
-           xml, mu, plugin, strcmp(plugin, "smoothed_kappa") == 0 ? "kappa = 3000\niterations = 30\n" : "iterations = 30\n");
-  if (strcmp(plugin, "soft") == 0)
-    snprintf(ini, sizeof ini, "[model]\npath = %s\n[sim]\nfriction = %g\nmax_contacts = 8\n[contact]\nplugin = soft\n",
-             xml, mu);
+           xml, mu, plugin, keys);
   bcg_config *cfg;
   bcg_env *env = make_env(ini, &cfg);
   if (!env) return NAN;

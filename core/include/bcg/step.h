@@ -392,6 +392,14 @@ BCG_HD int bcg_body_last_dof(const bcg_mdata *m, int b) {
   return -1;
 }
 
+/* body b's chain of dofs, deepest first, into ch (BCG_MAX_DOF entries);
+ * returns its length */
+BCG_HD int bcg_body_chain(const bcg_mdata *m, int b, int *ch) {
+  int len = 0;
+  for (int d = bcg_body_last_dof(m, b); d >= 0; d = m->dof_parent[d]) ch[len++] = d;
+  return len;
+}
+
 /* rows (n, t1, t2) = (z, x, y) of the translational Jacobian at point pc on body b */
 BCG_HD void bcg_point_jacobian(const bcg_mdata *m, const bcg_kin *k, int b, const bcg_real *pc, bcg_real (*J)[BCG_MAX_DOF]) {
   for (int r = 0; r < 3; r++)
@@ -485,8 +493,7 @@ BCG_HD void bcg_substep_pre(const bcg_mdata *m, const bcg_simparams *sp, const b
     bcg_point_jacobian(m, &w->k, m->cp_body[i], w->cpos[r], &w->J[3 * r]);
     /* J's rows are zero off the body's chain of dofs: the sums run over the
      * chain, in increasing dof order (the zero terms left them as they were) */
-    int ch[BCG_MAX_DOF], len = 0;
-    for (int d = bcg_body_last_dof(m, m->cp_body[i]); d >= 0; d = m->dof_parent[d]) ch[len++] = d;
+    int ch[BCG_MAX_DOF], len = bcg_body_chain(m, m->cp_body[i], ch);
     for (int t = 0; t < 3; t++) {
       const bcg_real *Jt = w->J[3 * r + t];
       bcg_real s0 = 0, s1 = 0;
@@ -738,8 +745,7 @@ BCG_HD void bcg_substep_pre_vjp(const bcg_mdata *m, const bcg_simparams *sp, con
   /* v0 = J uS, c = J ufree, over each contact's chain (J's rows are zero off
    * it, and only its entries of Jb are read below) */
   for (int r = 0; r < na; r++) {
-    int ch[BCG_MAX_DOF], len = 0;
-    for (int d = bcg_body_last_dof(m, m->cp_body[w->cid[r]]); d >= 0; d = m->dof_parent[d]) ch[len++] = d;
+    int ch[BCG_MAX_DOF], len = bcg_body_chain(m, m->cp_body[w->cid[r]], ch);
     for (int i = 3 * r; i < 3 * r + 3; i++) {
       const bcg_real vb = v0b[i], cbr = cb[i], *Ji = w->J[i];
       bcg_real *Jbi = A->Jb[i];

@@ -3,6 +3,7 @@
 #ifndef BCG_TRAIN_H
 #define BCG_TRAIN_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,7 +95,7 @@ typedef struct bcg_train_result {
   double wall;            /* training wall time (s), all sessions */
   int stopped;            /* 1: stopped by *stop or on_iteration, 0: a budget was spent */
   bcg_learner_stats last; /* stats of the last iteration of this session */
-  char checkpoint[4096];  /* the last checkpoint written */
+  char checkpoint[PATH_MAX + 64]; /* the last checkpoint written (the run directory, PATH_MAX, and its name) */
   /* where this session's time went (s): the stepper forward and adjoint
    * (bcg_env_time), the networks forward and backward (bcg_nn_time); the
    * rest of the wall time is the learner, estimator and task bookkeeping,
