@@ -47,12 +47,14 @@ static const struct command {
      "--trace FILE: also writes every step of every episode (state, action, reward; MuJoCo's self-contacts) to\n"
      "the HDF5 FILE, per simulator, to see where and how the two simulators part."},
     {"bench", bcg_cmd_bench,
-     "[--model MJCF] [--envs N] [--seconds S] [--contact NAME] | --train CONFIG|RUN_DIR [--iterations N] [--nn-split]\n"
+     "[--model MJCF] [--envs N] [--seconds S] [--contact NAME] [--mean] | --train CONFIG|RUN_DIR [--iterations N] [--nn-split]\n"
      "  [section.key=value ...]",
      "physics steps/s beside MuJoCo mj_step; seconds per training iteration",
      "Physics steps per second (forward and forward+backward) per contact model on the CPU, one thread and all\n"
      "threads, beside MuJoCo's mj_step on the same model and state measured in the same run, as ratios;\n"
-     "--contact NAME: only that contact model (none, soft, smoothed_kappa, hard).\n"
+     "each rate from the fastest of short repetitions over S seconds (default 1), bcg's and MuJoCo's alike\n"
+     "(--mean: total work over total time); --contact NAME: only that contact model (none, soft,\n"
+     "smoothed_kappa, hard).\n"
      "--train CONFIG: 1 + N iterations (default N = 3) of the training CONFIG describes, in a temporary run\n"
      "directory removed afterwards; over the N after the warm-up, seconds per iteration split into physics\n"
      "forward, physics adjoint, networks, task, estimator and the rest, samples/s, the thread counts, the\n"

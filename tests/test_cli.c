@@ -607,6 +607,19 @@ static void test_check_model(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nnone "));
   CU_ASSERT_PTR_NULL(strstr(out, "\nsoft "));
   CU_ASSERT_PTR_NULL(strstr(out, "\nsmoothed_kappa "));
+  /* the statistic it states, on both sides of the ratio, and finite positive rates */
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "steps/s (0 contacts; fastest of "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "Rates: the fastest of the repetitions"));
+  const char *row = strstr(out, "\nnone ");
+  double fw = 0, ratio = 0;
+  int thr = 0;
+  CU_ASSERT(row && sscanf(row, " none %d %lf %lfx", &thr, &fw, &ratio) == 3 && thr == 1 && isfinite(fw) && fw > 0 &&
+            isfinite(ratio) && ratio > 0);
+  CU_ASSERT_EQUAL(run_out("bench --model %s --seconds 0.01 --envs 1 --contact none --mean", body), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "steps/s (0 contacts; mean of "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "Rates: total work over total time"));
+  row = strstr(out, "\nnone ");
+  CU_ASSERT(row && sscanf(row, " none %d %lf", &thr, &fw) == 2 && isfinite(fw) && fw > 0);
   CU_ASSERT_EQUAL(run_err("bench --contact nosuch"), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--contact 'nosuch': one of none, soft, smoothed_kappa, hard"));
 }
