@@ -8,6 +8,7 @@
 #                        and MuJoCo 3 under deps/ (tools/fetch_mujoco.sh)
 #   make test            deps + build + every CUnit suite (a few minutes on 2 cores)
 #   make test-asan       the same suites under AddressSanitizer + UBSan
+#   make test-dims       the capacity-dependent suites in a MAX_DOF=40 MAX_CONTACT=16 build
 #   make fuzz            libFuzzer harnesses (tests/fuzz/), each run FUZZ_SECONDS (default 60)
 #   make fuzz-ci         the same, about 20 s each (CI); fails on any crash, leak or sanitizer report
 #   make demo            deps + build + the main job on configs/demo.ini
@@ -18,6 +19,10 @@
 #   make install-built   the same without building (installs what BUILD holds)
 
 REAL ?= double
+# capacities (bcg/dims.h): empty for the defaults, 64 dofs and 24 active
+# contacts; smaller ones shrink the workspaces and the CUDA stack reservation
+MAX_DOF ?=
+MAX_CONTACT ?=
 BUILD ?= build
 PREFIX ?= /usr/local
 CC ?= gcc
@@ -36,6 +41,8 @@ REALDEF :=
 else
 $(error REAL must be float or double, not '$(REAL)')
 endif
+
+DIMSDEF := $(if $(MAX_DOF),-DBCG_MAX_DOF=$(MAX_DOF)) $(if $(MAX_CONTACT),-DBCG_MAX_CONTACT=$(MAX_CONTACT))
 
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null)
 HDF5_LIBS := $(shell pkg-config --libs hdf5 2>/dev/null)
@@ -74,7 +81,7 @@ OPT ?= -O3
 # which lets loops with selects and square roots vectorise; neither changes a
 # value (no reassociation, no contraction: -std=c11 keeps -ffp-contract=off)
 CFLAGS_BASE := -std=c11 $(OPT) -g -fPIC -fno-math-errno -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -fopenmp \
-  -D_GNU_SOURCE $(REALDEF) $(MVEC_DEF) -Icore/include -Icore -I$(MUJOCO_DIR)/include $(HDF5_CFLAGS) $(SANITIZE)
+  -D_GNU_SOURCE $(REALDEF) $(DIMSDEF) $(MVEC_DEF) -Icore/include -Icore -I$(MUJOCO_DIR)/include $(HDF5_CFLAGS) $(SANITIZE)
 CFLAGS += $(CFLAGS_BASE)
 LDLIBS_CORE := -L$(BUILD) -l:$(MUJOCO_SO) -liniparser $(HDF5_LIBS) -lopenblas $(MVEC_LIB) -ldl -lm -fopenmp $(SANITIZE)
 
@@ -98,7 +105,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # computes what the CPU computes, operation for operation (with contraction,
 # soft contact's float VJP differed from the CPU's by 5e-2 against 1.6e-3
 # without; no measurable cost: docs/performance.md section 2.1)
-NVCCFLAGS := -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Xcompiler -Wall -Xcompiler -fopenmp $(REALDEF) -Icore/include -Icore \
+NVCCFLAGS := -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Xcompiler -Wall -Xcompiler -fopenmp $(REALDEF) $(DIMSDEF) -Icore/include -Icore \
   -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
   --expt-relaxed-constexpr -Wno-deprecated-gpu-targets
 ifeq ($(CUDA),1)
@@ -136,7 +143,7 @@ RPATH_BIN := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_PLUG := -Wl,-rpath,'$$ORIGIN/..'
 RPATH_TEST := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: motions all deps test test-asan demo bench check-learning install install-built clean cuda-note
+.PHONY: motions all deps test test-asan test-dims demo bench check-learning install install-built clean cuda-note
 # keep the object files of tests (make would delete them as intermediates and relink each time)
 .SECONDARY:
 all: cuda-note $(LIB) $(BIN) $(PLUGINS) $(BUILD)/bcg_plots.py
@@ -164,7 +171,7 @@ FLAGS_STAMP := $(BUILD)/.flags-$(REAL)-cuda$(CUDA)-$(FLAGS_SUM)
 NOBUILD_GOALS := install-built clean deps cuda-note
 ifneq ($(filter-out $(NOBUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifeq ($(wildcard $(FLAGS_STAMP)),)
-$(shell rm -f $(BUILD)/.flags-*; rm -rf $(BUILD)/obj $(BUILD)/plugins $(BUILD)/tests; mkdir -p $(BUILD) && touch $(FLAGS_STAMP))
+$(shell rm -f $(BUILD)/.flags-*; rm -rf $(BUILD)/obj $(BUILD)/plugins $(BUILD)/tests; mkdir -p $(BUILD) && touch $(FLAGS_STAMP) && printf '%s\n' '$(strip $(DIMSDEF))' > $(BUILD)/.dims)
 endif
 endif
 $(FLAGS_STAMP):
@@ -224,6 +231,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/testutil.o $(LIB)
 
 # Deliberately broken plugin variants built from one source with defines.
 TEST_PLUGIN_FLAGS_bad_precision := $(if $(REALDEF),-UBCG_REAL_FLOAT,-DBCG_REAL_FLOAT)
+TEST_PLUGIN_FLAGS_bad_dims := -UBCG_MAX_DOF -DBCG_MAX_DOF=$(shell echo $$(( $(or $(MAX_DOF),64) - 1 )))
 
 tests-build: all $(TESTS) $(TEST_PLUGINS)
 
@@ -259,6 +267,14 @@ ifeq ($(REAL),float)
 endif
 	$(MAKE) tests-build
 	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+
+# the suites that depend on the capacities (bcg/dims.h), in a build with
+# smaller ones: models and clips at the limit, the stepper's FD checks, the
+# loader's refusal of a plugin built with others, the installed SDK's Cflags
+DIMS_TESTS := test_loader test_model test_step test_dyn test_contact_plugins test_sdk
+test-dims: deps
+	$(MAKE) BUILD=build-dims MAX_DOF=40 MAX_CONTACT=16 OPT=-O1 tests-build
+	@BUILD=build-dims sh tests/run.sh $(addprefix build-dims/tests/,$(DIMS_TESTS))
 
 test-asan: deps
 	$(MAKE) BUILD=build-asan OPT=-O1 SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" tests-build
@@ -336,6 +352,7 @@ install: all
 # Cflags carry -DBCG_REAL_FLOAT when BUILD is a float build) and the plugin
 # SDK (plugins/README.md, template/, example/) in PREFIX/share/bcg/sdk.
 BUILT_REALDEF = $(if $(wildcard $(BUILD)/.flags-float-*),-DBCG_REAL_FLOAT)
+BUILT_DIMSDEF = $(shell cat $(BUILD)/.dims 2>/dev/null)
 BCG_VERSION_STR = $(shell sed -n 's/^\#define BCG_VERSION "\(.*\)"/\1/p' core/include/bcg/version.h)
 SDK_SHARE = $(PREFIX)/share/bcg/sdk
 install-built:
@@ -361,10 +378,10 @@ install-built:
 	  'includedir=$${prefix}/include' 'plugindir=$${libdir}/bcg/plugins' 'sdkdir=$${prefix}/share/bcg/sdk' \
 	  'real=$(if $(BUILT_REALDEF),float,double)' '' 'Name: bcg' \
 	  'Description: bcg plugin SDK (headers and libbcg of the differentiable rigid-body simulator)' \
-	  'Version: $(BCG_VERSION_STR)' 'Cflags: -I$${includedir} $(BUILT_REALDEF)' 'Libs: -L$${libdir} -lbcg' \
+	  'Version: $(BCG_VERSION_STR)' 'Cflags: -I$${includedir} $(strip $(BUILT_REALDEF) $(BUILT_DIMSDEF))' 'Libs: -L$${libdir} -lbcg' \
 	  > $(PREFIX)/lib/pkgconfig/bcg.pc
 
 clean:
-	rm -rf build build-asan $(FUZZ_BUILD)
+	rm -rf build build-asan build-dims $(FUZZ_BUILD)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

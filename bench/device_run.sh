@@ -4,6 +4,7 @@
 #
 #   here:    sh bench/fetch_debs.sh            (once; fills build-debs/, ~27 MB)
 #   device:  run(command="bash bench/device_run.sh", carry=["build-debs", "deps"])
+#            (MAX_DOF=40 MAX_CONTACT=16 bash bench/device_run.sh: the same with smaller capacities)
 #
 # The device machine (an H200 with this workplace's CUDA image: nvcc, gcc, no
 # network, no apt) lacks iniparser, hdf5, cunit and openblas (MuJoCo 3: the deps/ folder, carried). The
@@ -61,6 +62,8 @@ command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
 nvcc --version 2>&1 | tail -n 2 | sed 's/^/  /'
 gcc --version 2>&1 | head -n 1 | sed 's/^/  /'
 echo "  cores: $NP; $(grep PRETTY_NAME /etc/os-release 2>/dev/null)"
+# make takes MAX_DOF and MAX_CONTACT from the environment (bcg/dims.h; docs/usage.md section 1)
+echo "  capacities: MAX_DOF=${MAX_DOF:-64 (default)} MAX_CONTACT=${MAX_CONTACT:-24 (default)}"
 echo "  commit: $COMMIT (device's git: $(git log --oneline -1 2>/dev/null | cut -c1-60))"
 
 # ---- 2. dependencies (shared with bench/device_train.sh) ---------------------------------

@@ -98,8 +98,8 @@ static const bcg_key_spec sim_keys[] = {
     {"frictionloss_velocity", BCG_KEY_REAL, "0.1", 1e-6, 100, NULL,
      "a joint's dry friction (MJCF frictionloss f) acts as -f tanh(qdot / v) with this v (rad/s or m/s): "
      "smooth and differentiable; MuJoCo's is a constraint (docs/physics-notes.md)"},
-    {"max_contacts", BCG_KEY_INT, "16", 0, 24, NULL,
-     "active contacts kept per environment, deepest first (capacity BCG_MAX_CONTACT = 24)"},
+    {"max_contacts", BCG_KEY_INT, "16", 0, BCG_MAX_CONTACT, NULL,
+     "active contacts kept per environment, deepest first (at most BCG_MAX_CONTACT: 24, or the build's MAX_CONTACT)"},
     {"dr_friction_min", BCG_KEY_REAL, "-1", -1, 10, NULL,
      "domain randomisation: per-environment friction ~ U[dr_friction_min, dr_friction_max]; -1: off"},
     {"dr_friction_max", BCG_KEY_REAL, "-1", -1, 10, NULL,

@@ -180,10 +180,17 @@ int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
   if (d->desc_size > sizeof(bcg_plugin_desc))
     return bcg_setf(err, errlen, "descriptor size %u: built against a newer bcg (this one knows %zu bytes); update "
                     "bcg or rebuild the plugin against this one", d->desc_size, sizeof(bcg_plugin_desc)), -1;
-  if (d->real_size != sizeof(bcg_real))
+  const uint32_t rsize = d->real_size & 0xffu, dims = d->real_size & ~0xffu;
+  if (rsize != sizeof(bcg_real))
     return bcg_setf(err, errlen, "built for %s precision (sizeof(bcg_real) = %u), this bcg uses %s (%zu); rebuild it with REAL=%s",
-                d->real_size == 4 ? "float" : d->real_size == 8 ? "double" : "unknown", d->real_size, BCG_REAL_NAME,
+                rsize == 4 ? "float" : rsize == 8 ? "double" : "unknown", rsize, BCG_REAL_NAME,
                 sizeof(bcg_real), BCG_REAL_NAME), -1;
+  if (dims != BCG_DIMS_TAG) { /* bcg/dims.h: 0 stands for the defaults */
+    unsigned pd = dims ? (dims >> 8) & 0xffu : 64, pc = dims ? (dims >> 16) & 0xffu : 24;
+    return bcg_setf(err, errlen, "built with MAX_DOF=%u MAX_CONTACT=%u, this bcg with MAX_DOF=%d MAX_CONTACT=%d (its "
+                    "structs differ); rebuild it with this bcg's headers and flags (pkg-config --cflags bcg)",
+                    pd, pc, BCG_MAX_DOF, BCG_MAX_CONTACT), -1;
+  }
   if (d->kind < BCG_KIND_CONTACT || d->kind > BCG_KIND_TASK)
     return bcg_setf(err, errlen, "invalid plugin kind %u", d->kind), -1;
   if (!valid_name(d->name, 31))

@@ -79,7 +79,7 @@ static int pd_load_contact(const char *path, const bcg_model *model, pd_plugin *
   }
   bcg_plugin_entry_fn f = (bcg_plugin_entry_fn)dlsym(pl->handle, BCG_PLUGIN_ENTRY_SYMBOL);
   const bcg_plugin_desc *d = f ? f() : NULL;
-  if (!d || d->abi_version != BCG_ABI_VERSION || d->kind != BCG_KIND_CONTACT || d->real_size != sizeof(bcg_real) ||
+  if (!d || d->abi_version != BCG_ABI_VERSION || d->kind != BCG_KIND_CONTACT || d->real_size != ((uint32_t)sizeof(bcg_real) | BCG_DIMS_TAG) ||
       !d->ops) {
     snprintf(err, errlen, "%s: not a contact plugin of this ABI and precision", path);
     dlclose(pl->handle);

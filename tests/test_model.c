@@ -881,6 +881,38 @@ static void test_error_labels(void) {
                NULL);
 }
 
+/* a floating chain with `hinges` one-dof joints (three hinges and three
+ * slides to a body: MuJoCo takes at most 6 dofs to a body) after its free
+ * root: 6 + hinges dofs */
+static const char *chain_xml(const char *name, int hinges) {
+  static char xml[16384];
+  int o = snprintf(xml, sizeof xml, "<mujoco><worldbody><body name='root' pos='0 0 1'><freejoint/><geom size='.1'/>\n");
+  int bodies = 0;
+  for (int h = 0; h < hinges; bodies++) {
+    o += snprintf(xml + o, sizeof xml - o, "<body name='b%d' pos='0 0 .2'><geom size='.05'/>", bodies);
+    for (int k = 0; k < 6 && h < hinges; k++, h++)
+      o += snprintf(xml + o, sizeof xml - o, "<joint type='%s' axis='%d %d %d'/>", k < 3 ? "hinge" : "slide",
+                    k % 3 == 0, k % 3 == 1, k % 3 == 2);
+    o += snprintf(xml + o, sizeof xml - o, "\n");
+  }
+  for (int b = 0; b < bodies; b++) o += snprintf(xml + o, sizeof xml - o, "</body>");
+  snprintf(xml + o, sizeof xml - o, "</body></worldbody></mujoco>\n");
+  return write_xml(name, xml);
+}
+
+/* The build's capacity (bcg/dims.h; make MAX_DOF=N): a model with exactly
+ * BCG_MAX_DOF dofs loads, one more is refused with the limit named */
+static void test_dof_capacity(void) {
+  bcg_model *m = load_ok(chain_xml("cap_full.xml", BCG_MAX_DOF - 6));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(m->m.nv, BCG_MAX_DOF);
+  CU_ASSERT_EQUAL(m->m.nq, BCG_MAX_DOF + 1);
+  bcg_model_free(m);
+  char want[96];
+  snprintf(want, sizeof want, "%d dofs exceed BCG_MAX_DOF = %d", BCG_MAX_DOF + 1, BCG_MAX_DOF);
+  expect_error(chain_xml("cap_over.xml", BCG_MAX_DOF - 5), want, NULL);
+}
+
 /* Names bcg cannot keep whole are refused, and names in messages cannot
  * break the one-line rule (found by tests/fuzz/fuzz_model): a joint name of
  * 60 characters was cut to 47, so a motion file's column of that name no
@@ -1032,7 +1064,7 @@ static void test_mjref(void) {
 }
 
 BCG_TESTS({"error_labels", test_error_labels}, {"pd_gains", test_pd_gains}, {"humanoid", test_humanoid}, {"own_models", test_own_models}, {"contact_rules", test_contact_rules},
-          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref}, {"names", test_names},
+          {"errors", test_errors}, {"default_path", test_default_path}, {"mjref", test_mjref}, {"names", test_names}, {"dof capacity", test_dof_capacity},
           {"general_actuators", test_general_actuators}, {"cylinder_mesh_contacts", test_cylinder_mesh_contacts},
           {"g1", test_g1}, {"self_capsules", test_self_capsules});
 BCG_RUN("model")

@@ -47,7 +47,7 @@ static const bcg_contact_ops ops = {B_OPS_SIZE, create, destroy, solve, B_SOLVE_
                                     NULL, NULL, NULL};
 
 static const bcg_plugin_desc desc = {B_ABI,          B_DESC_SIZE, B_KIND, B_NAME, "broken test plugin",
-                                     (uint32_t)sizeof(bcg_real), keys, 1, B_CAPS, &ops};
+                                     (uint32_t)sizeof(bcg_real) | BCG_DIMS_TAG, keys, 1, B_CAPS, &ops};
 
 BCG_EXTERN_C BCG_EXPORT const bcg_plugin_desc *bcg_plugin_entry(void) {
 #ifdef B_RETURN_NULL

@@ -10,14 +10,14 @@
 #define BCG_MODEL_H
 
 #include <stddef.h>
+#include "bcg/dims.h"
 #include "bcg/real.h"
 
 BCG_BEGIN_DECLS
 
 #define BCG_MAX_BODY 48
 #define BCG_MAX_JNT 64
-#define BCG_MAX_DOF 64
-#define BCG_MAX_Q 80
+/* BCG_MAX_DOF and BCG_MAX_Q: bcg/dims.h (build options) */
 #define BCG_MAX_ACT 64
 #define BCG_MAX_CP 256 /* contact points (sphere slots) */
 #define BCG_MAX_SC 64  /* self-collision capsules (struct bcg_model) */

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "bcg/dims.h"
 #include "bcg/real.h"
 
 BCG_BEGIN_DECLS
@@ -361,7 +362,8 @@ typedef struct bcg_plugin_desc {
   uint32_t kind;            /* bcg_kind */
   const char *name;         /* unique, [a-z0-9_]+ */
   const char *description;  /* one line */
-  uint32_t real_size;       /* sizeof(bcg_real) the plugin was built with */
+  uint32_t real_size;       /* sizeof(bcg_real) the plugin was built with, in the low 8 bits; above them
+                               BCG_DIMS_TAG, its capacities (bcg/dims.h) */
   const bcg_key_spec *keys; /* declared INI keys of its section */
   int nkeys;
   uint64_t caps;            /* BCG_CAP_* */
@@ -376,7 +378,7 @@ typedef const bcg_plugin_desc *(*bcg_plugin_entry_fn)(void);
 /* Convenience for plugin authors: fills the fixed header fields. */
 #define BCG_PLUGIN_HEADER(kind_, name_, descr_)                                   \
   BCG_ABI_VERSION, (uint32_t)sizeof(bcg_plugin_desc), (uint32_t)(kind_), (name_), \
-      (descr_), (uint32_t)sizeof(bcg_real)
+      (descr_), ((uint32_t)sizeof(bcg_real) | BCG_DIMS_TAG)
 
 #define BCG_NKEYS(arr) ((int)(sizeof(arr) / sizeof((arr)[0])))
 

@@ -22,7 +22,7 @@
 
 #include "bcg/dyn.h"
 
-#define BCG_MAX_CONTACT 24 /* active contacts per environment (compile-time capacity) */
+/* BCG_MAX_CONTACT, the active contacts per environment: bcg/dims.h (a build option) */
 
 enum { BCG_ACTUATION_MOTOR = 0, BCG_ACTUATION_PD = 1 };
 
