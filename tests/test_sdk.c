@@ -178,6 +178,23 @@ static void test_build_example(void) {
   CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " %s make -s -C '%s/share/bcg/sdk/template' OUT='%s/template'", env, tmp, tmp),
                         0);
   CU_ASSERT_FATAL(exists("template/my_estimator.so"));
+  /* without pkg-config (PREFIX=...) the example takes the installed bcg.pc's
+   * defines too (precision, capacities): every -D of its Cflags is on the
+   * compile line, and the plugin it builds loads */
+  CU_ASSERT_EQUAL_FATAL(sh("%s pkg-config --cflags bcg", env), 0);
+  char defs[1024];
+  snprintf(defs, sizeof defs, "%.1000s", out);
+  CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " make -n -C plugins/example PREFIX='%s' OUT='%s/example_prefix' CUDA=0 "
+                           "'%s/example_prefix/hold_height.so'", tmp, tmp, tmp), 0);
+  for (char *t = strtok(defs, " \n"); t; t = strtok(NULL, " \n"))
+    if (!strncmp(t, "-D", 2)) {
+      if (!strstr(out, t)) printf("\n  PREFIX build lacks %s\n", t);
+      CU_ASSERT_PTR_NOT_NULL(strstr(out, t));
+    }
+  CU_ASSERT_EQUAL_FATAL(sh(CLEAN_ENV " make -s -C plugins/example PREFIX='%s' OUT='%s/example_prefix' CUDA=0 "
+                           "'%s/example_prefix/hold_height.so'", tmp, tmp, tmp), 0);
+  CU_ASSERT_EQUAL(sh("BCG_PLUGIN_PATH='%s/example_prefix' LD_LIBRARY_PATH='%s/lib' '%s/bin/bcg' describe hold_height",
+                     tmp, tmp, tmp), 0);
   /* one exported symbol */
   CU_ASSERT_EQUAL(sh("nm -D --defined-only '%s/example/clip_autodiff.so' | grep -c ' T '", tmp), 0);
   CU_ASSERT_EQUAL(atoi(out), 1);
