@@ -80,7 +80,6 @@ static void bench_state(const bcg_model *model, bcg_real *q, bcg_real *u) {
 
 typedef struct result {
   double fwd, fwdbwd;
-  long reps; /* repetitions behind each rate (the fewer of the two) */
   int nact;
   double stage_us[BCG_SIM_NSTAGE]; /* split: microseconds per environment-substep in each stage */
 } result;
@@ -139,7 +138,6 @@ static int time_sim(bcg_sim *sim, const bcg_model *model, int n, double seconds,
   }
   r->fwd = n / rep_time(&f, mean);
   r->fwdbwd = n / rep_time(&fb, mean);
-  r->reps = f.n < fb.n ? f.n : fb.n;
   /* the split: forward + backward again with the stepper's stage timing on
    * (off above, so the rates carry none of its clock reads); each stage's
    * time per repetition, the fastest or the mean as the rates */
