@@ -67,6 +67,25 @@ static void cpu_name(char *buf, size_t len) {
   fclose(f);
 }
 
+/* "machine: CPU, cores online, the process's affinity mask (host); load
+ * average at the start" (both benchmarks) */
+static void print_machine(void) {
+  char cpu[256], host[256] = "?";
+  cpu_name(cpu, sizeof cpu);
+  gethostname(host, sizeof host);
+  cpu_set_t cs;
+  int naff = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : -1;
+  double la[3] = {-1, -1, -1};
+  FILE *lf = fopen("/proc/loadavg", "r");
+  if (lf) {
+    if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
+    fclose(lf);
+  }
+  printf("machine: %s, %ld cores online, %d in this process's affinity mask (%s); load average %.2f %.2f %.2f at the "
+         "start\n",
+         cpu, sysconf(_SC_NPROCESSORS_ONLN), naff, host, la[0], la[1], la[2]);
+}
+
 /* the benchmark state: default pose, lowest contact point at -1 mm */
 static void bench_state(const bcg_model *model, bcg_real *q, bcg_real *u) {
   const bcg_mdata *m = &model->m;
@@ -410,27 +429,15 @@ static int bench_train(int argc, char **argv) {
     return rc;
   }
 
-  char cpu[256], host[256] = "?", commit[300], stamp[64];
-  cpu_name(cpu, sizeof cpu);
-  gethostname(host, sizeof host);
+  char commit[300], stamp[64];
   git_commit(commit, sizeof commit);
   time_t tt = time(NULL);
   strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", gmtime(&tt));
-  cpu_set_t cs;
-  int naff = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : -1;
-  double la[3] = {-1, -1, -1};
-  FILE *lf = fopen("/proc/loadavg", "r");
-  if (lf) {
-    if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
-    fclose(lf);
-  }
   const char *wp = getenv("OMP_WAIT_POLICY");
   const bcg_plugin *pl[4] = {bcg_config_plugin(cfg, BCG_KIND_LEARNER), bcg_config_plugin(cfg, BCG_KIND_ESTIMATOR),
                              bcg_config_plugin(cfg, BCG_KIND_CONTACT), bcg_config_plugin(cfg, BCG_KIND_TASK)};
   printf("bcg %s bench --train %s  %s\n", BCG_VERSION, path, stamp);
-  printf("machine: %s, %ld cores online, %d in this process's affinity mask (%s); load average %.2f %.2f %.2f at the "
-         "start\n",
-         cpu, sysconf(_SC_NPROCESSORS_ONLN), naff, host, la[0], la[1], la[2]);
+  print_machine();
   printf("commit: %s\nprecision: %s; device: %s; OMP_WAIT_POLICY %s\n", commit, BCG_REAL_NAME,
          bcg_config_get_string(cfg, "run", "device"), wp && wp[0] ? wp : "unset");
   printf("config: %s (learner %s, estimator %s, contact %s, task %s), %ld environments\n",
@@ -514,20 +521,23 @@ int bcg_cmd_bench(int argc, char **argv) {
   if (!model) return bcg_cli_error("%s", err);
   const bcg_mdata *m = &model->m;
 
-  char cpu[256], host[256] = "?";
-  cpu_name(cpu, sizeof cpu);
-  gethostname(host, sizeof host);
+  char commit[300], stamp[64];
+  git_commit(commit, sizeof commit);
   time_t tt = time(NULL);
-  char stamp[64];
   strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", gmtime(&tt));
   int maxthr = omp_get_max_threads();
   /* as a training's [run] flush_denormals = auto: subnormals flushed in the float build */
   bcg_cpu_denormals_setting("auto");
   int ftz = bcg_cpu_denormals_flushed() > 0;
-  printf("bcg %s bench  %s\nmachine: %s, %d hardware threads (%s)\nprecision: %s%s\nmodel: %s (nq %d, nv %d, nu %d, "
+  printf("bcg %s bench  %s\n", BCG_VERSION, stamp);
+  print_machine();
+  char thr[64];
+  if (maxthr > 1) snprintf(thr, sizeof thr, "1 and %d (OpenMP; a row each)", maxthr);
+  else snprintf(thr, sizeof thr, "1 (OpenMP)");
+  printf("commit: %s\nthreads: %s\nprecision: %s%s\nmodel: %s (nq %d, nv %d, nu %d, "
          "%d contact slots)\nunit: physics steps (one substep of %g s, the unit of one mj_step) per second\n"
          "state: default pose %s, PD holding it, %d environments per batch\n\n",
-         BCG_VERSION, stamp, cpu, maxthr, host, BCG_REAL_NAME,
+         commit, thr, BCG_REAL_NAME,
          ftz ? " (subnormals flushed to zero, as training's [run] flush_denormals = auto does in this build)" : "",
          model_path, m->nq, m->nv, m->nu, m->ncp,
          (double)m->timestep,

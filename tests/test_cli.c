@@ -607,6 +607,10 @@ static void test_check_model(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nnone "));
   CU_ASSERT_PTR_NULL(strstr(out, "\nsoft "));
   CU_ASSERT_PTR_NULL(strstr(out, "\nsmoothed_kappa "));
+  /* the machine and the code the numbers came from */
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "cores online"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\ncommit: "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nthreads: 1"));
   /* the statistic it states, on both sides of the ratio, and finite positive rates */
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "steps/s (0 contacts; fastest of "));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "Rates: the fastest of the repetitions"));
