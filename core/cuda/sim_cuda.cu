@@ -376,11 +376,13 @@ static int reserve_stack(int vjp, size_t batch_bytes, char *err, size_t errlen) 
   snprintf(err, errlen,
            "CUDA could not reserve the %s kernels' per-thread stack: %.0f KB (the largest kernel frame, step.h's "
            "local arrays in %s) x %d resident threads = %.1f GiB, with %.1f of %.1f GiB free beside the batch's "
-           "%.2f GiB (%s): this GPU is too small for this precision (double needs about twice float's), or another "
-           "process holds its memory",
+           "%.2f GiB (%s): this GPU is too small for this precision (double needs about twice float's) and this "
+           "build's capacities (MAX_DOF=%d MAX_CONTACT=%d; a build with smaller ones, e.g. make MAX_DOF=40 "
+           "MAX_CONTACT=16 for robots of up to 40 dofs, about halves the frames: docs/usage.md section 1), or "
+           "another process holds its memory",
            vjp ? "stepper's adjoint" : "stepper", (need + 256) / 1024.0, sizeof(bcg_real) == 8 ? "double" : "float",
            resident, (double)(need + 256) * resident / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0,
-           batch_bytes / 1073741824.0, cudaGetErrorString(e));
+           batch_bytes / 1073741824.0, cudaGetErrorString(e), BCG_MAX_DOF, BCG_MAX_CONTACT);
   cudaGetLastError();
   return -1;
 }
