@@ -186,7 +186,8 @@ int bcg_plugin_desc_check(const bcg_plugin_desc *d, char *err, size_t errlen) {
                 rsize == 4 ? "float" : rsize == 8 ? "double" : "unknown", rsize, BCG_REAL_NAME,
                 sizeof(bcg_real), BCG_REAL_NAME), -1;
   if (dims != BCG_DIMS_TAG) { /* bcg/dims.h: 0 stands for the defaults */
-    unsigned pd = dims ? (dims >> 8) & 0xffu : 64, pc = dims ? (dims >> 16) & 0xffu : 24;
+    unsigned pd = dims ? (dims >> 8) & 0xffu : BCG_DEFAULT_MAX_DOF,
+             pc = dims ? (dims >> 16) & 0xffu : BCG_DEFAULT_MAX_CONTACT;
     return bcg_setf(err, errlen, "built with MAX_DOF=%u MAX_CONTACT=%u, this bcg with MAX_DOF=%d MAX_CONTACT=%d (its "
                     "structs differ); rebuild it with this bcg's headers and flags (pkg-config --cflags bcg)",
                     pd, pc, BCG_MAX_DOF, BCG_MAX_CONTACT), -1;

@@ -163,8 +163,10 @@ static int convert_capacity(conv *c) {
   if (m->njnt > BCG_MAX_JNT)
     return fail(c, "%ld joints exceed BCG_MAX_JNT = %d", (long)m->njnt, BCG_MAX_JNT);
   if (m->nv > BCG_MAX_DOF)
-    return fail(c, "%ld dofs exceed BCG_MAX_DOF = %d%s", (long)m->nv, BCG_MAX_DOF,
-                BCG_MAX_DOF < 64 ? " (this build's MAX_DOF; the default build takes 64)" : "");
+    return BCG_MAX_DOF < BCG_DEFAULT_MAX_DOF
+               ? fail(c, "%ld dofs exceed BCG_MAX_DOF = %d (this build's MAX_DOF; the default build takes %d)",
+                      (long)m->nv, BCG_MAX_DOF, BCG_DEFAULT_MAX_DOF)
+               : fail(c, "%ld dofs exceed BCG_MAX_DOF = %d", (long)m->nv, BCG_MAX_DOF);
   if (m->nq > BCG_MAX_Q)
     return fail(c, "%ld qpos entries exceed BCG_MAX_Q = %d (MAX_DOF + 16)", (long)m->nq, BCG_MAX_Q);
   if (m->nu > BCG_MAX_ACT)

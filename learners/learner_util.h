@@ -234,13 +234,13 @@ static inline void lu_track_begin(lu_track *k) {
   k->n = 0;
 }
 
-/* the errors of N environments at states x (clocks clk already count the transition) */
 /* the finite ones of the N errors in k->err into the sums */
 static inline void lu_track_sum(lu_track *k, int N) {
   for (int e = 0; e < N; e++)
     if (isfinite((double)k->err[e])) k->sum += (double)k->err[e], k->n++;
 }
 
+/* the errors of N environments at states x (clocks clk already count the transition) */
 static inline int lu_track_add(lu_track *k, const bcg_task_ops *to, void *task, int N, const bcg_real *x,
                                const bcg_task_clock *clk) {
   if (!k->err) return 0;

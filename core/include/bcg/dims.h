@@ -16,11 +16,14 @@
 
 #include <stdint.h>
 
+/* the defaults, which BCG_DIMS_TAG encodes as 0 */
+#define BCG_DEFAULT_MAX_DOF 64
+#define BCG_DEFAULT_MAX_CONTACT 24
 #ifndef BCG_MAX_DOF
-#define BCG_MAX_DOF 64
+#define BCG_MAX_DOF BCG_DEFAULT_MAX_DOF
 #endif
 #ifndef BCG_MAX_CONTACT
-#define BCG_MAX_CONTACT 24
+#define BCG_MAX_CONTACT BCG_DEFAULT_MAX_CONTACT
 #endif
 #if BCG_MAX_DOF < 6 || BCG_MAX_DOF > 64
 #error "BCG_MAX_DOF (make MAX_DOF=N) must be from 6 to 64"
@@ -36,7 +39,7 @@
  * 0 for the defaults (so that plugins built before the option match a
  * default build), else BCG_MAX_DOF << 8 | BCG_MAX_CONTACT << 16 */
 #define BCG_DIMS_TAG                                                 \
-  ((BCG_MAX_DOF == 64 && BCG_MAX_CONTACT == 24)                      \
+  ((BCG_MAX_DOF == BCG_DEFAULT_MAX_DOF && BCG_MAX_CONTACT == BCG_DEFAULT_MAX_CONTACT) \
        ? (uint32_t)0                                                 \
        : ((uint32_t)BCG_MAX_DOF << 8 | (uint32_t)BCG_MAX_CONTACT << 16))
 
