@@ -273,7 +273,31 @@ typedef struct tu_self {
   bcg_real a[TU_MAX_SEG][3], c[TU_MAX_SEG][3], r[TU_MAX_SEG]; /* body-frame endpoints, radius */
   short pair[TU_MAX_SEG * (TU_MAX_SEG - 1) / 2][2];
   bcg_real pm[TU_MAX_SEG * (TU_MAX_SEG - 1) / 2]; /* each pair's margin: min(margin, its gap at qpos0) */
+  /* each pair's skip bound (tu_self_bounds): the squared distance of the
+   * capsules' midpoints beyond which the pair clears its margin */
+  bcg_real far2[TU_MAX_SEG * (TU_MAX_SEG - 1) / 2];
 } tu_self;
+
+/* The pairs' skip bounds. Every point of a capsule's axis lies within half
+ * its length h of its midpoint, so a pair whose midpoints are cm apart has
+ * a surface gap of at least cm - h1 - h2 - r1 - r2; when that exceeds the
+ * pair's margin pm by more than a micrometre (the slack covers the rounding
+ * of the endpoints, in float too) the pair adds nothing to the penalty.
+ * far2 = (h1 + h2 + r1 + r2 + pm + 1e-6)^2, compared with the midpoints'
+ * squared distance: no square root per pair, and h from the body-frame
+ * endpoints once instead of per call. */
+static inline void tu_self_bounds(tu_self *S) {
+  for (int i = 0; i < S->npair; i++) {
+    double b = S->pm[i] + 1e-6;
+    for (int e = 0; e < 2; e++) {
+      int c = S->pair[i][e];
+      double d2 = 0;
+      for (int q = 0; q < 3; q++) d2 += ((double)S->c[c][q] - S->a[c][q]) * ((double)S->c[c][q] - S->a[c][q]);
+      b += 0.5 * sqrt(d2) + S->r[c];
+    }
+    S->far2[i] = (bcg_real)(b * b);
+  }
+}
 
 static inline void tu_self_init(tu_self *S, const bcg_model *M) {
   S->nseg = M->nsc;
@@ -286,6 +310,7 @@ static inline void tu_self_init(tu_self *S, const bcg_model *M) {
   }
   for (int i = 0; i < M->nsc_pair; i++)
     S->pair[i][0] = M->sc_pair[i][0], S->pair[i][1] = M->sc_pair[i][1], S->pm[i] = 0;
+  tu_self_bounds(S);
 }
 
 BCG_HD void tu_self_ends(const tu_self *S, const bcg_kin *k, bcg_real (*L)[2][3], bcg_real (*E)[2][3]);
@@ -308,6 +333,7 @@ static inline int tu_self_set_margin(tu_self *S, const bcg_mdata *m, bcg_real ma
     bcg_real g = tu_self_pair_gap(S, (const bcg_real(*)[2][3])E, i, &s, &t, n);
     S->pm[i] = g < 0 ? 0 : g < margin ? g : margin;
   }
+  tu_self_bounds(S);
   free(k);
   return 0;
 }
@@ -341,25 +367,20 @@ BCG_HD bcg_real tu_self_pair_gap(const tu_self *S, const bcg_real (*E)[2][3], in
 
 /* the penalty sum over pairs of max(0, r1 + r2 + margin_i - d)^2 at kinematics k (margin_i:
  * tu_self_set_margin); with A non-NULL, also A->pb / A->tb += g * its gradient. A pair
- * whose bound on the gap (the capsules' midpoints' distance less their half lengths and
- * radii; every point of a segment lies within half its length of its midpoint) clears
- * its margin by more than a micrometre contributes nothing and is skipped unsolved:
- * the same sum as solving every pair. */
+ * whose capsules' midpoints lie beyond its skip bound (tu_self_bounds) clears its margin
+ * and is skipped unsolved: every pair that adds to the sum is solved, in the same order,
+ * so the sum and the gradient are those of solving every pair. */
 BCG_HD bcg_real tu_self_penalty(const tu_self *S, const bcg_kin *k, bcg_real g, tu_adj *A) {
-  bcg_real L[TU_MAX_SEG][2][3], E[TU_MAX_SEG][2][3], M[TU_MAX_SEG][3], h[TU_MAX_SEG];
+  bcg_real L[TU_MAX_SEG][2][3], E[TU_MAX_SEG][2][3], M[TU_MAX_SEG][3];
   tu_self_ends(S, k, L, E);
-  for (int c = 0; c < S->nseg; c++) {
-    bcg_real d[3];
-    for (int q = 0; q < 3; q++) M[c][q] = (bcg_real)0.5 * (E[c][0][q] + E[c][1][q]), d[q] = E[c][1][q] - E[c][0][q];
-    h[c] = (bcg_real)0.5 * sqrt(bcg_v3_dot(d, d));
-  }
+  for (int c = 0; c < S->nseg; c++)
+    for (int q = 0; q < 3; q++) M[c][q] = (bcg_real)0.5 * (E[c][0][q] + E[c][1][q]);
   bcg_real tot = 0;
   for (int i = 0; i < S->npair; i++) {
     int x = S->pair[i][0], y = S->pair[i][1], bx = S->body[x], by = S->body[y];
     bcg_real dm[3];
     bcg_v3_sub(dm, M[x], M[y]);
-    bcg_real cm = sqrt(bcg_v3_dot(dm, dm));
-    if (cm - h[x] - h[y] - S->r[x] - S->r[y] - S->pm[i] > (bcg_real)1e-6 * (1 + cm)) continue;
+    if (bcg_v3_dot(dm, dm) > S->far2[i]) continue;
     bcg_real s, t, n[3];
     bcg_real gap = tu_self_pair_gap(S, (const bcg_real(*)[2][3])E, i, &s, &t, n);
     bcg_real d = gap + S->r[x] + S->r[y], o = S->pm[i] - gap;
