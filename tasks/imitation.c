@@ -39,8 +39,10 @@
  *   a control step's reward and two of its three future frames were
  *   computed at the step before. An entry keeps what the task reads of a
  *   reference (ring_len); r views the entry of time rt[rcur] (ref_at), which
- *   is read in place: no copy per lookup. qr, ur and kr are the scratch a
- *   new entry is computed in. */
+ *   is read in place: no copy per lookup. A new entry is computed on ref_at's
+ *   stack (hot in the cache) and only its read part stored: with thousands
+ *   of environments (PPO's 4096) a per-environment 18 kB scratch was cold
+ *   memory written at every control step. */
 typedef struct rpose {
   const bcg_real *q, *u, *o; /* qpos, qvel, kinematics origin */
   const bcg_real *R, *p;     /* [nbody][9], [nbody][3]: as bcg_kin's R and p */
@@ -48,10 +50,9 @@ typedef struct rpose {
 } rpose;
 
 typedef struct ws {
-  bcg_kin k, kr;
+  bcg_kin k;
   rpose r;
   tu_adj a;
-  bcg_real qr[BCG_MAX_Q], ur[BCG_MAX_DOF];
   bcg_real kq[BCG_MAX_Q]; /* the state of k (valid when kq_ok) */
   int kq_ok;
   double rt[RING];        /* the times of the ring's entries (valid where rok's bit is set) */
@@ -86,8 +87,8 @@ static size_t ring_len(const imit *s) {
   return (size_t)s->nq + s->nv + 3 + 12 * (size_t)s->m->nbody + 6 * (size_t)s->L.nrdof;
 }
 
-/* copy the reference computed in w (qr, ur, the read part of kr) to ring entry i */
-static void ring_store(const imit *s, ws *w, int i) {
+/* store the reference computed in qr, ur, kr (its read part) as w's ring entry i */
+static void ring_store(const imit *s, ws *w, int i, const bcg_real *qr, const bcg_real *ur, const bcg_kin *kr) {
   bcg_real *d = w->rbuf + (size_t)i * ring_len(s);
   int nb = s->m->nbody;
 #define RC(field, n)                                              \
@@ -95,12 +96,12 @@ static void ring_store(const imit *s, ws *w, int i) {
     memcpy(d, (field), sizeof(bcg_real) * (size_t)(n));           \
     d += (n);                                                     \
   } while (0)
-  RC(w->qr, s->nq);
-  RC(w->ur, s->nv);
-  RC(w->kr.o, 3);
-  RC(&w->kr.R[0][0], 9 * nb);
-  RC(&w->kr.p[0][0], 3 * nb);
-  RC(&w->kr.cdof[s->L.rdof0][0], 6 * s->L.nrdof);
+  RC(qr, s->nq);
+  RC(ur, s->nv);
+  RC(kr->o, 3);
+  RC(&kr->R[0][0], 9 * nb);
+  RC(&kr->p[0][0], 3 * nb);
+  RC(&kr->cdof[s->L.rdof0][0], 6 * s->L.nrdof);
 #undef RC
 }
 
@@ -126,13 +127,15 @@ static void ref_at(const imit *s, ws *w, double t) {
       return;
     }
   double q[BCG_MAX_Q], u[BCG_MAX_DOF];
+  bcg_real qr[BCG_MAX_Q], ur[BCG_MAX_DOF];
+  bcg_kin kr;
   bcg_motion_state(&s->mo, s->m, t, s->loop, q, u);
-  for (int i = 0; i < s->nq; i++) w->qr[i] = (bcg_real)q[i];
-  for (int i = 0; i < s->nv; i++) w->ur[i] = (bcg_real)u[i];
-  bcg_kinematics_pose(s->m, w->qr, &w->kr);
+  for (int i = 0; i < s->nq; i++) qr[i] = (bcg_real)q[i];
+  for (int i = 0; i < s->nv; i++) ur[i] = (bcg_real)u[i];
+  bcg_kinematics_pose(s->m, qr, &kr);
   int i = w->rnext;
   w->rnext = (i + 1) % RING;
-  ring_store(s, w, i);
+  ring_store(s, w, i, qr, ur, &kr);
   w->rt[i] = t;
   w->rok |= 1 << i;
   ring_view(s, w, i);
