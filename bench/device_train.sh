@@ -38,7 +38,8 @@
 #                  one, policies-NAME.tgz.part-*), unpacked into one folder;
 #                  each run there continues with
 #                  `bcg train --resume` for TRAIN_SECONDS more (run.seconds counts
-#                  training wall time over all calls: RESUME_SECONDS_BEFORE, default
+#                  training wall time over all calls: RESUME_SECONDS_BEFORE (seconds as
+#                  `bcg train` prints them, e.g. 1085.5), default
 #                  TRAIN_SECONDS, is added); runs of RUNS not in it start afresh
 #
 # Files under $OUT: device_train.log (everything), runs.tgz (every run's
@@ -52,6 +53,12 @@ exec > >(tee -a "$OUT/device_train.log") 2>&1
 T0=$(date +%s)
 say() { echo "[device_train +$(($(date +%s) - T0))s] $*"; }
 S=${TRAIN_SECONDS:-420}
+# the training seconds of earlier calls, as `bcg train` prints them (e.g. 1085.5)
+RSB=${RESUME_SECONDS_BEFORE:-$S}
+case "$RSB" in
+  '' | *[!0-9.]* | *.*.* | .*) say "RESUME_SECONDS_BEFORE=$RSB: a number of seconds (e.g. 1085.5)"; exit 2 ;;
+esac
+case "$S" in '' | *[!0-9]*) say "TRAIN_SECONDS=$S: a whole number of seconds"; exit 2 ;; esac
 NP=${NP:-$(nproc)}
 H=$((NP / 2))
 [ "$H" -ge 1 ] || H=1
@@ -116,7 +123,7 @@ for spec in "${SPEC[@]}"; do
   if [ -n "$prev" ]; then
     # the run's own thread count (an override of RUNS) stays; other overrides are in its config.ini
     rth=$(echo "$ovs $extra" | tr ' ' '\n' | grep '^run.threads=' | tail -n 1)
-    $rb train --resume "$prev" run.seconds=$((S + ${RESUME_SECONDS_BEFORE:-$S})) run.threads=$th $rth run.keep_last=0 >/tmp/bcg-$name.log 2>&1 &
+    $rb train --resume "$prev" run.seconds=$(awk -v a="$S" -v b="$RSB" 'BEGIN { printf "%.3f", a + b }') run.threads=$th $rth run.keep_last=0 >/tmp/bcg-$name.log 2>&1 &
   else
     $rb train "$cfg" run.name=$name run.seconds=$S run.threads=$th run.out_dir=$R run.keep_last=0 $ovs $extra >/tmp/bcg-$name.log 2>&1 &
   fi
