@@ -232,7 +232,7 @@ static void test_checker_finds_faults(void) {
       "# t\n"
       "[fine](docs/ok.md) and [fine too](docs/ok.md#a-heading) and [web](https://example.org/x)\n"
       "[gone](docs/missing.md)\n"
-      "[outside](../shared/DESIGN.md) [absolute](/etc/passwd)\n"
+      "[outside](../elsewhere/notes.md) [absolute](/etc/passwd)\n"
       "quoted `docs/ok.md`, `docs/gone.txt`, not paths: `bench/gpu_bench` `runs/<stamp>/x.h5` `a/b.c`\n"
       "```\n"
       "[in a fence](not/checked.md) `docs/fenced.txt`\n"
@@ -244,7 +244,7 @@ static void test_checker_finds_faults(void) {
   CU_ASSERT_EQUAL(s.npaths, 2);
   CU_ASSERT_EQUAL(s.nbad, 4);
   CU_ASSERT_PTR_NOT_NULL(strstr(s.msg, "README.md:3: link 'docs/missing.md': no such file in the repository\n"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(s.msg, "README.md:4: link '../shared/DESIGN.md' leaves the repository\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(s.msg, "README.md:4: link '../elsewhere/notes.md' leaves the repository\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(s.msg, "README.md:4: link '/etc/passwd' is absolute"));
   CU_ASSERT_PTR_NOT_NULL(strstr(s.msg, "README.md:5: quoted path 'docs/gone.txt': no such file in the repository\n"));
   if (s.nbad != 4) fprintf(stderr, "%s", s.msg);
